@@ -1,0 +1,7 @@
+"""``python -m ledger``."""
+
+import sys
+
+from ledger._cli import main
+
+sys.exit(main())

@@ -1,0 +1,168 @@
+"""The ``ledger`` command line: parses arguments, calls library functions, renders results.
+
+Exit status: 0 success (warnings allowed), 1 at least one error finding or a failed
+operation, 2 the command could not run (usage, a path that does not exist or is unreadable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from ledger import __version__
+from ledger._internal.jsonio import MAX_JSON_BYTES
+from ledger.errors import Error
+
+_logger = logging.getLogger("ledger")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _jobs_default() -> int | None:
+    value = os.environ.get("LEDGER_JOBS")
+    return int(value) if value and value.isdigit() and int(value) > 0 else None
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more; twice re-raises errors with a traceback",
+    )
+    common.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=_jobs_default(),
+        help="processes for hashing and parsing (default: every core; env LEDGER_JOBS)",
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="ledger",
+        description="Artifact ledger and evidence verification for LLM serving campaigns.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    verify = commands.add_parser(
+        "verify",
+        parents=[common],
+        help="verify evidence roots, campaign folders or JSON documents",
+        description="Check integrity, schemas, references, arithmetic, gates and decisions. "
+        "Exit 0: no error finding; 1: error findings; 2: could not run.",
+    )
+    verify.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="an evidence root, a campaign folder, or a JSON document",
+    )
+    verify.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), json for machines",
+    )
+    verify.add_argument(
+        "--max-json-bytes",
+        type=_positive_int,
+        default=MAX_JSON_BYTES,
+        help=f"largest JSON artifact parsed (default {MAX_JSON_BYTES})",
+    )
+    verify.set_defaults(func=_verify)
+
+    seal = commands.add_parser(
+        "seal",
+        parents=[common],
+        help="write manifest.json and SHA256SUMS for a campaign folder",
+        description="Record every file of a campaign folder with its digest, keeping existing "
+        "withheld declarations. Sealing proves integrity from now on, never "
+        "correctness.",
+    )
+    seal.add_argument("folder", metavar="CAMPAIGN_DIR")
+    seal.add_argument(
+        "--withhold",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="declare an artifact withheld (operator-private); repeatable",
+    )
+    seal.add_argument(
+        "--withhold-missing",
+        action="store_true",
+        help="declare withheld every artifact the summary names that is absent",
+    )
+    seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
+    seal.set_defaults(func=_seal)
+    return parser
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ledger.verify import UnusablePathError, verify_paths
+
+    try:
+        report = verify_paths(args.paths, jobs=args.jobs, max_json_bytes=args.max_json_bytes)
+    except UnusablePathError as e:
+        print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(report.render_text())
+    print("OK" if report.ok else "FAIL", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _seal(args: argparse.Namespace) -> int:
+    from ledger import manifest
+
+    if not os.path.isdir(args.folder):
+        print(f"ledger seal: error: {args.folder}: not a folder", file=sys.stderr)
+        return 2
+    sealed = manifest.seal(
+        args.folder,
+        withhold=args.withhold,
+        withhold_missing=args.withhold_missing,
+        reason=args.reason or manifest.DEFAULT_WITHHELD_REASON,
+        jobs=args.jobs,
+    )
+    print(
+        f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"
+    )
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status."""
+    parser = _parser()
+    namespace = parser.parse_args(args)
+    logging.basicConfig(
+        level=logging.DEBUG if namespace.verbose else logging.WARNING,
+        format="%(name)s: %(message)s",
+    )
+    try:
+        status: int = namespace.func(namespace)
+    except Error as e:
+        e.log_and_exit(raise_error=namespace.verbose > 1)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

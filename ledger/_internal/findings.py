@@ -1,0 +1,123 @@
+"""Findings: what verify reports, each with a stable code.
+
+Codes are part of the interface (CI scripts match on them): never rename one; add new ones.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+Severity = Literal["error", "warning"]
+
+CODES: dict[str, tuple[Severity, str]] = {
+    # reading
+    "file-unreadable": ("error", "a file of the evidence cannot be opened or read"),
+    "file-changed": ("error", "a file changed, vanished or was replaced while being verified"),
+    "not-regular-file": ("error", "a FIFO, socket or device where an artifact should be"),
+    "json-too-large": ("error", "a JSON artifact over the size cap (not parsed; still hashed)"),
+    "json-bom": ("error", "a JSON artifact starts with a byte-order mark"),
+    "json-encoding": ("error", "a JSON artifact is not UTF-8"),
+    "json-syntax": ("error", "a JSON artifact does not parse"),
+    "json-nonfinite": ("error", "NaN or Infinity in a JSON artifact"),
+    "json-too-deep": ("error", "a JSON artifact nests deeper than the cap"),
+    "duplicate-key": ("error", "an object holds the same key twice"),
+    # schemas
+    "schema-undeclared": ("warning", "a JSON artifact has no schema field"),
+    "schema-unknown": ("error", "a schema field names no known kind or version"),
+    "schema-invalid": ("error", "a document breaks its schema"),
+    "schema-mismatch": ("error", "the manifest records another schema than the document's"),
+    # campaign layout and manifest
+    "no-campaign": ("error", "a folder given to verify holds no campaign"),
+    "campaign-id-mismatch": ("error", "campaign_id differs from the campaign folder's name"),
+    "manifest-missing": ("error", "a campaign folder has no manifest.json"),
+    "hash-mismatch": ("error", "a file's SHA-256 differs from its manifest entry"),
+    "size-mismatch": ("error", "a file's size differs from its manifest entry"),
+    "missing-artifact": ("error", "an artifact listed or named is neither present nor withheld"),
+    "unlisted-file": ("error", "a file in the campaign folder is not in the manifest"),
+    "withheld-artifact": ("warning", "an artifact is declared withheld (operator-private)"),
+    "sha256sums-missing": ("error", "a campaign folder has no SHA256SUMS"),
+    "sha256sums-invalid": ("error", "a SHA256SUMS line is not '<hex>  <path>'"),
+    "sha256sums-mismatch": ("error", "SHA256SUMS disagrees with the manifest"),
+    # path safety
+    "path-absolute": ("error", "an absolute path where a campaign-relative one is required"),
+    "path-escape": ("error", "a path or symlink leads out of the campaign folder"),
+    "path-invalid": ("error", "a path that is not normalized POSIX (./, //, \\, empty)"),
+    "path-duplicate": ("error", "the same path listed twice"),
+    "path-case-conflict": ("error", "two paths that differ only by letter case"),
+    "symlink": ("warning", "a symlink inside the campaign folder (followed; it stays inside)"),
+    # references and arithmetic
+    "reference-unresolved": ("error", "a {path, sha256} reference names no artifact"),
+    "reference-mismatch": ("error", "a reference's sha256 differs from the artifact's"),
+    "reference-withheld": ("warning", "a reference names a withheld artifact (not checkable)"),
+    "derived-mismatch": ("error", "a change_percent differs from its own row's values"),
+    # gates and decisions
+    "gate-inconsistent": ("error", "a gate's verdict contradicts its own counts"),
+    "gate-failed-all-passed": ("warning", "a gate failed although every check passed"),
+    "gate-count-mismatch": ("error", "completed + failed differs from requests"),
+    "gate-rate-mismatch": ("error", "passed / attempted differs from pass_rate"),
+    "ineligible-headline": (
+        "error",
+        "a headline result uses a population not performance-eligible",
+    ),
+    "decision-inconsistent": ("error", "identity and decision disagree on promotion_authorized"),
+    "promotion-incomplete": ("error", "promotion authorized on an incomplete campaign"),
+    "promotion-contradicts-label": (
+        "error",
+        "promotion authorized with a no-promotion/rejected label",
+    ),
+    "promotion-without-ab": ("error", "promotion authorized without an A/B comparison artifact"),
+    "promotion-without-reserve": ("error", "promotion authorized without a GPU reserve artifact"),
+}
+"""Every finding code: its severity and what it means."""
+
+
+@attrs.frozen
+class Issue:
+    """A finding before it is attached to a file."""
+
+    code: str
+    """A key of :data:`CODES`."""
+    pointer: str
+    """JSON pointer inside the file, ``""`` for the whole."""
+    message: str
+    """One line; never the value of something private."""
+
+    @property
+    def severity(self) -> Severity:
+        """The code's severity."""
+        return CODES[self.code][0]
+
+
+@attrs.frozen(order=True)
+class Finding:
+    """One result of verification."""
+
+    path: str
+    """The file (or folder) as reached from the arguments given to verify."""
+    pointer: str
+    """JSON pointer inside the file."""
+    code: str
+    """Stable kebab-case identifier; a key of :data:`CODES`."""
+    severity: Severity
+    """``error`` fails verification; ``warning`` does not."""
+    message: str
+    """One line for people."""
+    campaign: str = attrs.field(default="", eq=False, order=False)
+    """The campaign folder the finding belongs to, for grouping ("" for lone documents)."""
+
+    @classmethod
+    def of(cls, path: str, issue: Issue, campaign: str = "") -> Finding:
+        """Attaches an issue to a file."""
+        return cls(path, issue.pointer, issue.code, issue.severity, issue.message, campaign)
+
+    def to_json(self) -> dict[str, str]:
+        """The machine form, as ``--format json`` prints it."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "path": self.path,
+            "pointer": self.pointer,
+            "message": self.message,
+        }

@@ -1,0 +1,194 @@
+"""Reading, hashing and checking files, on every core.
+
+Each file is opened once: small files are read whole, hashed from the same bytes and
+parsed; large ones are hashed through a fixed buffer, so memory does not grow with artifact
+size. Work is spread over processes, because parsing holds the GIL.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import hashlib
+import multiprocessing
+import os
+import stat
+import sys
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from ledger._internal.documents import DocumentResult, check_document
+from ledger._internal.findings import Issue
+from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
+from ledger._internal.tree import identity
+from ledger.errors import InvalidArtifact
+from ledger.hashing import CHUNK_SIZE
+
+_BATCH_FILES = 256
+_BATCH_BYTES = 64 << 20
+_IN_PROCESS_FILES = 64
+_IN_PROCESS_BYTES = 64 << 20
+
+
+@attrs.frozen
+class FileTask:
+    """One file to read."""
+
+    path: str
+    """Where to open it (a symlink already resolved by the caller)."""
+    rel: str
+    """Its name in findings."""
+    is_json: bool
+    """Whether to parse and check it as a JSON document."""
+    identity: tuple[int, int, int, int] | None = None
+    """(device, inode, size, mtime_ns) when listed; a difference at open means it changed."""
+
+
+@attrs.frozen
+class FileResult:
+    """What reading one file gave."""
+
+    rel: str
+    """Its name in findings."""
+    sha256: str | None
+    """Digest of the bytes read; None when it could not be read whole."""
+    size: int | None
+    """Bytes read."""
+    issues: tuple[Issue, ...] = ()
+    """Findings about reading it (and, for JSON, about the document)."""
+    document: DocumentResult | None = None
+    """The document checks, for JSON that parsed."""
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks = []
+    total = 0
+    while total <= limit:
+        chunk = os.read(fd, min(CHUNK_SIZE, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _hash_fd(fd: int) -> tuple[str, int]:
+    hasher = hashlib.sha256()
+    total = 0
+    while True:
+        chunk = os.read(fd, CHUNK_SIZE)
+        if not chunk:
+            return hasher.hexdigest(), total
+        hasher.update(chunk)
+        total += len(chunk)
+
+
+def _changed(task: FileTask, why: str) -> FileResult:
+    return FileResult(task.rel, None, None, (Issue("file-changed", "", why),))
+
+
+def process_file(task: FileTask, max_json_bytes: int = MAX_JSON_BYTES) -> FileResult:
+    """Reads, hashes and (for JSON) checks one file; never raises for bad input."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(task.path, flags)
+    except FileNotFoundError:
+        return _changed(task, "vanished while being verified")
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return _changed(task, "was replaced by a symlink while being verified")
+        return FileResult(
+            task.rel, None, None, (Issue("file-unreadable", "", f"cannot open: {e.strerror}"),)
+        )
+    try:
+        return _process_open(task, fd, max_json_bytes)
+    except OSError as e:
+        return FileResult(
+            task.rel, None, None, (Issue("file-unreadable", "", f"cannot read: {e.strerror}"),)
+        )
+    finally:
+        os.close(fd)
+
+
+def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
+    before = os.fstat(fd)
+    if not stat.S_ISREG(before.st_mode):
+        return FileResult(
+            task.rel, None, None, (Issue("not-regular-file", "", "not a regular file"),)
+        )
+    if task.identity is not None and identity(before) != task.identity:
+        return _changed(task, "was modified or replaced after it was listed")
+    issues: list[Issue] = []
+    data: bytes | None = None
+    if task.is_json and before.st_size <= max_json_bytes:
+        data = _read_all(fd, max_json_bytes)
+        digest, size = hashlib.sha256(data).hexdigest(), len(data)
+    else:
+        digest, size = _hash_fd(fd)
+        if task.is_json:
+            issues.append(
+                Issue(
+                    "json-too-large",
+                    "",
+                    f"{size} bytes is over the {max_json_bytes}-byte limit; hashed but not parsed",
+                )
+            )
+    after = os.fstat(fd)
+    if size != before.st_size or identity(after) != identity(before):
+        return _changed(task, "changed while being read")
+    document = None
+    if data is not None and size > max_json_bytes:
+        issues.append(Issue("json-too-large", "", f"over the {max_json_bytes}-byte limit"))
+    elif data is not None:
+        try:
+            parsed = parse_strict(data)
+        except InvalidArtifact as e:
+            issues.append(Issue(e.code, e.pointer, str(e)))
+        else:
+            document = check_document(parsed, may_reference=b'"sha256"' in data)
+            issues.extend(document.issues)
+    return FileResult(task.rel, digest, size, tuple(issues), document)
+
+
+def _process_batch(batch: Sequence[FileTask], max_json_bytes: int) -> list[FileResult]:
+    return [process_file(task, max_json_bytes) for task in batch]
+
+
+def _batches(tasks: Sequence[FileTask], sizes: Sequence[int]) -> Iterator[list[FileTask]]:
+    batch: list[FileTask] = []
+    weight = 0
+    for task, size in zip(tasks, sizes, strict=True):
+        if batch and (len(batch) >= _BATCH_FILES or weight + size > _BATCH_BYTES):
+            yield batch
+            batch, weight = [], 0
+        batch.append(task)
+        weight += size
+    if batch:
+        yield batch
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def process_files(
+    tasks: Sequence[FileTask], *, jobs: int | None = None, max_json_bytes: int = MAX_JSON_BYTES
+) -> list[FileResult]:
+    """Processes every task, in parallel when it pays; results come back in task order."""
+    sizes = [t.identity[2] if t.identity else 0 for t in tasks]
+    workers = min(jobs or default_jobs(), len(tasks))
+    if workers <= 1 or (len(tasks) <= _IN_PROCESS_FILES and sum(sizes) <= _IN_PROCESS_BYTES):
+        return _process_batch(tasks, max_json_bytes)
+    batches = list(_batches(tasks, sizes))
+    # fork starts workers in milliseconds and shares the already-built schema validators.
+    method = "fork" if sys.platform == "linux" else None
+    context = multiprocessing.get_context(method)
+    results: list[FileResult] = []
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        for chunk in pool.map(_process_batch, batches, [max_json_bytes] * len(batches)):
+            results.extend(chunk)
+    return results

@@ -1,0 +1,146 @@
+"""Listing a campaign folder safely: symlinks are never followed out, specials never opened."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from ledger._internal.findings import Issue
+
+EntryKind = Literal["file", "symlink", "special"]
+
+
+@attrs.frozen
+class Entry:
+    """One file found under a campaign folder."""
+
+    rel: str
+    """POSIX path relative to the campaign folder."""
+    path: str
+    """Where to open it: the file itself, or a symlink's resolved target inside the folder."""
+    kind: EntryKind
+    """``symlink`` when reached through a link that stays inside the folder."""
+    identity: tuple[int, int, int, int] | None
+    """(device, inode, size, mtime_ns) of what will be opened."""
+
+
+@attrs.frozen
+class Listing:
+    """A campaign folder's files, and what was wrong with listing them."""
+
+    entries: tuple[Entry, ...]
+    """Files, sorted by ``rel``."""
+    issues: tuple[tuple[str, Issue], ...]
+    """(rel, issue) for symlinks leading out, unreadable folders and special files."""
+
+
+def check_relative_path(path: str) -> Issue | None:
+    """Checks that ``path`` is a normalized POSIX path inside the campaign folder.
+
+    Returns:
+        None when safe; else a ``path-absolute``, ``path-escape`` or ``path-invalid`` issue.
+    """
+    if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":"):
+        return Issue("path-absolute", "", f"{path!r} is absolute; paths are campaign-relative")
+    parts = path.split("/")
+    if ".." in parts:
+        return Issue("path-escape", "", f"{path!r} climbs out with '..'")
+    if (
+        not path
+        or "\\" in path
+        or "\x00" in path
+        or "\n" in path
+        or posixpath.normpath(path) != path
+        or "." in parts
+    ):
+        return Issue("path-invalid", "", f"{path!r} is not a normalized relative POSIX path")
+    return None
+
+
+def _inside(root: str, target: str) -> bool:
+    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """The stat fields whose change means a file was replaced or modified."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def list_campaign(folder: Path) -> Listing:
+    """Lists every file under ``folder`` without following a link out of it."""
+    root = os.path.realpath(folder)
+    entries: list[Entry] = []
+    issues: list[tuple[str, Issue]] = []
+
+    def walk(directory: str, prefix: str) -> None:
+        try:
+            with os.scandir(directory) as it:
+                children = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            issues.append(
+                (
+                    prefix.rstrip("/") or ".",
+                    Issue("file-unreadable", "", f"cannot list folder: {e.strerror}"),
+                )
+            )
+            return
+        for child in children:
+            rel = prefix + child.name
+            try:
+                st = child.stat(follow_symlinks=False)
+            except OSError as e:
+                issues.append(
+                    (rel, Issue("file-changed", "", f"vanished while listed: {e.strerror}"))
+                )
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                walk(child.path, rel + "/")
+            elif stat.S_ISREG(st.st_mode):
+                entries.append(Entry(rel, child.path, "file", identity(st)))
+            elif stat.S_ISLNK(st.st_mode):
+                _add_link(child.path, rel)
+            else:
+                issues.append(
+                    (rel, Issue("not-regular-file", "", "a FIFO, socket or device; not read"))
+                )
+
+    def _add_link(path: str, rel: str) -> None:
+        target = os.path.realpath(path)
+        if not _inside(root, target):
+            issues.append(
+                (
+                    rel,
+                    Issue(
+                        "path-escape", "", "symlink leads out of the campaign folder; not followed"
+                    ),
+                )
+            )
+            return
+        try:
+            st = os.stat(target)
+        except OSError:
+            issues.append((rel, Issue("file-unreadable", "", "symlink points to nothing")))
+            return
+        if not stat.S_ISREG(st.st_mode):
+            issues.append(
+                (
+                    rel,
+                    Issue(
+                        "not-regular-file",
+                        "",
+                        "symlink to something other than a file; not followed",
+                    ),
+                )
+            )
+            return
+        issues.append((rel, Issue("symlink", "", "symlink inside the campaign folder")))
+        entries.append(Entry(rel, target, "symlink", identity(st)))
+
+    walk(str(folder), "")
+    entries.sort(key=lambda e: e.rel)
+    return Listing(tuple(entries), tuple(issues))

@@ -1,0 +1,87 @@
+"""The exception hierarchy of anvil-ledger.
+
+Every error the toolkit raises on purpose derives from :class:`Error`, split by fault:
+bad input (:class:`InvalidArtifact`, :class:`SchemaError`), verification and gating
+(:class:`VerificationError`, :class:`GateError`) and runners (:class:`RunnerError`).
+Misuse by a caller raises builtins instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import NoReturn
+
+_logger = logging.getLogger(__name__)
+
+
+class Error(Exception):
+    """Base class of every anvil-ledger error."""
+
+    def diagnostics(self) -> str:
+        """Returns a one-line, human-readable explanation of the error."""
+        text = str(self) or self.__class__.__name__
+        return " ".join(text.split())
+
+    def log_and_exit(self, raise_error: bool = False) -> NoReturn:
+        """Prints the diagnostics to stderr and exits with status 1.
+
+        Args:
+            raise_error: re-raise instead of exiting (the CLI's ``--verbose``).
+        """
+        if raise_error:
+            raise self
+        print(f"error: {self.diagnostics()}", file=sys.stderr)
+        sys.exit(1)
+
+
+class InvalidArtifact(Error):
+    """An artifact could not be read: too large, not UTF-8, not strict JSON, ...
+
+    Attributes:
+        code: the stable finding code of the defect (``duplicate-key``, ``json-bom``, ...).
+        pointer: the JSON pointer of the defect inside the document, ``""`` for the whole.
+    """
+
+    def __init__(self, message: str, *, code: str = "json-syntax", pointer: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.pointer = pointer
+
+
+class SchemaError(Error):
+    """A document does not satisfy its schema, or names an unknown schema.
+
+    Attributes:
+        code: ``schema-invalid``, ``schema-unknown`` or ``schema-undeclared``.
+        pointer: the JSON pointer of the first offending value.
+    """
+
+    def __init__(self, message: str, *, code: str = "schema-invalid", pointer: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.pointer = pointer
+
+
+class VerificationError(Error):
+    """Evidence failed verification (a command that gives up on the first failure)."""
+
+
+class GateError(Error):
+    """A gate or promotion policy refused."""
+
+
+class RunnerError(Error):
+    """A runner could not produce evidence."""
+
+
+class ServerError(RunnerError):
+    """The serving endpoint misbehaved in a way a runner cannot record as a request result."""
+
+
+class GPUProbeError(RunnerError):
+    """NVML could not be queried."""
+
+
+class ContainerError(RunnerError):
+    """The container engine could not be queried or refused an operation."""

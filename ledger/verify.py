@@ -1,0 +1,477 @@
+"""``ledger verify``: every check of an evidence tree, a campaign folder or one document.
+
+Files are read and checked in parallel (see ``_internal/scan``); the checks that need more
+than one file (manifest against files, SHA256SUMS, references, the summary's named
+artifacts and promotion evidence) run afterwards in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger import gate, manifest
+from ledger._internal import jsonio, scan, tree
+from ledger._internal.findings import CODES, Finding, Issue
+from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger.models import Manifest
+from ledger.schema import SchemaId
+
+_CAMPAIGN_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
+_MAX_SUMS_BYTES = 16 << 20
+
+
+class UnusablePathError(Error):
+    """A path given to verify does not exist or cannot be read (exit status 2)."""
+
+
+@attrs.frozen
+class Report:
+    """The outcome of a verification."""
+
+    findings: tuple[Finding, ...]
+    """Every finding, sorted by campaign, path, pointer and code."""
+    campaigns: int
+    """Campaign folders verified."""
+    artifacts: int
+    """Files read, seal files excluded."""
+
+    @property
+    def errors(self) -> int:
+        """Error findings."""
+        return sum(1 for f in self.findings if f.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        """Warning findings."""
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error finding."""
+        return self.errors == 0
+
+    def summary_line(self) -> str:
+        """``N errors, M warnings in K campaigns, A artifacts``."""
+        return (
+            f"{self.errors} errors, {self.warnings} warnings in {self.campaigns} campaigns, "
+            f"{self.artifacts} artifacts"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--format json`` document."""
+        return {
+            "findings": [f.to_json() for f in self.findings],
+            "summary": {
+                "errors": self.errors,
+                "warnings": self.warnings,
+                "campaigns": self.campaigns,
+                "artifacts": self.artifacts,
+                "ok": self.ok,
+            },
+        }
+
+    def render_text(self) -> str:
+        """Findings grouped by campaign, one line each, then the summary line."""
+        lines: list[str] = []
+        group: str | None = None
+        for finding in self.findings:
+            if finding.campaign != group:
+                group = finding.campaign
+                lines.append(group or "(documents)")
+            shown = finding.path
+            if finding.campaign and shown.startswith(finding.campaign + "/"):
+                shown = shown[len(finding.campaign) + 1 :]
+            where = f"{shown}#{finding.pointer}" if finding.pointer else shown
+            lines.append(f"  {finding.severity:<7} {finding.code:<26} {where}: {finding.message}")
+        lines.append(self.summary_line())
+        return "\n".join(lines) + "\n"
+
+
+@attrs.define
+class _Campaign:
+    display: str
+    folder: Path
+    listing: tree.Listing
+    first_task: int = 0
+    task_count: int = 0
+
+
+def _join(display: str, rel: str) -> str:
+    return f"{display.rstrip('/')}/{rel}" if display else rel
+
+
+def _is_campaign(folder: Path) -> bool:
+    if _CAMPAIGN_NAME.fullmatch(folder.name):
+        return True
+    return any((folder / name).exists() for name in (*manifest.SEAL_FILES, manifest.SUMMARY_NAME))
+
+
+def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], list[Finding]]:
+    campaigns: list[tuple[str, Path]] = []
+    documents: list[str] = []
+    findings: list[Finding] = []
+    for raw in paths:
+        display = raw.rstrip("/") or raw
+        try:
+            st = os.stat(raw)
+        except OSError as e:
+            raise UnusablePathError(f"{raw}: {e.strerror or e}") from None
+        if stat.S_ISREG(st.st_mode):
+            if not os.access(raw, os.R_OK):
+                raise UnusablePathError(f"{raw}: permission denied")
+            documents.append(display)
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnusablePathError(f"{raw}: not a file or a folder")
+        folder = Path(raw)
+        if _is_campaign(folder):
+            campaigns.append((display, folder))
+            continue
+        try:
+            children = sorted(
+                p
+                for p in folder.iterdir()
+                if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+            )
+        except OSError as e:
+            raise UnusablePathError(f"{raw}: {e.strerror or e}") from None
+        if not children:
+            findings.append(
+                Finding(
+                    display,
+                    "",
+                    "no-campaign",
+                    "error",
+                    "no campaign folder here (a campaign holds manifest.json, "
+                    "SHA256SUMS or summary.json)",
+                    display,
+                )
+            )
+        campaigns.extend((_join(display, child.name), child) for child in children)
+    return campaigns, documents, findings
+
+
+def verify_paths(
+    paths: Sequence[str], *, jobs: int | None = None, max_json_bytes: int = jsonio.MAX_JSON_BYTES
+) -> Report:
+    """Verifies evidence roots, campaign folders and single JSON documents.
+
+    Raises:
+        UnusablePathError: a path does not exist or cannot be read.
+    """
+    campaign_targets, documents, findings = _targets(paths)
+    tasks: list[scan.FileTask] = []
+    campaigns: list[_Campaign] = []
+    for display, folder in campaign_targets:
+        listing = tree.list_campaign(folder)
+        campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries))
+        campaigns.append(campaign)
+        tasks.extend(
+            scan.FileTask(e.path, e.rel, e.rel.endswith(".json"), e.identity)
+            for e in listing.entries
+        )
+    document_start = len(tasks)
+    tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
+    results = scan.process_files(tasks, jobs=jobs, max_json_bytes=max_json_bytes)
+    artifacts = 0
+    for campaign in campaigns:
+        mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
+        findings.extend(_check_campaign(campaign, mine))
+        artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
+    for result in results[document_start:]:
+        artifacts += 1
+        findings.extend(Finding.of(result.rel, i) for i in result.issues)
+        summary = result.document.summary if result.document else None
+        if summary is not None:
+            findings.extend(
+                Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
+            )
+    findings.sort(key=_finding_order)
+    return Report(tuple(findings), len(campaigns), artifacts)
+
+
+def _pointer_order(pointer: str) -> tuple[tuple[int, int, str], ...]:
+    # /withheld/2 before /withheld/10: array indices compare as numbers.
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pointer.split("/"))
+
+
+def _finding_order(f: Finding) -> tuple[Any, ...]:
+    return (f.campaign, f.path, _pointer_order(f.pointer), f.code, f.message)
+
+
+def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | None:
+    if (
+        result is None
+        or result.sha256 is None
+        or any(CODES[i.code][0] == "error" for i in result.issues)
+    ):
+        return None
+    try:
+        return manifest.read_manifest(folder / manifest.MANIFEST_NAME)
+    except (OSError, InvalidArtifact, SchemaError):
+        # Changed since it was checked: the worker's findings stand for it.
+        return None
+
+
+def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> list[Finding]:
+    display = campaign.display
+    out: list[Finding] = []
+
+    def add(rel: str, issue: Issue) -> None:
+        out.append(Finding.of(_join(display, rel), issue, display))
+
+    for rel, issue in campaign.listing.issues:
+        add(rel, issue)
+    by_rel = {r.rel: r for r in results}
+    for result in results:
+        for issue in result.issues:
+            add(result.rel, issue)
+
+    folder_name = campaign.folder.resolve().name
+    loaded = _read_manifest(campaign.folder, by_rel.get(manifest.MANIFEST_NAME))
+    if manifest.MANIFEST_NAME not in by_rel:
+        add(
+            manifest.MANIFEST_NAME,
+            Issue("manifest-missing", "", "no manifest.json; run 'ledger seal' on the folder"),
+        )
+    listed: dict[str, str] = {}
+    withheld: dict[str, str | None] = {}
+    if loaded is not None:
+        if loaded.campaign_id != folder_name:
+            add(
+                manifest.MANIFEST_NAME,
+                Issue(
+                    "campaign-id-mismatch",
+                    "/campaign_id",
+                    f"campaign_id {loaded.campaign_id!r} but the folder is {folder_name!r}",
+                ),
+            )
+        for issue in _check_manifest_entries(loaded, by_rel, listed, withheld):
+            add(manifest.MANIFEST_NAME, issue)
+        for result in results:
+            if result.rel not in manifest.SEAL_FILES and result.rel not in listed:
+                add(result.rel, Issue("unlisted-file", "", "present but not in manifest.json"))
+    present = {r.rel: r.sha256 for r in results if r.sha256 is not None}
+    known = listed if loaded is not None else present
+
+    sums = by_rel.get(manifest.SUMS_NAME)
+    if sums is None:
+        add(
+            manifest.SUMS_NAME,
+            Issue(
+                "sha256sums-missing", "", "no SHA256SUMS; 'sha256sum -c' cannot check this folder"
+            ),
+        )
+    elif sums.sha256 is not None:
+        expected = dict(known)
+        expected.pop(manifest.SUMS_NAME, None)
+        manifest_digest = present.get(manifest.MANIFEST_NAME)
+        if manifest_digest is not None:
+            expected[manifest.MANIFEST_NAME] = manifest_digest
+        for issue in _check_sums(campaign.folder / manifest.SUMS_NAME, expected):
+            add(manifest.SUMS_NAME, issue)
+
+    for result in results:
+        document = result.document
+        if document is None:
+            continue
+        for ref in document.references:
+            problem = _check_reference(ref.pointer, ref.path, ref.sha256, known, withheld)
+            if problem is not None:
+                add(result.rel, problem)
+        summary = document.summary
+        if summary is None:
+            continue
+        if summary.campaign_id != folder_name:
+            add(
+                result.rel,
+                Issue(
+                    "campaign-id-mismatch",
+                    "/campaign_id",
+                    f"campaign_id {summary.campaign_id!r} but the folder is {folder_name!r}",
+                ),
+            )
+        # Without a readable manifest the withheld declarations are unknown: the
+        # manifest's own finding is the root cause, not each named artifact.
+        for pointer, path in manifest.named_artifacts(summary) if loaded is not None else ():
+            problem = _check_named(pointer, path, known, withheld)
+            if problem is not None:
+                add(result.rel, problem)
+        kinds = _listed_kinds(loaded)
+        for issue in gate.check_promotion_evidence(summary, kinds):
+            add(result.rel, issue)
+    return out
+
+
+def _listed_kinds(loaded: Manifest | None) -> list[str]:
+    kinds = []
+    for entry in loaded.artifacts if loaded is not None else ():
+        try:
+            kinds.append(SchemaId.parse(entry.schema).kind)
+        except SchemaError:
+            continue
+    return kinds
+
+
+def _path_issue(pointer: str, path: str) -> Issue | None:
+    issue = tree.check_relative_path(path)
+    return None if issue is None else attrs.evolve(issue, pointer=pointer)
+
+
+def _check_manifest_entries(
+    loaded: Manifest,
+    by_rel: dict[str, scan.FileResult],
+    listed: dict[str, str],
+    withheld: dict[str, str | None],
+) -> Iterable[Issue]:
+    folded: dict[str, str] = {}
+    for index, entry in enumerate(loaded.artifacts):
+        pointer = f"/artifacts/{index}"
+        issue = _path_issue(f"{pointer}/path", entry.path)
+        if issue is not None:
+            yield issue
+            continue
+        if entry.path in listed:
+            yield Issue("path-duplicate", f"{pointer}/path", f"{entry.path!r} is listed twice")
+            continue
+        other = folded.get(entry.path.casefold())
+        if other is not None:
+            yield Issue(
+                "path-case-conflict",
+                f"{pointer}/path",
+                f"{entry.path!r} and {other!r} differ only by case",
+            )
+        folded[entry.path.casefold()] = entry.path
+        if entry.path in manifest.SEAL_FILES:
+            yield Issue(
+                "path-invalid",
+                f"{pointer}/path",
+                f"{entry.path!r} is a seal file and cannot be an artifact",
+            )
+            continue
+        listed[entry.path] = entry.sha256
+        result = by_rel.get(entry.path)
+        if result is None:
+            yield Issue("missing-artifact", pointer, f"{entry.path!r} is listed but not present")
+            continue
+        if result.sha256 is None:
+            continue
+        if result.sha256 != entry.sha256:
+            yield Issue(
+                "hash-mismatch",
+                f"{pointer}/sha256",
+                f"{entry.path!r} has sha256 {result.sha256}, manifest says {entry.sha256}",
+            )
+        if result.size != entry.bytes:
+            yield Issue(
+                "size-mismatch",
+                f"{pointer}/bytes",
+                f"{entry.path!r} has {result.size} bytes, manifest says {entry.bytes}",
+            )
+        declared = result.document.schema if result.document is not None else None
+        if entry.path.endswith(".json") and result.document is None:
+            continue
+        if declared != entry.schema:
+            yield Issue(
+                "schema-mismatch",
+                f"{pointer}/schema",
+                f"{entry.path!r} declares schema {declared!r}, manifest says {entry.schema!r}",
+            )
+    for index, held in enumerate(loaded.withheld):
+        pointer = f"/withheld/{index}"
+        issue = _path_issue(f"{pointer}/path", held.path)
+        if issue is not None:
+            yield issue
+            continue
+        if held.path in listed or held.path in withheld:
+            yield Issue(
+                "path-duplicate",
+                f"{pointer}/path",
+                f"{held.path!r} is declared withheld and listed again",
+            )
+            continue
+        withheld[held.path] = held.sha256
+        yield Issue("withheld-artifact", pointer, f"{held.path!r} is withheld: {held.reason}")
+
+
+def _check_sums(path: Path, expected: dict[str, str]) -> list[Issue]:
+    try:
+        data = jsonio.read_limited(path, _MAX_SUMS_BYTES)
+    except (OSError, InvalidArtifact) as e:
+        return [Issue("sha256sums-invalid", "", f"cannot read: {e}")]
+    digests, issues = manifest.parse_sums(data)
+    for rel in sorted(set(digests) | set(expected)):
+        if rel not in digests:
+            issues.append(Issue("sha256sums-mismatch", "", f"{rel!r} is missing from SHA256SUMS"))
+        elif rel not in expected:
+            issues.append(
+                Issue(
+                    "sha256sums-mismatch", "", f"{rel!r} is in SHA256SUMS but not in the manifest"
+                )
+            )
+        elif digests[rel] != expected[rel]:
+            issues.append(
+                Issue(
+                    "sha256sums-mismatch",
+                    "",
+                    f"{rel!r}: SHA256SUMS says {digests[rel]}, expected {expected[rel]}",
+                )
+            )
+    return issues
+
+
+def _check_reference(
+    pointer: str, path: str, digest: str, known: dict[str, str], withheld: dict[str, str | None]
+) -> Issue | None:
+    issue = _path_issue(pointer, path)
+    if issue is not None:
+        return issue
+    if path in known:
+        if known[path] == digest:
+            return None
+        return Issue(
+            "reference-mismatch",
+            pointer,
+            f"reference to {path!r} says sha256 {digest}, the artifact has {known[path]}",
+        )
+    if path in withheld:
+        disclosed = withheld[path]
+        if disclosed is not None and disclosed != digest:
+            return Issue(
+                "reference-mismatch",
+                pointer,
+                f"reference to withheld {path!r} says sha256 {digest}, the manifest "
+                f"discloses {disclosed}",
+            )
+        return Issue(
+            "reference-withheld", pointer, f"reference to withheld {path!r} cannot be checked here"
+        )
+    return Issue("reference-unresolved", pointer, f"reference to {path!r} names no artifact")
+
+
+def _check_named(
+    pointer: str, path: str, known: dict[str, str], withheld: dict[str, str | None]
+) -> Issue | None:
+    issue = _path_issue(pointer, path)
+    if issue is not None:
+        return issue
+    if path in known or path in withheld:
+        return None
+    return Issue(
+        "missing-artifact",
+        pointer,
+        f"the summary names {path!r}, which is neither published nor declared withheld",
+    )
+
+
+def count_codes(report: Report) -> Counter[str]:
+    """How many findings of each code a report holds."""
+    return Counter(f.code for f in report.findings)

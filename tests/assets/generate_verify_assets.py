@@ -1,0 +1,488 @@
+"""Generates tests/assets/verify/: one valid campaign and one folder per defect.
+
+Each defect folder is an evidence root holding one campaign that differs from the valid one
+by a single defect, named after it. ``DEFECTS`` maps the folder to the finding codes verify
+must report for it (warnings of the valid campaign, ``withheld-artifact``, aside).
+
+Run ``python tests/assets/generate_verify_assets.py`` to regenerate;
+``tests/test_verify_assets.py`` checks that the checked-in files are what this script makes.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ledger._internal.jsonio import dumps_deterministic
+from ledger.hashing import sha256_bytes
+from ledger.manifest import MANIFEST_NAME, SUMS_NAME, render_sums, seal
+
+CAMPAIGN = "2026-11-01-asset-campaign"
+HERE = Path(__file__).resolve().parent / "verify"
+
+LINUX_LOG = b"request 0 ok ttft_ms=128.3\nrequest 1 ok ttft_ms=127.9\nrequest 2 ok ttft_ms=129.0\n"
+WINDOWS_LOG = (
+    b"request 0 ok ttft_ms=177.5\nrequest 1 ok ttft_ms=176.1\nrequest 2 ok ttft_ms=178.2\n"
+)
+
+
+def _pair(windows: float, linux: float) -> dict[str, float]:
+    return {"windows": windows, "linux": linux, "change_percent": (linux - windows) / windows * 100}
+
+
+def comparison(with_sources: bool) -> dict[str, Any]:
+    """The OS comparison used as headline and as a stand-alone derived artifact."""
+    row: dict[str, Any] = {
+        "context_target": 4096,
+        "actual_prompt_tokens": 2969.0,
+        "sample_count_per_os": 3,
+        "metrics": {
+            "decode_tok_s_p50": _pair(112.5, 149.25),
+            "effective_prefill_tok_s_p50": _pair(16729.5, 23143.0),
+            "ttft_p50_ms": _pair(177.5, 128.25),
+            "e2e_p50_ms": _pair(500.5, 611.25),
+            "throughput_tok_s": _pair(57.0, 106.75),
+        },
+        "windows_source": "capacity-windows-4k.json",
+        "linux_source": "capacity-linux-4k.json",
+        "limitations": ["n=3 per arm; descriptive medians only"],
+        "median_output_tokens": {"windows": 36, "linux": 74},
+    }
+    if with_sources:
+        row["sources"] = [
+            {"path": "raw/linux.log", "sha256": sha256_bytes(LINUX_LOG)},
+            {"path": "raw/windows.log", "sha256": sha256_bytes(WINDOWS_LOG)},
+        ]
+    return {
+        "schema": "anvil-serving.os-comparison/v1",
+        "rows": [row],
+        "endurance": {
+            "sample_count_per_os": 60,
+            "windows_source": "capacity-windows-4k.json",
+            "linux_source": "capacity-linux-4k.json",
+            "decode_windows": 102.25,
+            "decode_linux": 142.75,
+            "decode_change_percent": (142.75 - 102.25) / 102.25 * 100,
+        },
+    }
+
+
+def summary() -> dict[str, Any]:
+    """A valid summary exercising every gate shape of the seeds."""
+    return {
+        "schema": "anvil-serving.benchmark-decision-summary/v1",
+        "campaign_id": CAMPAIGN,
+        "complete": True,
+        "identity": {
+            "schema": "anvil-serving.llm-qualification-configuration/v1",
+            "model": "example-org/Example-8B",
+            "revision": "0123456789abcdef0123456789abcdef01234567",
+            "served_model": "example-8b",
+            "promotion_authorized": False,
+        },
+        "measurement": {"path": "online direct", "sample_count": 6, "statistics": ["median"]},
+        "gates": [
+            {"artifact": "preflight.json", "passed": True, "checks_passed": 10, "checks": 10},
+            {
+                "artifact": "agentic.json",
+                "completeness": "completed",
+                "summary": {
+                    "attempted": 10,
+                    "passed": 7,
+                    "pass_rate": 0.7,
+                    "required_pass_rate": 0.7,
+                },
+            },
+            {
+                "artifact": "capacity-linux-4k.json",
+                "requests": 3,
+                "completed": 3,
+                "failed": 0,
+                "performance_eligible": True,
+            },
+            {
+                "artifact": "scout.json",
+                "requests": 3,
+                "completed": 0,
+                "failed": 3,
+                "performance_eligible": False,
+            },
+            {"name": "post-workload reserve", "status": "passed", "detail": "4096 MiB free"},
+        ],
+        "headline_results": comparison(with_sources=False),
+        "failures": ["scout population failed 3/3 and is excluded"],
+        "limitations": ["asset campaign for tests"],
+        "decision": {
+            "evidence_labels": ["capacity"],
+            "decision_labels": ["no-promotion"],
+            "promotion_authorized": False,
+            "next_gate": "controlled-output A/B",
+        },
+        "evidence": ["comparison.json", "capacity-windows-4k.json", "capacity-linux-4k.json"],
+    }
+
+
+def write_valid(folder: Path) -> None:
+    """Writes and seals the valid campaign."""
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_bytes(dumps_deterministic(summary()))
+    (folder / "comparison.json").write_bytes(dumps_deterministic(comparison(with_sources=True)))
+    (folder / "raw").mkdir()
+    (folder / "raw" / "linux.log").write_bytes(LINUX_LOG)
+    (folder / "raw" / "windows.log").write_bytes(WINDOWS_LOG)
+    (folder / "publication.md").write_bytes(b"# Asset campaign\n\nDecision: no-promotion.\n")
+    seal(folder, withhold_missing=True, jobs=1)
+
+
+# Helpers for defects -------------------------------------------------------------------
+
+
+def _load(path: Path) -> Any:
+    import json
+
+    return json.loads(path.read_bytes())
+
+
+def _edit_json(path: Path, edit: Callable[[Any], None]) -> None:
+    document = _load(path)
+    edit(document)
+    path.write_bytes(dumps_deterministic(document))
+
+
+def _reseal(folder: Path) -> None:
+    seal(folder, jobs=1)
+
+
+def _edit_manifest(folder: Path, edit: Callable[[Any], None]) -> None:
+    """Edits manifest.json, then rewrites SHA256SUMS to agree with it (one defect only)."""
+    _edit_json(folder / MANIFEST_NAME, edit)
+    _rewrite_sums(folder)
+
+
+def _rewrite_sums(folder: Path) -> None:
+    manifest = _load(folder / MANIFEST_NAME)
+    sums = [(a["path"], a["sha256"]) for a in manifest["artifacts"]]
+    sums.append((MANIFEST_NAME, sha256_bytes((folder / MANIFEST_NAME).read_bytes())))
+    (folder / SUMS_NAME).write_bytes(render_sums(sums))
+
+
+def _summary_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        _edit_json(folder / "summary.json", edit)
+        _reseal(folder)
+
+    return apply
+
+
+def _raw_summary(data: bytes) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        (folder / "summary.json").write_bytes(data)
+        _reseal(folder)
+
+    return apply
+
+
+def _set(path: list[Any], value: Any) -> Callable[[Any], None]:
+    def edit(document: Any) -> None:
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return edit
+
+
+def _delete(path: list[Any]) -> Callable[[Any], None]:
+    def edit(document: Any) -> None:
+        target = document
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return edit
+
+
+def _all(*edits: Callable[[Any], None]) -> Callable[[Any], None]:
+    def edit(document: Any) -> None:
+        for one in edits:
+            one(document)
+
+    return edit
+
+
+def _manifest_entry(path: str, field: str, value: Any) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        def edit(manifest: Any) -> None:
+            for entry in manifest["artifacts"]:
+                if entry["path"] == path:
+                    entry[field] = value
+
+        _edit_manifest(folder, edit)
+
+    return apply
+
+
+def _duplicate_entry(transform: Callable[[str], str]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        def edit(manifest: Any) -> None:
+            entry = copy.deepcopy(manifest["artifacts"][0])
+            entry["path"] = transform(entry["path"])
+            manifest["artifacts"].append(entry)
+
+        _edit_manifest(folder, edit)
+
+    return apply
+
+
+def _comparison_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        _edit_json(folder / "comparison.json", edit)
+        _reseal(folder)
+
+    return apply
+
+
+def _tamper_publication(folder: Path) -> None:
+    (folder / "publication.md").write_bytes(b"# Asset campaign\n\nDecision: promote.\n")
+
+
+def _extra_file(folder: Path) -> None:
+    (folder / "notes.txt").write_bytes(b"not sealed\n")
+
+
+def _delete_listed(folder: Path) -> None:
+    (folder / "publication.md").unlink()
+
+
+def _remove(name: str) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        (folder / name).unlink()
+
+    return apply
+
+
+def _write(name: str, data: bytes) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        (folder / name).write_bytes(data)
+
+    return apply
+
+
+def _symlink(name: str, target: str) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        os.symlink(target, folder / name)
+
+    return apply
+
+
+def _add_json(name: str, data: bytes) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        (folder / name).write_bytes(data)
+        _reseal(folder)
+
+    return apply
+
+
+_DEEP = b"[" * 100_000 + b"]" * 100_000
+_PROMOTE = _all(
+    _set(["decision", "promotion_authorized"], True),
+    _set(["identity", "promotion_authorized"], True),
+    _set(["decision", "decision_labels"], ["verified"]),
+)
+
+DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
+    # integrity
+    "hash_mismatch_edited_publication": ({"hash-mismatch", "size-mismatch"}, _tamper_publication),
+    "size_mismatch_manifest_bytes": (
+        {"size-mismatch"},
+        _manifest_entry("publication.md", "bytes", 1),
+    ),
+    "hash_mismatch_manifest_digest": (
+        {"hash-mismatch"},
+        _manifest_entry("publication.md", "sha256", "0" * 64),
+    ),
+    "unlisted_file": ({"unlisted-file"}, _extra_file),
+    "missing_artifact_listed": ({"missing-artifact"}, _delete_listed),
+    "missing_artifact_named_by_summary": (
+        {"missing-artifact"},
+        _summary_defect(_set(["evidence"], ["comparison.json", "never-published.json"])),
+    ),
+    "manifest_missing": ({"manifest-missing", "sha256sums-mismatch"}, _remove(MANIFEST_NAME)),
+    "manifest_unparsable": (
+        {"json-syntax", "sha256sums-mismatch"},
+        _write(MANIFEST_NAME, b'{"schema": '),
+    ),
+    "manifest_schema_invalid": (
+        {"schema-invalid"},
+        lambda folder: _edit_manifest(folder, _delete(["withheld"])),
+    ),
+    "sha256sums_missing": ({"sha256sums-missing"}, _remove(SUMS_NAME)),
+    "sha256sums_mismatch": (
+        {"sha256sums-mismatch"},
+        _write(SUMS_NAME, render_sums([("summary.json", "1" * 64)])),
+    ),
+    "sha256sums_invalid_line": (
+        {"sha256sums-invalid", "sha256sums-mismatch"},
+        _write(SUMS_NAME, b"not a checksum line\n"),
+    ),
+    "schema_mismatch_in_manifest": (
+        {"schema-mismatch"},
+        _manifest_entry("comparison.json", "schema", "anvil-serving.manifest/v1"),
+    ),
+    "campaign_id_mismatch": (
+        {"campaign-id-mismatch"},
+        _summary_defect(_set(["campaign_id"], "2026-11-02-other")),
+    ),
+    # strict JSON
+    "json_duplicate_key": (
+        {"duplicate-key"},
+        _add_json("extra.json", b'{"schema": "a", "schema": "b"}\n'),
+    ),
+    "json_nan": ({"json-nonfinite"}, _add_json("extra.json", b'{"value": NaN}\n')),
+    "json_infinity_overflow": ({"json-nonfinite"}, _add_json("extra.json", b'{"value": 1e999}\n')),
+    "json_bom": ({"json-bom"}, _add_json("extra.json", b'\xef\xbb\xbf{"schema": "x"}\n')),
+    "json_not_utf8": ({"json-encoding"}, _add_json("extra.json", b'{"name": "caf\xe9"}\n')),
+    "json_syntax": ({"json-syntax"}, _add_json("extra.json", b'{"a": 1,}\n')),
+    "json_nested_100000_deep": ({"json-too-deep"}, _add_json("extra.json", _DEEP)),
+    "json_binary_garbage": ({"json-encoding"}, _add_json("extra.json", bytes(range(256)) * 4)),
+    # schemas
+    "schema_missing_decision": ({"schema-invalid"}, _summary_defect(_delete(["decision"]))),
+    "schema_wrong_type": ({"schema-invalid"}, _summary_defect(_set(["complete"], "yes"))),
+    "schema_unknown_top_level_key": (
+        {"schema-invalid"},
+        _summary_defect(_set(["verdict"], "ship it")),
+    ),
+    "schema_unknown_kind": (
+        {"schema-unknown"},
+        _add_json("extra.json", b'{"schema": "anvil-serving.nope/v1"}\n'),
+    ),
+    "schema_unknown_version": (
+        {"schema-unknown"},
+        _add_json("extra.json", b'{"schema": "anvil-serving.manifest/v9"}\n'),
+    ),
+    "schema_undeclared": ({"schema-undeclared"}, _add_json("extra.json", b'{"a": 1}\n')),
+    # path safety
+    "path_absolute": (
+        {"path-absolute", "unlisted-file", "sha256sums-mismatch"},
+        _manifest_entry("publication.md", "path", "/etc/publication.md"),
+    ),
+    "path_dotdot": (
+        {"path-escape", "unlisted-file", "sha256sums-mismatch"},
+        _manifest_entry("publication.md", "path", "../publication.md"),
+    ),
+    "path_not_normalized": (
+        {"path-invalid", "unlisted-file", "sha256sums-mismatch"},
+        _manifest_entry("publication.md", "path", "./publication.md"),
+    ),
+    "path_duplicate": ({"path-duplicate", "sha256sums-invalid"}, _duplicate_entry(lambda p: p)),
+    "path_case_conflict": (
+        {"path-case-conflict", "missing-artifact"},
+        _duplicate_entry(lambda p: p.upper()),
+    ),
+    "symlink_leaving_campaign": ({"path-escape"}, _symlink("escape.md", "/etc/hostname")),
+    "symlink_inside_campaign": (
+        {"symlink", "unlisted-file"},
+        _symlink("alias.md", "publication.md"),
+    ),
+    "symlink_dangling": ({"file-unreadable"}, _symlink("dangling.md", "nothing-here.md")),
+    # references and arithmetic
+    "reference_unresolved": (
+        {"reference-unresolved"},
+        _comparison_defect(_set(["rows", 0, "sources", 0, "path"], "raw/missing.log")),
+    ),
+    "reference_digest_mismatch": (
+        {"reference-mismatch"},
+        _comparison_defect(_set(["rows", 0, "sources", 0, "sha256"], "a" * 64)),
+    ),
+    "reference_to_withheld": (
+        {"reference-withheld"},
+        _comparison_defect(_set(["rows", 0, "sources", 0, "path"], "capacity-linux-4k.json")),
+    ),
+    "reference_escaping": (
+        {"path-escape"},
+        _comparison_defect(_set(["rows", 0, "sources", 0, "path"], "../other/raw.log")),
+    ),
+    "derived_change_percent_wrong": (
+        {"derived-mismatch"},
+        _summary_defect(
+            _set(
+                ["headline_results", "rows", 0, "metrics", "decode_tok_s_p50", "change_percent"],
+                33.0,
+            )
+        ),
+    ),
+    "derived_endurance_change_wrong": (
+        {"derived-mismatch"},
+        _summary_defect(_set(["headline_results", "endurance", "decode_change_percent"], 40.0)),
+    ),
+    "derived_comparison_artifact_wrong": (
+        {"derived-mismatch"},
+        _comparison_defect(_set(["rows", 0, "metrics", "ttft_p50_ms", "linux"], 130.0)),
+    ),
+    # gates
+    "gate_passed_with_failed_check": (
+        {"gate-inconsistent"},
+        _summary_defect(_set(["gates", 0, "checks_passed"], 9)),
+    ),
+    "gate_failed_with_all_checks_passed": (
+        {"gate-failed-all-passed"},
+        _summary_defect(_set(["gates", 0, "passed"], False)),
+    ),
+    "gate_more_passed_than_checks": (
+        {"gate-inconsistent"},
+        _summary_defect(_set(["gates", 0, "checks_passed"], 11)),
+    ),
+    "gate_requests_do_not_add_up": (
+        {"gate-count-mismatch"},
+        _summary_defect(_set(["gates", 2, "completed"], 2)),
+    ),
+    "gate_pass_rate_wrong": (
+        {"gate-rate-mismatch"},
+        _summary_defect(_set(["gates", 1, "summary", "pass_rate"], 0.8)),
+    ),
+    "gate_status_contradicts_passed": (
+        {"gate-inconsistent"},
+        _summary_defect(_set(["gates", 4, "passed"], False)),
+    ),
+    "headline_from_ineligible_population": (
+        {"ineligible-headline"},
+        _summary_defect(_set(["headline_results", "rows", 0, "linux_source"], "scout.json")),
+    ),
+    # decisions
+    "decision_identity_disagrees": (
+        {"decision-inconsistent"},
+        _summary_defect(_set(["identity", "promotion_authorized"], True)),
+    ),
+    "promotion_on_incomplete_campaign": (
+        {"promotion-incomplete", "promotion-without-ab", "promotion-without-reserve"},
+        _summary_defect(_all(_PROMOTE, _set(["complete"], False))),
+    ),
+    "promotion_with_no_promotion_label": (
+        {"promotion-contradicts-label", "promotion-without-ab", "promotion-without-reserve"},
+        _summary_defect(_all(_PROMOTE, _set(["decision", "decision_labels"], ["no-promotion"]))),
+    ),
+    "promotion_without_ab_or_reserve": (
+        {"promotion-without-ab", "promotion-without-reserve"},
+        _summary_defect(_PROMOTE),
+    ),
+}
+
+
+def generate(out: Path) -> None:
+    """Writes the valid campaign and every defect folder under ``out``."""
+    if out.exists():
+        shutil.rmtree(out)
+    write_valid(out / "valid" / CAMPAIGN)
+    for name, (_, apply) in DEFECTS.items():
+        folder = out / name / CAMPAIGN
+        shutil.copytree(out / "valid" / CAMPAIGN, folder, symlinks=True)
+        apply(folder)
+
+
+if __name__ == "__main__":
+    generate(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger._internal import jsonio
+from ledger.errors import InvalidArtifact
+from ledger.hashing import is_hex_digest, sha256_bytes, sha256_file, sha256_stream
+
+VALID = [
+    ("object", b'{"a": 1, "b": [1, 2.5, "x"]}', {"a": 1, "b": [1, 2.5, "x"]}),
+    (
+        "colon_in_strings",
+        b'{"url": "http://h:1/a", "t": "14:10:29"}',
+        {"url": "http://h:1/a", "t": "14:10:29"},
+    ),
+    ("unicode_escape", b'{"a": "\\u00e9", "b": "\\u003a"}', {"a": "\u00e9", "b": ":"}),
+    ("same_key_in_sibling_objects", b'[{"a": 1}, {"a": 2}]', [{"a": 1}, {"a": 2}]),
+    ("scalar", b"3", 3),
+    ("depth_64", b"[" * 64 + b"]" * 64, None),
+]
+
+INVALID = [
+    ("duplicate_top_level", b'{"a": 1, "a": 2}', "duplicate-key", "/a"),
+    ("duplicate_nested", b'{"x": [{"k": 1}, {"k": 1, "k": 2}]}', "duplicate-key", "/x/1/k"),
+    ("duplicate_with_space_before_colon", b'{"a" : 1, "a" : 2}', "duplicate-key", "/a"),
+    # The colon count alone could be fooled by an escaped colon; the \u guard is not.
+    ("duplicate_hidden_by_escaped_colon", b'{"a": 1, "a": "\\u003a"}', "duplicate-key", "/a"),
+    ("duplicate_with_colons_in_values", b'{"a": "x:y", "a": "p:q"}', "duplicate-key", "/a"),
+    ("nan", b'{"a": NaN}', "json-nonfinite", ""),
+    ("infinity", b'{"a": -Infinity}', "json-nonfinite", ""),
+    ("overflow_to_infinity", b'{"a": 1e400}', "json-nonfinite", ""),
+    ("bom_utf8", b'\xef\xbb\xbf{"a": 1}', "json-bom", ""),
+    ("bom_utf16", b"\xff\xfe{\x00}\x00", "json-bom", ""),
+    ("latin1", b'{"a": "\xe9"}', "json-encoding", ""),
+    ("trailing_comma", b'{"a": 1,}', "json-syntax", ""),
+    ("empty", b"", "json-syntax", ""),
+    ("depth_65", b"[" * 65 + b"]" * 65, "json-too-deep", ""),
+    ("depth_100000", b"[" * 100_000 + b"]" * 100_000, "json-too-deep", ""),
+    ("deep_objects", b'{"a":' * 70 + b"1" + b"}" * 70, "json-too-deep", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"), [(d, e) for _, d, e in VALID], ids=[n for n, _, _ in VALID]
+)
+def test_parse_strict_accepts(data: bytes, expected: object) -> None:
+    parsed = jsonio.parse_strict(data)
+    if expected is not None:
+        assert parsed == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "pointer"),
+    [(d, c, p) for _, d, c, p in INVALID],
+    ids=[n for n, _, _, _ in INVALID],
+)
+def test_parse_strict_rejects(data: bytes, code: str, pointer: str) -> None:
+    with pytest.raises(InvalidArtifact) as raised:
+        jsonio.parse_strict(data)
+    assert raised.value.code == code
+    assert raised.value.pointer == pointer
+
+
+_keys = st.sampled_from(["a", "b", "c:d", "e f"])
+_scalars = st.one_of(st.integers(-5, 5), st.text(alphabet='ab:" \\', max_size=4), st.booleans())
+
+
+@st.composite
+def _object_text(draw: st.DrawFn, depth: int = 0) -> tuple[str, bool]:
+    """JSON object text, written by hand so it may repeat keys; returns (text, has_duplicate)."""
+    keys = draw(st.lists(_keys, max_size=4))
+    parts = []
+    duplicate = len(set(keys)) != len(keys)
+    for key in keys:
+        if depth < 2 and draw(st.booleans()):
+            text, nested_duplicate = draw(_object_text(depth + 1))
+            duplicate = duplicate or nested_duplicate
+        else:
+            text = json.dumps(draw(_scalars))
+        spacing = draw(st.sampled_from(["", " ", "\n"]))
+        parts.append(f"{json.dumps(key)}{spacing}:{spacing}{text}")
+    return "{" + ",".join(parts) + "}", duplicate
+
+
+@settings(max_examples=300, deadline=None)
+@given(_object_text())
+def test_duplicate_detection_is_exact(case: tuple[str, bool]) -> None:
+    text, has_duplicate = case
+    if has_duplicate:
+        with pytest.raises(InvalidArtifact, match="duplicate key"):
+            jsonio.parse_strict(text.encode())
+    else:
+        assert jsonio.parse_strict(text.encode()) == json.loads(text)
+
+
+def test_dumps_is_deterministic_and_canonical() -> None:
+    one = jsonio.dumps_deterministic({"b": 1.5, "a": ["é", 0.1 + 0.2], "c": {"z": 1, "y": None}})
+    two = jsonio.dumps_deterministic({"c": {"y": None, "z": 1}, "a": ["é", 0.1 + 0.2], "b": 1.5})
+    assert one == two
+    assert (
+        one
+        == (
+            '{\n  "a": [\n    "é",\n    0.30000000000000004\n  ],\n  "b": 1.5,\n'
+            '  "c": {\n    "y": null,\n    "z": 1\n  }\n}\n'
+        ).encode()
+    )
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_dumps_refuses_nonfinite(value: float) -> None:
+    with pytest.raises(ValueError, match="non-finite"):
+        jsonio.dumps_deterministic({"a": [1, {"b": value}]})
+
+
+def test_write_atomic_replaces_whole(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    jsonio.write_json(target, {"v": 1})
+    jsonio.write_json(target, {"v": 2})
+    assert json.loads(target.read_bytes()) == {"v": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]
+
+
+def test_write_atomic_keeps_old_file_when_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "a.json"
+    jsonio.write_json(target, {"v": 1})
+    old = target.read_bytes()
+
+    def crash(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        jsonio.write_json(target, {"v": 2})
+    assert target.read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"], "temp file left behind"
+
+
+def test_write_atomic_refuses_to_overwrite_without_replace(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    target.write_bytes(b"{}\n")
+    with pytest.raises(FileExistsError):
+        jsonio.write_atomic(target, b"[]\n", replace=False)
+    assert target.read_bytes() == b"{}\n"
+
+
+def test_read_limited_refuses_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "big.json"
+    with open(big, "wb") as stream:
+        stream.truncate(2 * 1024**3)  # sparse: 2 GiB without using the disk
+    with pytest.raises(InvalidArtifact) as raised:
+        jsonio.read_json(big)
+    assert raised.value.code == "json-too-large"
+
+
+def test_sha256_streams_the_stored_bytes(tmp_path: Path) -> None:
+    data = os.urandom(3 * (1 << 20) + 17)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    expected = hashlib.sha256(data).hexdigest()
+    assert sha256_file(path) == (expected, len(data))
+    assert sha256_stream(io.BytesIO(data)) == (expected, len(data))
+    assert sha256_bytes(data) == expected
+    assert is_hex_digest(expected)
+    assert not is_hex_digest(expected.upper())

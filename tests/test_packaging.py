@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from ledger import schema
+from tests.conftest import ROOT
+
+
+def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(tmp_path.glob("anvil_ledger-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "ledger/py.typed" in names
+    assert "ledger/_cli.py" in names
+    for schema_id in schema.known_schemas():
+        assert f"ledger/_schemas/{schema_id.kind}/v{schema_id.version}.schema.json" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "ledger = ledger._cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -1,0 +1,209 @@
+"""verify on the real evidence tree, on unusable input, and on file system states git cannot hold."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ledger import manifest
+from ledger._internal import scan, tree
+from ledger.verify import verify_paths
+from tests.conftest import ASSETS, ROOT, SEEDS, CliRun, verify_json
+
+EVIDENCE = ROOT / "evidence"
+VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
+
+
+def _copy_valid(tmp_path: Path) -> Path:
+    target = tmp_path / "evidence" / VALID.name
+    shutil.copytree(VALID, target)
+    return target
+
+
+def test_evidence_tree_verifies_with_withheld_and_gate_warnings(cli: CliRun) -> None:
+    status, report = verify_json(cli, EVIDENCE)
+    assert status == 0
+    summary = report["summary"]
+    assert summary["errors"] == 0
+    assert summary["campaigns"] == 3
+    codes = {f["code"] for f in report["findings"]}
+    assert codes == {"withheld-artifact", "gate-failed-all-passed"}
+    gate = [f for f in report["findings"] if f["code"] == "gate-failed-all-passed"]
+    assert len(gate) == 1
+    assert "routed-thinking-enabled.json" in gate[0]["message"]
+    assert gate[0]["pointer"] == "/gates/3/passed"
+
+
+def test_evidence_summaries_are_the_seeds_byte_for_byte() -> None:
+    for seed in SEEDS.glob("*.summary.json"):
+        campaign = seed.name.removesuffix(".summary.json")
+        assert (EVIDENCE / campaign / "summary.json").read_bytes() == seed.read_bytes()
+    publication = SEEDS / "2026-09-08-glm53-linux-wsl-comparison.publication.md"
+    assert (EVIDENCE / "2026-09-08-glm53-linux-wsl-comparison" / "publication.md").read_bytes() == (
+        publication.read_bytes()
+    )
+
+
+def test_reseal_of_evidence_is_byte_identical(tmp_path: Path) -> None:
+    for campaign in sorted(p for p in EVIDENCE.iterdir() if p.is_dir()):
+        copy = tmp_path / campaign.name
+        shutil.copytree(campaign, copy)
+        manifest.seal(copy, jobs=1)
+        for name in manifest.SEAL_FILES:
+            assert (copy / name).read_bytes() == (campaign / name).read_bytes(), name
+
+
+def test_sha256sum_checks_the_evidence_without_the_toolkit() -> None:
+    for campaign in sorted(p for p in EVIDENCE.iterdir() if p.is_dir()):
+        done = subprocess.run(
+            ["sha256sum", "--check", "--strict", "SHA256SUMS"],
+            cwd=campaign,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_seal_keeps_withheld_and_reseals_a_hand_edit(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    (campaign / "publication.md").write_text("# edited by hand\n")
+    status, _ = verify_json(cli, campaign)
+    assert status == 1
+    status, out, _ = cli("seal", str(campaign))
+    assert status == 0
+    assert "5 withheld" in out
+    status, report = verify_json(cli, campaign)
+    assert status == 0
+    assert {f["code"] for f in report["findings"]} == {"withheld-artifact"}
+
+
+def test_seal_refuses_a_symlink_leaving_the_campaign(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    os.symlink("/etc/hostname", campaign / "host")
+    before = (campaign / "manifest.json").read_bytes()
+    status, _, err = cli("seal", str(campaign))
+    assert status == 1
+    assert "leads out of the campaign folder" in err
+    assert (campaign / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", "/no/such/path"],
+        ["verify"],
+        ["verify", "--format", "xml", "."],
+        ["nope"],
+        ["seal", "/no/such/folder"],
+    ],
+    ids=["missing-path", "no-path", "bad-format", "bad-command", "seal-missing"],
+)
+def test_unusable_input_exits_2_in_one_line(cli: CliRun, args: list[str]) -> None:
+    status, out, err = cli(*args)
+    assert status == 2
+    assert "Traceback" not in err
+    assert out == ""
+
+
+def test_unreadable_argument_exits_2(cli: CliRun, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    status, _, err = cli("verify", str(fifo))
+    assert status == 2
+    assert err.strip().splitlines()[0].startswith("ledger verify: error:")
+
+
+def test_folder_without_campaign_is_a_finding(cli: CliRun, tmp_path: Path) -> None:
+    status, report = verify_json(cli, tmp_path)
+    assert status == 1
+    assert [f["code"] for f in report["findings"]] == ["no-campaign"]
+
+
+def test_two_gigabyte_json_is_hashed_not_parsed(cli: CliRun, tmp_path: Path) -> None:
+    campaign = _copy_valid(tmp_path)
+    with open(campaign / "huge.json", "wb") as stream:
+        stream.truncate(2 * 1024**3)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    codes = {(f["code"], f["path"].rsplit("/", 1)[-1]) for f in report["findings"]}
+    assert ("json-too-large", "huge.json") in codes
+    assert ("unlisted-file", "huge.json") in codes
+    status, report = verify_json(cli, campaign / "huge.json")
+    assert status == 1
+    assert [f["code"] for f in report["findings"]] == ["json-too-large"]
+
+
+def test_binary_garbage_document_is_a_finding(cli: CliRun, tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(bytes(range(256)) * 64)
+    status, report = verify_json(cli, garbage)
+    assert status == 1
+    assert [f["code"] for f in report["findings"]] == ["json-encoding"]
+
+
+def test_fifo_in_a_campaign_is_never_opened(cli: CliRun, tmp_path: Path) -> None:
+    campaign = _copy_valid(tmp_path)
+    os.mkfifo(campaign / "stream.json")
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert {f["code"] for f in report["findings"]} - {"withheld-artifact"} == {"not-regular-file"}
+
+
+def test_file_replaced_during_the_run(tmp_path: Path) -> None:
+    campaign = _copy_valid(tmp_path)
+    listing = tree.list_campaign(campaign)
+    target = next(e for e in listing.entries if e.rel == "publication.md")
+    replacement = campaign / "publication.new"
+    replacement.write_bytes(b"# Asset campaign\n\nDecision: no-promotion.\n")
+    os.replace(replacement, campaign / "publication.md")
+    result = scan.process_file(scan.FileTask(target.path, target.rel, False, target.identity))
+    assert [i.code for i in result.issues] == ["file-changed"]
+    assert result.sha256 is None
+    vanished = next(e for e in listing.entries if e.rel == "summary.json")
+    os.unlink(vanished.path)
+    result = scan.process_file(scan.FileTask(vanished.path, vanished.rel, True, vanished.identity))
+    assert [i.code for i in result.issues] == ["file-changed"]
+
+
+def test_parallel_and_serial_verification_agree(tmp_path: Path) -> None:
+    root = tmp_path / "evidence"
+    for index in range(12):
+        copy = root / f"2026-11-{index + 1:02d}-asset-campaign"
+        shutil.copytree(VALID, copy)
+        for extra in range(10):
+            (copy / f"extra-{extra}.json").write_bytes(b'{"value": %d}\n' % extra)
+    serial = verify_paths([str(root)], jobs=1)
+    parallel = verify_paths([str(root)], jobs=2)
+    assert serial == parallel
+    assert serial.campaigns == 12
+    assert serial.artifacts == 12 * 15
+
+
+def test_text_output_groups_by_campaign(cli: CliRun, tmp_path: Path) -> None:
+    campaign = _copy_valid(tmp_path)
+    (campaign / "notes.txt").write_text("unsealed\n")
+    status, out, err = cli("verify", str(campaign))
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[0] == str(campaign)
+    assert lines[1] == (
+        "  warning withheld-artifact          manifest.json#/withheld/0: 'agentic.json' is "
+        "withheld: operator-private raw artifact; not published"
+    )
+    assert lines[6] == (
+        "  error   unlisted-file              notes.txt: present but not in manifest.json"
+    )
+    assert lines[-1] == "1 errors, 5 warnings in 1 campaigns, 6 artifacts"
+    assert err.strip() == "FAIL"
+
+
+def test_output_is_deterministic(cli: CliRun) -> None:
+    first = cli("verify", "--format", "json", str(ASSETS / "verify"))
+    second = cli("verify", "--format", "json", str(ASSETS / "verify"))
+    assert first == second
+    assert first[0] == 1
