@@ -154,8 +154,7 @@ def seal(
                 f"cannot seal {root}: {result.rel}: "
                 f"{result.issues[0].message if result.issues else 'unread'}"
             )
-        declared = result.document.schema if result.document is not None else None
-        artifacts.append(ManifestEntry(result.rel, result.sha256, result.size, declared))
+        artifacts.append(ManifestEntry(result.rel, result.sha256, result.size, result.schema))
     present = {a.path for a in artifacts}
 
     withheld: dict[str, WithheldEntry] = {}

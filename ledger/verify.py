@@ -189,7 +189,7 @@ def verify_paths(
     for result in results[document_start:]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
-        summary = result.document.summary if result.document else None
+        summary = result.summary
         if summary is not None:
             findings.extend(
                 Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
@@ -280,14 +280,11 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
             add(manifest.SUMS_NAME, issue)
 
     for result in results:
-        document = result.document
-        if document is None:
-            continue
-        for ref in document.references:
+        for ref in result.references:
             problem = _check_reference(ref.pointer, ref.path, ref.sha256, known, withheld)
             if problem is not None:
                 add(result.rel, problem)
-        summary = document.summary
+        summary = result.summary
         if summary is None:
             continue
         if summary.campaign_id != folder_name:
@@ -376,9 +373,9 @@ def _check_manifest_entries(
                 f"{pointer}/bytes",
                 f"{entry.path!r} has {result.size} bytes, manifest says {entry.bytes}",
             )
-        declared = result.document.schema if result.document is not None else None
-        if entry.path.endswith(".json") and result.document is None:
+        if entry.path.endswith(".json") and not result.parsed:
             continue
+        declared = result.schema
         if declared != entry.schema:
             yield Issue(
                 "schema-mismatch",

@@ -24,7 +24,8 @@ VALID = [
     ("unicode_escape", b'{"a": "\\u00e9", "b": "\\u003a"}', {"a": "\u00e9", "b": ":"}),
     ("same_key_in_sibling_objects", b'[{"a": 1}, {"a": 2}]', [{"a": 1}, {"a": 2}]),
     ("scalar", b"3", 3),
-    ("depth_64", b"[" * 64 + b"]" * 64, None),
+    ("depth_254", b"[" * 254 + b"]" * 254, None),
+    ("depth_254_mixed", b'{"a":[' * 127 + b"1" + b"]}" * 127, None),
 ]
 
 INVALID = [
@@ -42,9 +43,10 @@ INVALID = [
     ("latin1", b'{"a": "\xe9"}', "json-encoding", ""),
     ("trailing_comma", b'{"a": 1,}', "json-syntax", ""),
     ("empty", b"", "json-syntax", ""),
-    ("depth_65", b"[" * 65 + b"]" * 65, "json-too-deep", ""),
+    ("depth_255", b"[" * 255 + b"]" * 255, "json-too-deep", ""),
+    ("depth_255_with_escapes", b'["\\u0041",' * 255 + b"1" + b"]" * 255, "json-too-deep", ""),
     ("depth_100000", b"[" * 100_000 + b"]" * 100_000, "json-too-deep", ""),
-    ("deep_objects", b'{"a":' * 70 + b"1" + b"}" * 70, "json-too-deep", ""),
+    ("deep_objects", b'{"a":' * 300 + b"1" + b"}" * 300, "json-too-deep", ""),
 ]
 
 

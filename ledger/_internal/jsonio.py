@@ -25,8 +25,11 @@ from ledger.errors import InvalidArtifact
 MAX_JSON_BYTES = 64 * 1024 * 1024
 """Largest JSON artifact read by default; larger ones are a ``json-too-large`` finding."""
 
-MAX_DEPTH = 64
-"""Deepest nesting accepted. The seeds nest 6 levels; nothing legitimate comes near 64."""
+MAX_DEPTH = 254
+"""Deepest nesting accepted. The seeds nest 6 levels. The cap is orjson's serialisation
+limit, which the duplicate-key check below meets anyway: re-serialising the parsed document
+enforces it at C speed, where walking every document in Python would cost more than
+parsing it. ``tests/test_jsonio.py`` pins the boundary."""
 
 _BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
@@ -72,17 +75,6 @@ def _find_duplicate(obj: Any, path: list[str | int]) -> tuple[list[str | int], s
     return None
 
 
-def _too_deep(obj: Any, budget: int) -> bool:
-    # Recursion is bounded by MAX_DEPTH: we stop as soon as the budget is spent.
-    if budget < 0:
-        return True
-    if isinstance(obj, dict):
-        return any(_too_deep(v, budget - 1) for v in obj.values() if isinstance(v, dict | list))
-    if isinstance(obj, list):
-        return any(_too_deep(v, budget - 1) for v in obj if isinstance(v, dict | list))
-    return False
-
-
 def _reject_constant(name: str) -> Any:
     raise InvalidArtifact(f"non-finite number {name} is not JSON", code="json-nonfinite")
 
@@ -106,12 +98,11 @@ def _classify_parse_error(data: bytes, error: orjson.JSONDecodeError) -> Invalid
     return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
 
 
-def parse_strict(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+def parse_strict(data: bytes) -> Any:
     """Parses untrusted JSON bytes strictly.
 
     Args:
         data: the document as stored.
-        max_depth: the deepest nesting accepted.
 
     Raises:
         InvalidArtifact: with ``code`` one of ``json-bom``, ``json-encoding``,
@@ -125,15 +116,19 @@ def parse_strict(data: bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as e:
         raise _classify_parse_error(data, e) from None
-    # Brackets in the text bound the depth from above; only count exactly when needed.
-    if data.count(b"[") + data.count(b"{") > max_depth and _too_deep(obj, max_depth - 1):
-        raise InvalidArtifact(f"nested deeper than {max_depth} levels", code="json-too-deep")
+    try:
+        compact = orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        # Parsed values are all JSON types, so the only failure left is orjson's depth limit.
+        raise InvalidArtifact(
+            f"nested deeper than {MAX_DEPTH} levels", code="json-too-deep"
+        ) from None
     # Soundness of the fast duplicate check: without \u escapes, every colon of the text is
     # either a key separator or a literal colon inside a string token. orjson's compact
     # re-serialisation writes one colon per kept key plus the literal colons of the kept
     # strings, which are a subset of the text's. So if the text has no more colons than the
     # re-serialisation, no key was dropped. Otherwise the exact (slower) parse decides.
-    if b"\\u" not in data and data.count(b":") <= orjson.dumps(obj).count(b":"):
+    if b"\\u" not in data and data.count(b":") <= compact.count(b":"):
         return obj
     exact = json.loads(data.decode("utf-8"), object_pairs_hook=_pairs_hook)
     found = _find_duplicate(exact, [])

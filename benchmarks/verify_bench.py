@@ -1,0 +1,227 @@
+"""Times `ledger verify` against the hashing floor on the same files, in one run.
+
+Two trees are generated: many small JSON artifacts (default 20,000 of 2-20 KB in 200
+campaigns, each an os-comparison document that verify parses, schema-validates, structures
+and re-computes) and a few large ones (default 1 GiB in total). For each, the floor is
+Python's hashlib.sha256 over the same files on all cores (OpenSSL's SHA-256); verify's wall
+time is printed beside it as a ratio. Every timing is the best of --repeat runs, after one
+warm-up pass, so both read from the page cache.
+
+    python benchmarks/verify_bench.py [--small 20000] [--campaigns 200] [--large-mib 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import multiprocessing
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ledger._internal.jsonio import dumps_deterministic
+from ledger._internal.scan import default_jobs
+from ledger.hashing import CHUNK_SIZE, sha256_bytes
+from ledger.manifest import MANIFEST_NAME, SUMS_NAME, render_sums
+from ledger.verify import verify_paths
+
+METRICS = (
+    "decode_tok_s_p50",
+    "effective_prefill_tok_s_p50",
+    "ttft_p50_ms",
+    "e2e_p50_ms",
+    "throughput_tok_s",
+)
+
+
+def _comparison(rng: random.Random, rows: int) -> dict[str, object]:
+    out = []
+    for index in range(rows):
+        metrics = {}
+        for name in METRICS:
+            windows, linux = rng.uniform(1, 500), rng.uniform(1, 500)
+            metrics[name] = {
+                "windows": windows,
+                "linux": linux,
+                "change_percent": (linux - windows) / windows * 100,
+            }
+        out.append(
+            {
+                "context_target": 4096 * (index + 1),
+                "actual_prompt_tokens": float(3000 * (index + 1)),
+                "sample_count_per_os": 3,
+                "metrics": metrics,
+                "windows_source": f"windows-capacity-{index}.json",
+                "linux_source": f"linux-capacity-{index}.json",
+                "limitations": ["generated for the verify benchmark"],
+                "median_output_tokens": {
+                    "windows": rng.randint(1, 256),
+                    "linux": rng.randint(1, 256),
+                },
+            }
+        )
+    return {"schema": "anvil-serving.os-comparison/v1", "rows": out}
+
+
+def _seal(folder: Path, campaign_id: str, files: dict[str, tuple[str, int, str | None]]) -> None:
+    artifacts = [
+        {"path": p, "sha256": d, "bytes": n, "schema": s} for p, (d, n, s) in sorted(files.items())
+    ]
+    manifest = dumps_deterministic(
+        {
+            "schema": "anvil-serving.manifest/v1",
+            "campaign_id": campaign_id,
+            "artifacts": artifacts,
+            "withheld": [],
+        }
+    )
+    (folder / MANIFEST_NAME).write_bytes(manifest)
+    sums = [(p, d) for p, (d, _, _) in files.items()] + [(MANIFEST_NAME, sha256_bytes(manifest))]
+    (folder / SUMS_NAME).write_bytes(render_sums(sums))
+
+
+def make_small_tree(root: Path, files: int, campaigns: int, seed: int = 0) -> int:
+    rng = random.Random(seed)
+    total = 0
+    per = files // campaigns
+    for c in range(campaigns):
+        campaign_id = f"2026-{1 + c // 28 % 12:02d}-{1 + c % 28:02d}-bench-{c:04d}"
+        folder = root / campaign_id
+        folder.mkdir(parents=True)
+        listed: dict[str, tuple[str, int, str | None]] = {}
+        for a in range(per):
+            data = dumps_deterministic(_comparison(rng, rng.randint(2, 16)))
+            name = f"comparison-{a:04d}.json"
+            (folder / name).write_bytes(data)
+            listed[name] = (sha256_bytes(data), len(data), "anvil-serving.os-comparison/v1")
+            total += len(data)
+        _seal(folder, campaign_id, listed)
+    return total
+
+
+def make_large_tree(root: Path, mib: int, files: int = 8) -> int:
+    per = mib * (1 << 20) // files
+    block = os.urandom(1 << 20)
+    total = 0
+    for index in range(files):
+        campaign_id = f"2026-11-{index + 1:02d}-bench-large"
+        folder = root / campaign_id
+        (folder / "raw").mkdir(parents=True)
+        hasher = hashlib.sha256()
+        path = folder / "raw" / "requests.log"
+        with open(path, "wb") as stream:
+            written = 0
+            while written < per:
+                chunk = block[: min(len(block), per - written)]
+                # vary every MiB so no two files are alike
+                chunk = written.to_bytes(8, "little") + chunk[8:]
+                stream.write(chunk)
+                hasher.update(chunk)
+                written += len(chunk)
+        _seal(folder, campaign_id, {"raw/requests.log": (hasher.hexdigest(), per, None)})
+        total += per
+    return total
+
+
+def _hash_one(path: str) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb", buffering=0) as stream:
+        while chunk := stream.read(CHUNK_SIZE):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _hash_many(paths: list[str]) -> list[str]:
+    return [_hash_one(p) for p in paths]
+
+
+def hashing_floor(root: Path, jobs: int) -> float:
+    """hashlib.sha256 over every file of the tree, on every core; returns seconds."""
+    started = time.perf_counter()
+    paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
+    batches = [paths[i :: jobs * 8] for i in range(jobs * 8)]
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        list(pool.map(_hash_many, batches))
+    return time.perf_counter() - started
+
+
+def verify_in_process(root: Path, jobs: int) -> float:
+    started = time.perf_counter()
+    report = verify_paths([str(root)], jobs=jobs)
+    elapsed = time.perf_counter() - started
+    if not report.ok:
+        raise SystemExit(f"verify found errors in the benchmark tree: {report.summary_line()}")
+    return elapsed
+
+
+def verify_cli(root: Path, jobs: int) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify", "--jobs", str(jobs), str(root)],
+        capture_output=True,
+        check=False,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(done.stdout.decode()[-500:] + done.stderr.decode()[-500:])
+    return elapsed
+
+
+def best(measure: Callable[[], float], repeat: int) -> float:
+    return min(measure() for _ in range(repeat))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", type=int, default=20_000, help="small JSON artifacts")
+    parser.add_argument("--campaigns", type=int, default=200, help="campaigns of the small tree")
+    parser.add_argument("--large-mib", type=int, default=1024, help="size of the large tree")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")
+    parser.add_argument("--jobs", type=int, default=default_jobs(), help="cores to use")
+    parser.add_argument("--dir", default=None, help="where to generate (default: a temp dir)")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=args.dir))
+    try:
+        print(f"cores: {args.jobs}; python {sys.version.split()[0]}")
+        trees = [
+            (
+                "small",
+                base / "small",
+                lambda p: make_small_tree(p, args.small, args.campaigns),
+                4.0,
+            ),
+            ("large", base / "large", lambda p: make_large_tree(p, args.large_mib), 1.3),
+        ]
+        for name, root, make, goal in trees:
+            size = make(root)
+            files = sum(1 for p in root.rglob("*") if p.is_file())
+            hashing_floor(root, args.jobs)  # warm the page cache
+            floor = best(lambda r=root: hashing_floor(r, args.jobs), args.repeat)
+            library = best(lambda r=root: verify_in_process(r, args.jobs), args.repeat)
+            command = best(lambda r=root: verify_cli(r, args.jobs), args.repeat)
+            print(f"{name:5} tree: {files} files, {size / 2**20:.0f} MiB")
+            print(f"  hashing floor (hashlib, {args.jobs} cores): {floor:7.3f} s")
+            print(
+                f"  verify (library call):            {library:7.3f} s  "
+                f"ratio {library / floor:5.2f}x (goal <= {goal}x)"
+            )
+            print(
+                f"  ledger verify (whole command):    {command:7.3f} s  "
+                f"ratio {command / floor:5.2f}x"
+            )
+            shutil.rmtree(root)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Runners: producers of raw evidence (streaming client, GPU and container probes)."""
