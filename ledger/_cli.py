@@ -53,7 +53,6 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ledger",
         description="Artifact ledger and evidence verification for LLM serving campaigns.",
-        parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -26,7 +26,7 @@ from ledger.models import (
     ManifestEntry,
     OsComparison,
     WithheldEntry,
-    from_json,
+    read_artifact,
     unstructure,
 )
 
@@ -103,12 +103,12 @@ def read_manifest(path: Path) -> Manifest:
         SchemaError: not a valid manifest/v1.
         OSError: cannot be read.
     """
-    return from_json(jsonio.read_limited(path), Manifest)
+    return read_artifact(path, Manifest)
 
 
 def _read_summary(folder: Path) -> BenchmarkDecisionSummary | None:
     try:
-        return from_json(jsonio.read_limited(folder / SUMMARY_NAME), BenchmarkDecisionSummary)
+        return read_artifact(folder / SUMMARY_NAME, BenchmarkDecisionSummary)
     except (OSError, InvalidArtifact, SchemaError):
         return None
 

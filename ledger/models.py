@@ -8,6 +8,7 @@ omitted when unstructured, so a seed document survives a round trip unchanged.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, ClassVar, TypeVar
 
@@ -16,7 +17,7 @@ import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from ledger import schema
-from ledger._internal.jsonio import json_pointer, parse_strict
+from ledger._internal.jsonio import json_pointer, parse_strict, read_limited
 from ledger.errors import InvalidArtifact, SchemaError
 
 
@@ -465,6 +466,22 @@ def from_json(raw: bytes, expected: type[T]) -> T:
     return result
 
 
+def read_artifact(path: str | os.PathLike[str], expected: type[T]) -> T:
+    """Reads one untrusted artifact file of a known kind.
+
+    Raises:
+        InvalidArtifact: too large or not strict JSON; the message names the file and the
+            JSON pointer.
+        SchemaError: not the expected kind, or invalid; likewise named.
+        OSError: the file cannot be read.
+    """
+    try:
+        return from_json(read_limited(path), expected)
+    except (InvalidArtifact, SchemaError) as e:
+        where = f"{os.fspath(path)}#{e.pointer}" if e.pointer else os.fspath(path)
+        raise type(e)(f"{where}: {e}", code=e.code, pointer=e.pointer) from None
+
+
 __all__ = [
     "ArmCounts",
     "BenchmarkDecisionSummary",
@@ -484,6 +501,7 @@ __all__ = [
     "WithheldEntry",
     "from_document",
     "from_json",
+    "read_artifact",
     "structure",
     "unstructure",
 ]

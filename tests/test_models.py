@@ -74,3 +74,19 @@ def test_manifest_serialises_null_schema() -> None:
         (),
     )
     assert b'"schema": null' in dumps_deterministic(models.unstructure(manifest))
+
+
+def test_read_artifact_errors_name_the_file_and_pointer(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_bytes(
+        b'{"schema": "anvil-serving.manifest/v1", "campaign_id": 5, '
+        b'"artifacts": [], "withheld": []}'
+    )
+    with pytest.raises(SchemaError) as raised:
+        models.read_artifact(path, models.Manifest)
+    assert str(raised.value).startswith(f"{path}#/campaign_id: ")
+    path.write_bytes(b'{"a": 1, "a": 2}')
+    with pytest.raises(InvalidArtifact) as invalid:
+        models.read_artifact(path, models.Manifest)
+    assert str(invalid.value) == f"{path}#/a: duplicate key 'a'"
+    assert invalid.value.code == "duplicate-key"

@@ -139,7 +139,7 @@ def parse_strict(data: bytes) -> Any:
     return obj
 
 
-def read_limited(path: str | Path, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+def read_limited(path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES) -> bytes:
     """Reads a whole file, refusing one larger than ``max_bytes`` before reading it.
 
     Raises:
