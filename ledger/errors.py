@@ -8,11 +8,8 @@ Misuse by a caller raises builtins instead.
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import NoReturn
-
-_logger = logging.getLogger(__name__)
 
 
 class Error(Exception):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -467,8 +466,3 @@ def _check_named(
         pointer,
         f"the summary names {path!r}, which is neither published nor declared withheld",
     )
-
-
-def count_codes(report: Report) -> Counter[str]:
-    """How many findings of each code a report holds."""
-    return Counter(f.code for f in report.findings)

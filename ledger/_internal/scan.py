@@ -22,7 +22,7 @@ from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
-from ledger.hashing import CHUNK_SIZE
+from ledger.hashing import CHUNK_SIZE, sha256_stream
 from ledger.models import BenchmarkDecisionSummary
 
 _BATCH_FILES = 256
@@ -78,14 +78,8 @@ def _read_all(fd: int, limit: int) -> bytes:
 
 
 def _hash_fd(fd: int) -> tuple[str, int]:
-    hasher = hashlib.sha256()
-    total = 0
-    while True:
-        chunk = os.read(fd, CHUNK_SIZE)
-        if not chunk:
-            return hasher.hexdigest(), total
-        hasher.update(chunk)
-        total += len(chunk)
+    with os.fdopen(fd, "rb", buffering=0, closefd=False) as stream:
+        return sha256_stream(stream)
 
 
 def _changed(task: FileTask, why: str) -> FileResult:
