@@ -207,3 +207,20 @@ def test_output_is_deterministic(cli: CliRun) -> None:
     second = cli("verify", "--format", "json", str(ASSETS / "verify"))
     assert first == second
     assert first[0] == 1
+
+
+def test_seal_withhold_declares_and_refuses_unsafe_paths(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    status, out, _ = cli(
+        "seal", str(campaign), "--withhold", "raw/gpu-state.json", "--reason", "holds GPU UUIDs"
+    )
+    assert status == 0
+    assert "6 withheld" in out
+    loaded = manifest.read_manifest(campaign / "manifest.json")
+    held = {w.path: w.reason for w in loaded.withheld}
+    assert held["raw/gpu-state.json"] == "holds GPU UUIDs"
+    before = (campaign / "manifest.json").read_bytes()
+    status, _, err = cli("seal", str(campaign), "--withhold", "../outside.json")
+    assert status == 1
+    assert "climbs out" in err
+    assert (campaign / "manifest.json").read_bytes() == before
