@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -54,7 +52,7 @@ def change_percent(baseline: float, candidate: float) -> float | None:
 
 
 def _change_issue(
-    pointer: Callable[[], str], baseline: float, candidate: float, stated: float | None
+    pointer: str, baseline: float, candidate: float, stated: float | None
 ) -> Issue | None:
     expected = change_percent(baseline, candidate)
     if expected is None or stated is None:
@@ -64,7 +62,7 @@ def _change_issue(
         return None
     return Issue(
         "derived-mismatch",
-        pointer(),
+        pointer,
         f"change_percent {stated} differs from (linux - windows) / windows * 100 = "
         f"{expected} (windows {baseline}, linux {candidate})",
     )
@@ -94,14 +92,17 @@ def check_comparison(comparison: dict[str, Any], base: str) -> list[Issue]:
             ):
                 continue
             issue = _change_issue(
-                functools.partial(_metric_pointer, base, index, name), windows, linux, stated
+                f"{base}/rows/{index}/metrics{json_pointer([name])}/change_percent",
+                windows,
+                linux,
+                stated,
             )
             if issue is not None:
                 found.append(issue)
     endurance = comparison.get("endurance")
     if endurance is not None:
         issue = _change_issue(
-            lambda: f"{base}/endurance/decode_change_percent",
+            f"{base}/endurance/decode_change_percent",
             endurance["decode_windows"],
             endurance["decode_linux"],
             endurance["decode_change_percent"],
@@ -109,10 +110,6 @@ def check_comparison(comparison: dict[str, Any], base: str) -> list[Issue]:
         if issue is not None:
             found.append(issue)
     return found
-
-
-def _metric_pointer(base: str, index: int, name: str) -> str:
-    return f"{base}/rows/{index}/metrics{json_pointer([name])}/change_percent"
 
 
 def find_references(document: Any) -> list[FoundReference]:
