@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from typing import Any
 
 from ledger import __version__
 from ledger._internal.jsonio import MAX_JSON_BYTES
@@ -107,7 +108,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
     seal.set_defaults(func=_seal)
+    _add_plugin_commands(commands, common)
     return parser
+
+
+COMMAND_GROUP = "anvil_ledger.commands"
+"""Entry points adding subcommands: ``runners`` registers ``run`` and ``simulate`` here,
+so the core never imports it."""
+
+
+def _add_plugin_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except ImportError as e:
+            _logger.warning("command %s is unavailable: %s", entry.name, e)
+            continue
+        register(commands, common)
 
 
 def _verify(args: argparse.Namespace) -> int:

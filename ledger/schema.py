@@ -22,8 +22,9 @@ import attrs
 import jsonschema_rs
 import orjson
 
+from ledger._internal import jsonio
 from ledger._internal.jsonio import json_pointer
-from ledger.errors import SchemaError
+from ledger.errors import InvalidArtifact, SchemaError
 
 SCHEMA_PREFIX = "anvil-serving."
 _SCHEMA_ID = re.compile(r"anvil-serving\.(?P<kind>[a-z][a-z0-9-]*)/v(?P<version>[1-9][0-9]*)")
@@ -172,3 +173,34 @@ def validate(document: object) -> SchemaId:
             pointer=first.pointer,
         )
     return schema_id
+
+
+def read_document(path: str | Path, *, max_bytes: int | None = None) -> dict[str, Any]:
+    """Reads an untrusted JSON artifact strictly and validates it against its schema.
+
+    Raises:
+        InvalidArtifact: too large, not strict JSON (duplicate keys, NaN, ...).
+        SchemaError: undeclared, unknown or invalid; the message names the file.
+        OSError: the file cannot be read.
+    """
+    try:
+        document = jsonio.read_json(path, max_bytes=max_bytes or jsonio.MAX_JSON_BYTES)
+        validate(document)
+    except (InvalidArtifact, SchemaError) as e:
+        where = f"{path}#{e.pointer}" if e.pointer else str(path)
+        raise type(e)(f"{where}: {e}", code=e.code, pointer=e.pointer) from None
+    return document  # type: ignore[no-any-return]
+
+
+def write_document(path: str | Path, document: dict[str, Any], *, replace: bool = True) -> bytes:
+    """Validates a document against its schema, then writes it deterministically and atomically.
+
+    Returns:
+        the bytes written (their SHA-256 is the artifact's digest).
+
+    Raises:
+        SchemaError: the document does not satisfy its schema (nothing is written).
+        FileExistsError: ``path`` exists and ``replace`` is false.
+    """
+    validate(document)
+    return jsonio.write_json(path, document, replace=replace)

@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ledger._cli import main
+from runners.simulate.profile import Profile
+from runners.simulate.serve import SimulatorProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -55,3 +57,19 @@ def cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
 def verify_json(cli: CliRun, *paths: str | Path) -> tuple[int, dict[str, Any]]:
     status, out, _ = cli("verify", "--format", "json", *map(str, paths))
     return status, json.loads(out)
+
+
+@pytest.fixture
+def simulator() -> Iterator[Callable[..., SimulatorProcess]]:
+    """Starts simulated endpoints (real uvicorn servers on 127.0.0.1) for one test."""
+    started: list[SimulatorProcess] = []
+
+    def start(**settings: Any) -> SimulatorProcess:
+        process = SimulatorProcess(Profile.from_mapping(settings))
+        process.start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

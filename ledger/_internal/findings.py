@@ -69,6 +69,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     ),
     "promotion-without-ab": ("error", "promotion authorized without an A/B comparison artifact"),
     "promotion-without-reserve": ("error", "promotion authorized without a GPU reserve artifact"),
+    # raw runs
+    "run-incomplete": ("warning", "a raw run or one of its cells did not finish"),
+    "record-inconsistent": ("error", "a request record or cell contradicts itself"),
 }
 """Every finding code: its severity and what it means."""
 

@@ -288,6 +288,83 @@ def _add_json(name: str, data: bytes) -> Callable[[Path], None]:
     return apply
 
 
+def _record(index: int, sent: int) -> dict[str, Any]:
+    chunks = [sent + 5_000_000 + i * 10_000_000 for i in range(4)]
+    return {
+        "index": index,
+        "warmup": False,
+        "prompt_sha256": "ab" * 32,
+        "sent_ns": sent,
+        "headers_ns": sent + 1_000_000,
+        "first_token_ns": chunks[0],
+        "first_content_ns": chunks[0],
+        "last_token_ns": chunks[-1],
+        "end_ns": chunks[-1] + 200_000,
+        "chunks_ns": chunks,
+        "chunk_channels": "cccc",
+        "chunk_tokens": 4,
+        "usage": {"prompt_tokens": 1000, "completion_tokens": 4, "total_tokens": 1004},
+        "usage_mismatch": False,
+        "finish_reason": "length",
+        "done_marker": True,
+        "response_id": f"chatcmpl-{index}",
+        "error": None,
+        "content_chars": 20,
+        "content_sha256": "cd" * 32,
+        "reasoning_chars": 0,
+        "tool_calls": [],
+        "output_as_requested": True,
+    }
+
+
+def cell_run(status: str = "complete") -> dict[str, Any]:
+    """A two-request cell-run document, as ``ledger run`` writes one."""
+    return {
+        "schema": "anvil-serving.cell-run/v1",
+        "campaign_id": CAMPAIGN,
+        "arm": "linux",
+        "stage": {"name": "capacity", "kind": "capacity"},
+        "cell": {
+            "id": "ctx1024-c1-nothink",
+            "context_target": 1024,
+            "concurrency": 1,
+            "thinking": False,
+            "requests": 2,
+            "warmup": 0,
+            "max_tokens": 4,
+            "controlled_output": True,
+            "temperature": 0.0,
+            "seed": 0,
+            "prefix": "shared",
+        },
+        "status": status,
+        "reason": None if status == "complete" else "interrupted by SIGTERM",
+        "started_at": "2026-11-29T12:00:00.000000Z",
+        "endpoint": {"base_url": None, "model": "anvil-sim", "simulated": True},
+        "identity": {"os": "linux"},
+        "client": {
+            "name": "anvil-ledger",
+            "version": "0.1.0",
+            "transport": "httpx over aiohttp",
+            "deadlines": {
+                "connect_s": 10.0,
+                "first_byte_s": 600.0,
+                "idle_s": 60.0,
+                "total_s": 1800.0,
+            },
+        },
+        "calibration": {"arm": "linux", "status": "ok", "filler_words": 900, "prompt_tokens": 1000},
+        "metrics": None,
+        "requests": [_record(0, 1_000_000), _record(1, 60_000_000)],
+    }
+
+
+def _cell_defect(edit: Callable[[Any], None], status: str = "complete") -> Callable[[Path], None]:
+    document = cell_run(status)
+    edit(document)
+    return _add_json("cell-run.json", dumps_deterministic(document))
+
+
 _DEEP = b"[" * 100_000 + b"]" * 100_000
 _PROMOTE = _all(
     _set(["decision", "promotion_authorized"], True),
@@ -469,6 +546,20 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
     "promotion_without_ab_or_reserve": (
         {"promotion-without-ab", "promotion-without-reserve"},
         _summary_defect(_PROMOTE),
+    ),
+    # raw runs
+    "raw_cell_interrupted": ({"run-incomplete"}, _cell_defect(lambda d: None, "incomplete")),
+    "raw_record_end_before_first_token": (
+        {"record-inconsistent"},
+        _cell_defect(_set(["requests", 1, "end_ns"], 60_000_000)),
+    ),
+    "raw_record_usage_flag_wrong": (
+        {"record-inconsistent"},
+        _cell_defect(_set(["requests", 0, "usage", "completion_tokens"], 8)),
+    ),
+    "raw_cell_missing_request": (
+        {"record-inconsistent"},
+        _cell_defect(_delete(["requests", 1])),
     ),
 }
 

@@ -1,0 +1,106 @@
+"""Checks of raw run documents (``cell-run/v1``, ``run-manifest/v1``) on their own.
+
+A request record must agree with itself: times in order (sent, headers, first token,
+last token, end), one channel letter per chunk time, counts that match, and flags that
+say what the numbers say. A record that does not was edited or written by a broken
+runner, and nothing derived from it can be trusted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from ledger._internal.findings import Issue
+
+_ORDER = ("sent_ns", "headers_ns", "first_token_ns", "last_token_ns", "end_ns")
+
+
+def _record_issues(record: dict[str, Any], base: str) -> list[Issue]:
+    found = []
+
+    def bad(field: str, message: str) -> None:
+        found.append(Issue("record-inconsistent", f"{base}/{field}", message))
+
+    times = [(name, record[name]) for name in _ORDER if record[name] is not None]
+    for (earlier, a), (later, b) in itertools.pairwise(times):
+        if b < a:
+            bad(later, f"{later} {b} is before {earlier} {a}")
+            break
+    chunks = record["chunks_ns"]
+    if len(record["chunk_channels"]) != len(chunks):
+        bad("chunk_channels", f"{len(record['chunk_channels'])} channels for {len(chunks)} chunks")
+    if record["chunk_tokens"] != len(chunks):
+        bad("chunk_tokens", f"chunk_tokens {record['chunk_tokens']} but {len(chunks)} chunk times")
+    if any(b < a for a, b in itertools.pairwise(chunks)):
+        bad("chunks_ns", "chunk times are not in order")
+    if chunks and (record["first_token_ns"], record["last_token_ns"]) != (chunks[0], chunks[-1]):
+        bad("first_token_ns", "first/last token times differ from the first/last chunk times")
+    content = record["first_content_ns"]
+    if content is not None and content not in chunks:
+        bad("first_content_ns", "first_content_ns is not the time of any chunk")
+    usage = record["usage"] or {}
+    completion = usage.get("completion_tokens")
+    expected = None if completion is None else completion != len(chunks)
+    if record["usage_mismatch"] != expected:
+        bad(
+            "usage_mismatch",
+            f"usage_mismatch is {record['usage_mismatch']} but usage says {completion} "
+            f"completion tokens and the stream had {len(chunks)}",
+        )
+    return found
+
+
+def check_cell_run(document: dict[str, Any]) -> list[Issue]:
+    """Self-consistency of a schema-valid cell-run document."""
+    found: list[Issue] = []
+    if document["status"] != "complete":
+        found.append(
+            Issue("run-incomplete", "/status", f"the cell is incomplete: {document['reason']}")
+        )
+    seen: set[tuple[bool, int]] = set()
+    measured = 0
+    for index, record in enumerate(document["requests"]):
+        base = f"/requests/{index}"
+        key = (record["warmup"], record["index"])
+        if key in seen:
+            found.append(
+                Issue("record-inconsistent", f"{base}/index", f"request {key[1]} appears twice")
+            )
+        seen.add(key)
+        measured += not record["warmup"]
+        found.extend(_record_issues(record, base))
+    wanted = document["cell"]["requests"]
+    if document["status"] == "complete" and measured != wanted:
+        found.append(
+            Issue(
+                "record-inconsistent",
+                "/requests",
+                f"a complete cell holds {measured} measured requests, cell.requests is {wanted}",
+            )
+        )
+    return found
+
+
+def check_run_manifest(document: dict[str, Any]) -> list[Issue]:
+    """A run manifest that says the run is incomplete, and cells that disagree with it."""
+    found = []
+    statuses = [cell["status"] for cell in document["cells"]]
+    all_complete = all(s == "complete" for s in statuses)
+    if document["complete"] != all_complete:
+        found.append(
+            Issue(
+                "record-inconsistent",
+                "/complete",
+                f"complete is {document['complete']} but "
+                f"{sum(s == 'complete' for s in statuses)} of {len(statuses)} cells are",
+            )
+        )
+    elif not all_complete:
+        pending = len(statuses) - sum(s == "complete" for s in statuses)
+        found.append(
+            Issue(
+                "run-incomplete", "/complete", f"{pending} of {len(statuses)} cells did not finish"
+            )
+        )
+    return found

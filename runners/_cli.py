@@ -1,0 +1,111 @@
+"""The runner commands of ``ledger``: ``run`` and ``simulate``.
+
+They reach the ``ledger`` command through the ``anvil_ledger.commands`` entry-point group,
+so that the core never imports ``runners`` (DESIGN.md, "Layout").
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+_SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
+
+
+def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger run PLAN --raw-dir DIR [--resume]``."""
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="run a plan's capacity and endurance stages against its endpoints",
+        description="Measure every arm x stage x cell of PLAN.toml and write the raw "
+        "campaign folder DIR/<campaign_id>/. Exit 0 when every cell completed (failed "
+        "requests are evidence, not errors), 1 on an error, 130/143 when interrupted.",
+    )
+    run.add_argument("plan", metavar="PLAN.toml")
+    run.add_argument("--raw-dir", required=True, metavar="DIR", help="where raw campaigns go")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish an interrupted run of the same plan, keeping its complete cells",
+    )
+    run.set_defaults(func=_run)
+
+
+def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger simulate --port P [--profile FILE]``."""
+    simulate = commands.add_parser(
+        "simulate",
+        parents=[common],
+        help="serve the simulated OpenAI-compatible endpoint on 127.0.0.1",
+        description="A real HTTP server with a timing model, prefix cache, limits and "
+        "seeded fault injection: /v1/models, /v1/chat/completions, /metrics, /sim/requests.",
+    )
+    simulate.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
+    simulate.add_argument("--profile", metavar="FILE", help="a TOML profile (default: built in)")
+    simulate.set_defaults(func=_simulate)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from runners.campaign import run_plan
+    from runners.plan import load_plan
+
+    plan = load_plan(args.plan)
+    result = run_plan(plan, args.raw_dir, resume=args.resume)
+    header = (
+        "arm",
+        "stage",
+        "cell",
+        "status",
+        "ok/n",
+        "TTFT ms",
+        "decode tok/s",
+        "E2E ms",
+        "tok/s",
+    )
+    rows = [header]
+    for outcome in result.cells:
+        stats = outcome.stats
+        rows.append(
+            (
+                outcome.arm,
+                outcome.stage,
+                outcome.cell,
+                outcome.status,
+                f"{stats.requests - stats.failed}/{stats.requests}" if stats else "-",
+                _fmt(stats.ttft_ms if stats else None),
+                _fmt(stats.decode_tok_s if stats else None),
+                _fmt(stats.e2e_ms if stats else None),
+                _fmt(stats.throughput_tok_s if stats else None),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    print(f"raw campaign: {result.folder}", file=sys.stderr)
+    if result.interrupted is not None:
+        print(
+            f"interrupted by {result.interrupted}; finish with: ledger run {args.plan} "
+            f"--raw-dir {args.raw_dir} --resume",
+            file=sys.stderr,
+        )
+        return _SIGNAL_STATUS.get(result.interrupted, 1)
+    return 0 if result.complete else 1
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from runners.simulate.profile import Profile, load_profile
+    from runners.simulate.serve import HOST, serve
+
+    profile = load_profile(args.profile) if args.profile else Profile()
+    print(f"serving {profile.model!r} on http://{HOST}:{args.port}/v1", file=sys.stderr)
+    serve(profile, port=args.port)
+    return 0

@@ -1,0 +1,510 @@
+"""``ledger run``: a plan's arms x stages x cells, written as a raw campaign folder.
+
+Layout of ``RAW_DIR/<campaign_id>/``::
+
+    run-plan.json              the plan as run (anvil-serving.run-plan/v1)
+    workload-manifest.json     prompt digests and actual prompt tokens per cell and arm
+    <arm>/<stage>/<cell>.json  one cell's per-request records (anvil-serving.cell-run/v1)
+    run-manifest.json          every cell's status and digest (anvil-serving.run-manifest/v1)
+    manifest.json, SHA256SUMS  the seal, as ``ledger seal`` writes it
+
+A cell's file is written, marked incomplete, before its first request, and replaced when it
+ends; every write is atomic. A run stopped by SIGINT or SIGTERM rewrites the cell with the
+requests it finished, still marked incomplete; one stopped by SIGKILL leaves the placeholder.
+``--resume`` keeps every complete cell, moves an incomplete one aside as
+``<cell>.interrupted-<n>.json`` (evidence is never deleted) and runs it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger import __version__, manifest
+from ledger.errors import InvalidArtifact, RunnerError, SchemaError
+from ledger.hashing import sha256_file
+from ledger.schema import read_document, write_document
+from runners.client import EndpointClient
+from runners.plan import Arm, Cell, Plan, Stage
+from runners.progress import Progress, progress_for
+from runners.simulate.serve import SimulatorProcess
+from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
+from runners.stats import CellStats, cell_stats
+from runners.workload import (
+    Calibration,
+    Filler,
+    build_messages,
+    calibrate,
+    prompt_bytes,
+    prompt_digest,
+)
+
+PLAN_NAME = "run-plan.json"
+WORKLOAD_NAME = "workload-manifest.json"
+RUN_MANIFEST_NAME = "run-manifest.json"
+CELL_SCHEMA = "anvil-serving.cell-run/v1"
+WORKLOAD_SCHEMA = "anvil-serving.workload-manifest/v1"
+RUN_MANIFEST_SCHEMA = "anvil-serving.run-manifest/v1"
+TRANSPORT = "httpx over aiohttp (httpx-aiohttp), raw-bytes SSE parsing"
+
+
+@attrs.frozen
+class CellOutcome:
+    """One line of the end-of-run table."""
+
+    arm: str
+    stage: str
+    cell: str
+    status: str
+    """``complete``, ``incomplete`` or ``skipped`` (complete from an earlier run)."""
+    stats: CellStats | None
+
+
+@attrs.frozen
+class RunResult:
+    """What ``ledger run`` did."""
+
+    folder: Path
+    complete: bool
+    interrupted: str | None
+    """The signal that stopped the run, if one did."""
+    cells: tuple[CellOutcome, ...]
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _first_difference(a: Any, b: Any, pointer: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key, ...) != b.get(key, ...):
+                return _first_difference(a.get(key), b.get(key), f"{pointer}/{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for index, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{pointer}/{index}")
+    return pointer or "/"
+
+
+class _Interrupted(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class CampaignRun:
+    """One execution of a plan into a raw folder (fresh or resumed)."""
+
+    def __init__(self, plan: Plan, raw_dir: Path, *, resume: bool, progress: Progress) -> None:
+        self.plan = plan
+        self.folder = raw_dir / plan.campaign_id
+        self.resume = resume
+        self.progress = progress
+        self.filler = Filler(plan.seed)
+        self.workload: dict[tuple[str, str], dict[str, Any]] = {}
+        self.cells: dict[tuple[str, str, str], str] = {}
+        self.interrupted_files: dict[tuple[str, str, str], list[str]] = {}
+        self.outcomes: list[CellOutcome] = []
+        self.signal_name: str | None = None
+
+    # -- files ---------------------------------------------------------------------------
+
+    def cell_path(self, arm: Arm, stage: Stage, cell: Cell) -> str:
+        return f"{arm.name}/{stage.name}/{cell.id}.json"
+
+    def prepare(self) -> None:
+        """Checks the folder against the plan and loads what an earlier run left."""
+        plan_path = self.folder / PLAN_NAME
+        if self.folder.exists() and any(self.folder.iterdir()) and not self.resume:
+            raise RunnerError(
+                f"{self.folder} already holds a run; pass --resume to finish it, or choose "
+                "another --raw-dir"
+            )
+        if self.resume and plan_path.exists():
+            recorded = self._read(plan_path)
+            wanted = self.plan.to_json()
+            if recorded != wanted:
+                raise RunnerError(
+                    f"{plan_path}: the plan differs from the one this run started with "
+                    f"(first difference at {_first_difference(recorded, wanted)})"
+                )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_document(plan_path, self.plan.to_json())
+        workload_path = self.folder / WORKLOAD_NAME
+        if workload_path.exists():
+            for entry in self._read(workload_path)["cells"]:
+                self.workload[(entry["stage"], entry["cell"])] = entry
+        for arm in self.plan.arms:
+            for stage in self.plan.stages:
+                for cell in stage.cells:
+                    self._recover(arm, stage, cell)
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        try:
+            return read_document(path)
+        except (OSError, InvalidArtifact, SchemaError) as e:
+            raise RunnerError(f"cannot resume: {e}") from None
+
+    def _recover(self, arm: Arm, stage: Stage, cell: Cell) -> None:
+        rel = self.cell_path(arm, stage, cell)
+        key = (arm.name, stage.name, cell.id)
+        path = self.folder / rel
+        earlier = sorted(path.parent.glob(f"{cell.id}.interrupted-*.json"))
+        self.interrupted_files[key] = [str(p.relative_to(self.folder).as_posix()) for p in earlier]
+        if not path.exists():
+            self.cells[key] = "pending"
+            return
+        try:
+            status = read_document(path).get("status")
+        except (OSError, InvalidArtifact, SchemaError):
+            status = "unreadable"
+        if status == "complete":
+            self.cells[key] = "complete"
+            return
+        # Kept as evidence of the interruption; the cell runs again.
+        aside = path.with_name(f"{cell.id}.interrupted-{len(earlier) + 1}.json")
+        os.replace(path, aside)
+        self.interrupted_files[key].append(aside.relative_to(self.folder).as_posix())
+        self.cells[key] = "pending"
+
+    def write_workload(self) -> None:
+        cells = []
+        for stage in self.plan.stages:
+            for cell in stage.cells:
+                entry = self.workload.get((stage.name, cell.id))
+                if entry is not None:
+                    cells.append(entry)
+        write_document(
+            self.folder / WORKLOAD_NAME,
+            {
+                "schema": WORKLOAD_SCHEMA,
+                "campaign_id": self.plan.campaign_id,
+                "family": "short-summary",
+                "seed": self.plan.seed,
+                "prefix": self.plan.prefix,
+                "prompt_digest": "sha256 of the messages array as compact JSON, sorted keys",
+                "tolerance": 0.02,
+                "cells": cells,
+            },
+        )
+
+    def _reference(self, rel: str) -> dict[str, str]:
+        digest, _ = sha256_file(self.folder / rel)
+        return {"path": rel, "sha256": digest}
+
+    def write_run_manifest(self) -> bool:
+        entries = []
+        for arm in self.plan.arms:
+            for stage in self.plan.stages:
+                for cell in stage.cells:
+                    key = (arm.name, stage.name, cell.id)
+                    rel = self.cell_path(arm, stage, cell)
+                    status = self.cells[key]
+                    entries.append(
+                        {
+                            "arm": arm.name,
+                            "stage": stage.name,
+                            "cell": cell.id,
+                            "status": status,
+                            "artifact": self._reference(rel) if status != "pending" else None,
+                            "interrupted": [
+                                self._reference(p) for p in self.interrupted_files[key]
+                            ],
+                        }
+                    )
+        complete = all(e["status"] == "complete" for e in entries)
+        write_document(
+            self.folder / RUN_MANIFEST_NAME,
+            {
+                "schema": RUN_MANIFEST_SCHEMA,
+                "campaign_id": self.plan.campaign_id,
+                "complete": complete,
+                "plan": self._reference(PLAN_NAME),
+                "workload": self._reference(WORKLOAD_NAME)
+                if (self.folder / WORKLOAD_NAME).exists()
+                else None,
+                "runner": {"name": "anvil-ledger", "version": __version__},
+                "cells": entries,
+            },
+        )
+        return complete
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        for arm in self.plan.arms:
+            pending = [
+                (stage, cell)
+                for stage in self.plan.stages
+                for cell in stage.cells
+                if self.cells[(arm.name, stage.name, cell.id)] != "complete"
+            ]
+            for stage in self.plan.stages:
+                for cell in stage.cells:
+                    if (stage, cell) not in pending:
+                        label = f"{arm.name} {stage.name} {cell.id}"
+                        self.progress.end_cell(label, None, "skipped")
+                        self.outcomes.append(
+                            CellOutcome(arm.name, stage.name, cell.id, "skipped", None)
+                        )
+            if not pending:
+                continue
+            api_key = self._api_key(arm)
+            if arm.simulated is not None:
+                with SimulatorProcess(arm.simulated) as simulator:
+                    await self._run_arm(arm, simulator.base_url, api_key, pending)
+            else:
+                assert arm.base_url is not None
+                await self._run_arm(arm, arm.base_url, api_key, pending)
+
+    def _api_key(self, arm: Arm) -> str | None:
+        if arm.api_key_env is None:
+            return None
+        value = os.environ.get(arm.api_key_env)
+        if not value:
+            raise RunnerError(
+                f"arm {arm.name!r}: environment variable {arm.api_key_env} (api_key_env) is not set"
+            )
+        return value
+
+    async def _run_arm(
+        self, arm: Arm, base_url: str, api_key: str | None, pending: list[tuple[Stage, Cell]]
+    ) -> None:
+        for stage, cell in pending:
+            async with EndpointClient(
+                base_url,
+                concurrency=cell.concurrency,
+                deadlines=self.plan.deadlines,
+                api_key=api_key,
+            ) as client:
+                await self._run_one(client, arm, stage, cell)
+
+    async def _calibration(
+        self, client: EndpointClient, arm: Arm, stage: Stage, cell: Cell
+    ) -> dict[str, Any]:
+        key = (stage.name, cell.id)
+        entry = self.workload.get(key)
+        if entry is not None:
+            return entry
+        origin = time.perf_counter_ns()
+
+        async def probe(words: int) -> int | str:
+            messages = build_messages(
+                self.filler,
+                words,
+                cell_id=cell.id,
+                index=-1,
+                prefix=self.plan.prefix,
+                seed=self.plan.seed,
+            )
+            body = request_body(arm, stage, cell, messages)
+            body.update(max_tokens=1)
+            body.pop("ignore_eos", None)
+            body.pop("min_tokens", None)
+            outcome = await client.chat(body, origin_ns=origin)
+            if outcome.error is not None:
+                return f"{outcome.error['class']}: {outcome.error['message']}"
+            tokens = (outcome.usage or {}).get("prompt_tokens")
+            return tokens if tokens is not None else "the server reported no usage.prompt_tokens"
+
+        hint = next(
+            (
+                e["calibration"]["filler_words"]
+                for e in self.workload.values()
+                if e["context_target"] == cell.context_target and e["calibration"]["error"] is None
+            ),
+            None,
+        )
+        calibration = await calibrate(arm.name, cell.context_target, probe, hint_words=hint)
+        prompts = []
+        for index in range(stage.warmup + stage.requests):
+            messages = self._messages(calibration, cell, index)
+            prompts.append(
+                {
+                    "index": index,
+                    "warmup": index < stage.warmup,
+                    "sha256": prompt_digest(messages),
+                    "bytes": len(prompt_bytes(messages)),
+                    "prompt_tokens": {},
+                }
+            )
+        entry = {
+            "stage": stage.name,
+            "cell": cell.id,
+            "context_target": cell.context_target,
+            "thinking": cell.thinking,
+            "calibration": calibration.to_json(),
+            "prompts": prompts,
+        }
+        self.workload[key] = entry
+        self.write_workload()
+        return entry
+
+    def _messages(self, calibration: Calibration, cell: Cell, index: int) -> list[dict[str, str]]:
+        return build_messages(
+            self.filler,
+            calibration.filler_words,
+            cell_id=cell.id,
+            index=index,
+            prefix=self.plan.prefix,
+            seed=self.plan.seed,
+        )
+
+    async def _run_one(self, client: EndpointClient, arm: Arm, stage: Stage, cell: Cell) -> None:
+        key = (arm.name, stage.name, cell.id)
+        rel = self.cell_path(arm, stage, cell)
+        path = self.folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        label = f"{arm.name} {stage.name} {cell.id}"
+        started_at = _utc_now()
+        run = CellRun(new_origin())
+        entry = await self._calibration(client, arm, stage, cell)
+        calibration = Calibration.from_json(entry["calibration"])
+        prompts = []
+        for spec in entry["prompts"]:
+            messages = self._messages(calibration, cell, spec["index"])
+            if prompt_digest(messages) != spec["sha256"]:
+                raise RunnerError(
+                    f"{WORKLOAD_NAME}: prompt {spec['index']} of {cell.id} no longer has its "
+                    "recorded digest"
+                )
+            prompts.append(Prompt(spec["index"], spec["warmup"], messages, spec["sha256"]))
+
+        def document(status: str, reason: str | None) -> dict[str, Any]:
+            return self._cell_document(arm, stage, cell, run, entry, started_at, status, reason)
+
+        write_document(path, document("incomplete", "running"))
+        self.cells[key] = "incomplete"
+        self.progress.start_cell(label, len(prompts))
+        try:
+            await run_cell(client, arm, stage, cell, prompts, run, self.progress.request_done)
+        except asyncio.CancelledError:
+            write_document(path, document("incomplete", f"interrupted by {self.signal_name}"))
+            self.progress.end_cell(label, cell_stats(run.records), "incomplete")
+            self.outcomes.append(
+                CellOutcome(arm.name, stage.name, cell.id, "incomplete", cell_stats(run.records))
+            )
+            raise
+        write_document(path, document("complete", None))
+        self.cells[key] = "complete"
+        for record in run.records:
+            tokens = (record.get("usage") or {}).get("prompt_tokens")
+            entry["prompts"][record["index"]]["prompt_tokens"][arm.name] = tokens
+        self.write_workload()
+        stats = cell_stats(run.records)
+        self.progress.end_cell(label, stats, "complete")
+        self.outcomes.append(CellOutcome(arm.name, stage.name, cell.id, "complete", stats))
+
+    def _cell_document(
+        self,
+        arm: Arm,
+        stage: Stage,
+        cell: Cell,
+        run: CellRun,
+        entry: dict[str, Any],
+        started_at: str,
+        status: str,
+        reason: str | None,
+    ) -> dict[str, Any]:
+        identity = dict(arm.identity)
+        if arm.simulated is not None:
+            identity["simulated_profile"] = arm.simulated.to_json()
+        calibration = entry["calibration"]
+        return {
+            "schema": CELL_SCHEMA,
+            "campaign_id": self.plan.campaign_id,
+            "arm": arm.name,
+            "stage": {"name": stage.name, "kind": stage.kind},
+            "cell": {
+                "id": cell.id,
+                "context_target": cell.context_target,
+                "concurrency": cell.concurrency,
+                "thinking": cell.thinking,
+                "requests": stage.requests,
+                "warmup": stage.warmup,
+                "max_tokens": stage.max_tokens,
+                "controlled_output": stage.controlled_output,
+                "temperature": stage.temperature,
+                "seed": stage.seed,
+                "prefix": self.plan.prefix,
+            },
+            "status": status,
+            "reason": reason,
+            "started_at": started_at,
+            "endpoint": {
+                "base_url": arm.base_url,
+                "model": arm.model,
+                "simulated": arm.simulated is not None,
+            },
+            "identity": identity,
+            "client": {
+                "name": "anvil-ledger",
+                "version": __version__,
+                "transport": TRANSPORT,
+                "deadlines": attrs.asdict(self.plan.deadlines),
+            },
+            "calibration": {
+                "arm": calibration["arm"],
+                "status": calibration["status"],
+                "filler_words": calibration["filler_words"],
+                "prompt_tokens": calibration["prompt_tokens"],
+            },
+            "metrics": run.metrics or None,
+            "requests": list(run.records),
+        }
+
+
+def run_plan(
+    plan: Plan, raw_dir: str | Path, *, resume: bool = False, progress: Progress | None = None
+) -> RunResult:
+    """Runs a plan; returns when every cell is done or a signal stopped the run.
+
+    Raises:
+        RunnerError: the folder holds another run, the plan changed since, an API key's
+            variable is unset, or a simulated endpoint did not start.
+    """
+    progress = progress or progress_for()
+    campaign = CampaignRun(plan, Path(raw_dir), resume=resume, progress=progress)
+    campaign.prepare()
+    complete = False
+    try:
+        asyncio.run(_main(campaign))
+    except _Interrupted:
+        pass
+    finally:
+        progress.close()
+        if campaign.folder.exists():
+            complete = campaign.write_run_manifest()
+            manifest.seal(campaign.folder, jobs=1)
+    return RunResult(campaign.folder, complete, campaign.signal_name, tuple(campaign.outcomes))
+
+
+async def _main(campaign: CampaignRun) -> None:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def stop(name: str) -> None:
+        if campaign.signal_name is None:
+            campaign.signal_name = name
+            task.cancel()
+
+    for number, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+        loop.add_signal_handler(number, stop, name)
+    try:
+        await campaign.run()
+    except asyncio.CancelledError:
+        if campaign.signal_name is None:
+            raise
+        raise _Interrupted(campaign.signal_name) from None
+    finally:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(number)

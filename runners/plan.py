@@ -1,0 +1,308 @@
+"""The run plan (``PLAN.toml``): arms, stages and their cells, checked before anything runs.
+
+Every error names the file and the key (``plan.toml: stages[1].requests: ...``) and is
+raised as :class:`~ledger.errors.InvalidArtifact`. The plan as run is recorded in the
+campaign folder as ``run-plan.json``; an API key never is, only the name of the
+environment variable that holds it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger.errors import InvalidArtifact
+from runners.client import Deadlines
+from runners.simulate.profile import Profile, load_profile
+from runners.workload import PREFIX_MODES
+
+PLAN_SCHEMA = "anvil-serving.run-plan/v1"
+STAGE_KINDS = ("capacity", "endurance")
+_CAMPAIGN_ID = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@attrs.frozen
+class Cell:
+    """One workload point: context target x concurrency x thinking mode."""
+
+    context_target: int
+    concurrency: int
+    thinking: bool
+
+    @property
+    def id(self) -> str:
+        """``ctx4096-c1-nothink``: the cell's file name without ``.json``."""
+        mode = "think" if self.thinking else "nothink"
+        return f"ctx{self.context_target}-c{self.concurrency}-{mode}"
+
+
+@attrs.frozen
+class Stage:
+    """A capacity or endurance stage."""
+
+    name: str
+    kind: str
+    cells: tuple[Cell, ...]
+    requests: int
+    max_tokens: int
+    controlled_output: bool
+    warmup: int
+    temperature: float
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        """As recorded in ``run-plan.json``."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "cells": [attrs.asdict(c) | {"id": c.id} for c in self.cells],
+            "requests": self.requests,
+            "max_tokens": self.max_tokens,
+            "controlled_output": self.controlled_output,
+            "warmup": self.warmup,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+
+@attrs.frozen
+class Arm:
+    """One endpoint or configuration under test."""
+
+    name: str
+    base_url: str | None
+    """None when the arm is an embedded simulated endpoint."""
+    model: str
+    api_key_env: str | None
+    identity: dict[str, Any]
+    extra_body: dict[str, Any]
+    simulated: Profile | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As recorded in ``run-plan.json`` (the key's variable name, never the key)."""
+        return {
+            "name": self.name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "api_key_env": self.api_key_env,
+            "identity": self.identity,
+            "extra_body": self.extra_body,
+            "simulated": self.simulated.to_json() if self.simulated else None,
+        }
+
+
+@attrs.frozen
+class Plan:
+    """A whole run plan."""
+
+    campaign_id: str
+    seed: int
+    prefix: str
+    deadlines: Deadlines
+    arms: tuple[Arm, ...]
+    stages: tuple[Stage, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``run-plan.json`` document."""
+        return {
+            "schema": PLAN_SCHEMA,
+            "campaign_id": self.campaign_id,
+            "seed": self.seed,
+            "prefix": self.prefix,
+            "deadlines": attrs.asdict(self.deadlines),
+            "arms": [a.to_json() for a in self.arms],
+            "stages": [s.to_json() for s in self.stages],
+        }
+
+
+class _Reader:
+    """Typed access to one TOML table with errors that name the key."""
+
+    def __init__(self, source: str, where: str, table: Any) -> None:
+        self.source = source
+        self.where = where
+        if not isinstance(table, dict):
+            raise self.error("", f"expected a table, got {table!r}")
+        self.table: dict[str, Any] = table
+        self.used: set[str] = set()
+
+    def error(self, key: str, message: str) -> InvalidArtifact:
+        place = ".".join(p for p in (self.where, key) if p)
+        return InvalidArtifact(f"{self.source}: {place or 'plan'}: {message}")
+
+    def get(self, key: str, kinds: tuple[type, ...], default: Any = ..., what: str = "") -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise self.error(key, "is required")
+            return default
+        value = self.table[key]
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise self.error(key, f"expected {what or kinds[0].__name__}, got {value!r}")
+        return value
+
+    def positive(self, key: str, default: Any = ...) -> int:
+        value = self.get(key, (int,), default, "a whole number")
+        if value < 1:
+            raise self.error(key, f"must be at least 1, got {value}")
+        return int(value)
+
+    def name(self, key: str) -> str:
+        value = self.get(key, (str,), what="a name")
+        if not _NAME.fullmatch(value):
+            raise self.error(key, f"must match [a-z0-9][a-z0-9_-]*, got {value!r}")
+        return str(value)
+
+    def int_list(self, key: str, default: Any = ...) -> list[int]:
+        value = self.get(key, (int, list), default, "a whole number or a list of them")
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(type(v) is int and v >= 1 for v in values):
+            raise self.error(key, f"expected positive whole numbers, got {value!r}")
+        return list(values)
+
+    def bool_list(self, key: str, default: Any) -> list[bool]:
+        value = self.get(key, (bool, list), default, "true, false or a list of them")
+        values = value if isinstance(value, list) else [value]
+        if not values or not all(isinstance(v, bool) for v in values):
+            raise self.error(key, f"expected true/false values, got {value!r}")
+        return list(dict.fromkeys(values))
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            raise self.error(unknown[0], "unknown key")
+
+
+def _deadlines(reader: _Reader) -> Deadlines:
+    table = _Reader(reader.source, "deadlines", reader.get("deadlines", (dict,), {}))
+    values = {}
+    for name in ("connect_s", "first_byte_s", "idle_s", "total_s"):
+        value = table.get(name, (int, float), None, "seconds")
+        if value is not None:
+            if value <= 0:
+                raise table.error(name, f"must be > 0, got {value}")
+            values[name] = float(value)
+    table.finish()
+    return Deadlines(**values)
+
+
+def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
+    reader = _Reader(source, f"arms[{index}]", table)
+    name = reader.name("name")
+    base_url = reader.get("base_url", (str,), None, "a URL")
+    simulated_table = reader.get("simulated", (dict,), None)
+    profile = None
+    if simulated_table is not None:
+        if base_url is not None:
+            raise reader.error("simulated", "an arm has base_url or simulated, not both")
+        settings = dict(simulated_table)
+        profile_file = settings.pop("profile", None)
+        if profile_file is not None and not isinstance(profile_file, str):
+            raise reader.error("simulated.profile", f"expected a file name, got {profile_file!r}")
+        loaded = load_profile(base / profile_file) if profile_file else Profile()
+        merged = loaded.to_json() | settings
+        profile = Profile.from_mapping(merged, source=f"{source}: arms[{index}].simulated")
+    elif base_url is None:
+        raise reader.error("base_url", "is required (or a [arms.simulated] table)")
+    elif not re.match(r"https?://", base_url):
+        raise reader.error("base_url", f"must start with http:// or https://, got {base_url!r}")
+    model = reader.get("model", (str,), profile.model if profile else ..., "a model name")
+    if profile is not None and model != profile.model:
+        raise reader.error(
+            "model", f"the simulated endpoint serves {profile.model!r}, got {model!r}"
+        )
+    key_env = reader.get("api_key_env", (str,), None, "an environment variable name")
+    if key_env is not None and not _ENV_NAME.fullmatch(key_env):
+        raise reader.error("api_key_env", f"not an environment variable name: {key_env!r}")
+    identity = reader.get("identity", (dict,), {})
+    extra_body = reader.get("extra_body", (dict,), {})
+    reader.finish()
+    return Arm(name, base_url, model, key_env, identity, extra_body, profile)
+
+
+def _stage(source: str, index: int, table: Any, seed: int) -> Stage:
+    reader = _Reader(source, f"stages[{index}]", table)
+    kind = reader.get("kind", (str,), what="capacity or endurance")
+    if kind not in STAGE_KINDS:
+        raise reader.error("kind", f"expected one of {', '.join(STAGE_KINDS)}, got {kind!r}")
+    name = reader.name("name") if "name" in reader.table else kind
+    if kind == "capacity":
+        targets = reader.int_list("context_targets")
+    else:
+        targets = [reader.positive("context_target")]
+    concurrency = reader.int_list("concurrency", 1)
+    thinking = reader.bool_list("thinking", False)
+    requests = reader.positive("requests")
+    max_tokens = reader.positive("max_tokens")
+    controlled = reader.get("controlled_output", (bool,), False, "true or false")
+    warmup = reader.get("warmup", (int,), 0, "a whole number")
+    if warmup < 0:
+        raise reader.error("warmup", f"must be >= 0, got {warmup}")
+    temperature = float(reader.get("temperature", (int, float), 0.0, "a number"))
+    if not 0 <= temperature <= 2:
+        raise reader.error("temperature", f"must be between 0 and 2, got {temperature}")
+    stage_seed = reader.get("seed", (int,), seed, "a whole number")
+    reader.finish()
+    cells = tuple(
+        Cell(t, c, th)
+        for t in dict.fromkeys(targets)
+        for c in dict.fromkeys(concurrency)
+        for th in thinking
+    )
+    return Stage(
+        name, kind, cells, requests, max_tokens, controlled, warmup, temperature, stage_seed
+    )
+
+
+def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(".")) -> Plan:
+    """Builds a plan from a TOML mapping.
+
+    Raises:
+        InvalidArtifact: the first problem, with its key.
+    """
+    reader = _Reader(source, "", data)
+    campaign_id = reader.get("campaign_id", (str,), what="YYYY-MM-DD-slug")
+    if not _CAMPAIGN_ID.fullmatch(campaign_id):
+        raise reader.error("campaign_id", f"must look like 2026-11-29-slug, got {campaign_id!r}")
+    seed = reader.get("seed", (int,), 0, "a whole number")
+    prefix = reader.get("prefix", (str,), "shared", "shared or unique")
+    if prefix not in PREFIX_MODES:
+        raise reader.error("prefix", f"expected shared or unique, got {prefix!r}")
+    deadlines = _deadlines(reader)
+    arms_table = reader.get("arms", (list,), what="[[arms]] tables")
+    stages_table = reader.get("stages", (list,), what="[[stages]] tables")
+    reader.finish()
+    if not arms_table:
+        raise reader.error("arms", "at least one arm is required")
+    if not stages_table:
+        raise reader.error("stages", "at least one stage is required")
+    arms = tuple(_arm(source, base, i, t) for i, t in enumerate(arms_table))
+    stages = tuple(_stage(source, i, t, seed) for i, t in enumerate(stages_table))
+    for label, names in (("arms", [a.name for a in arms]), ("stages", [s.name for s in stages])):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise reader.error(label, f"name {duplicates[0]!r} is used twice")
+    return Plan(campaign_id, seed, prefix, deadlines, arms, stages)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Reads and checks a ``PLAN.toml``.
+
+    Raises:
+        InvalidArtifact: unreadable, not TOML, or not a valid plan.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as stream:
+            data = tomllib.load(stream)
+    except OSError as e:
+        raise InvalidArtifact(f"{path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidArtifact(f"{path}: not valid TOML: {e}") from None
+    return parse_plan(data, source=str(path), base=path.parent)

@@ -1,0 +1,143 @@
+"""Run progress: a rich progress bar per cell on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import sys
+from typing import Any, Protocol, TextIO
+
+from runners.stats import CellStats
+
+_logger = logging.getLogger("ledger.run")
+
+
+class Progress(Protocol):
+    """What the runner reports while a campaign runs."""
+
+    def start_cell(self, label: str, total: int) -> None:
+        """A cell begins: ``total`` requests, warm-up included."""
+
+    def request_done(self, record: dict[str, Any]) -> None:
+        """One request finished (successful or not)."""
+
+    def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
+        """The cell ended; ``stats`` is None when it was skipped."""
+
+    def close(self) -> None:
+        """The run is over."""
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.done = 0
+        self.failed = 0
+        self.ttft: list[float] = []
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.done += 1
+        if record.get("error") is not None:
+            self.failed += 1
+        elif record.get("first_content_ns") is not None and not record.get("warmup"):
+            self.ttft.append((record["first_content_ns"] - record["sent_ns"]) / 1e6)
+
+    def ttft_text(self) -> str:
+        return f"{statistics.median(self.ttft):.1f} ms" if self.ttft else "-"
+
+
+def _stats_text(stats: CellStats) -> str:
+    def show(value: float | None, unit: str) -> str:
+        return f"{value:.1f} {unit}" if value is not None else "-"
+
+    return (
+        f"{stats.requests - stats.failed}/{stats.requests} ok, TTFT {show(stats.ttft_ms, 'ms')}, "
+        f"decode {show(stats.decode_tok_s, 'tok/s')}, E2E {show(stats.e2e_ms, 'ms')}"
+    )
+
+
+class LogProgress:
+    """One line per cell start and end, and every tenth request: for logs and CI."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
+        self._counts = _Counts()
+        self._label = ""
+        self._total = 0
+
+    def _print(self, text: str) -> None:
+        print(text, file=self._stream, flush=True)
+
+    def start_cell(self, label: str, total: int) -> None:
+        self._counts = _Counts()
+        self._label = label
+        self._total = total
+        self._print(f"{label}: {total} requests")
+
+    def request_done(self, record: dict[str, Any]) -> None:
+        counts = self._counts
+        counts.add(record)
+        if counts.done % 10 == 0 and counts.done < self._total:
+            self._print(
+                f"{self._label}: {counts.done}/{self._total} done, {counts.failed} failed, "
+                f"TTFT median {counts.ttft_text()}"
+            )
+
+    def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
+        detail = _stats_text(stats) if stats is not None else "already complete"
+        self._print(f"{label}: {status}: {detail}")
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live bar per cell: requests done and failed, running TTFT median."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self._console = Console(stderr=True)
+        self._bar = Bar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=self._console,
+        )
+        self._bar.start()
+        self._task: Any = None
+        self._counts = _Counts()
+
+    def start_cell(self, label: str, total: int) -> None:
+        self._counts = _Counts()
+        self._task = self._bar.add_task(label, total=total, detail="")
+
+    def request_done(self, record: dict[str, Any]) -> None:
+        counts = self._counts
+        counts.add(record)
+        self._bar.update(
+            self._task,
+            completed=counts.done,
+            detail=f"failed {counts.failed}  TTFT {counts.ttft_text()}",
+        )
+
+    def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
+        if stats is None:
+            self._console.print(f"{label}: already complete")
+            return
+        if self._task is not None:
+            self._bar.update(self._task, detail=f"{status}: {_stats_text(stats)}")
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def progress_for(stream: TextIO | None = None) -> Progress:
+    """Rich on a terminal, log lines otherwise."""
+    target = stream or sys.stderr
+    if target.isatty():
+        return RichProgress()
+    return LogProgress(target)

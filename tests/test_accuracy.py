@@ -1,0 +1,94 @@
+"""The client's clock against the server's: TTFT within 2 ms, decode rate within 2 %.
+
+The simulated endpoint logs, per request, when it received the request and when it sent
+the first content token (its own monotonic clock), and it sends token ``i`` at
+``first + i / decode_tok_s``. The client measures the same request from its side; the
+difference is what the client adds or loses, plus loopback latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from runners.client import Deadlines, EndpointClient, RequestRecord
+from runners.simulate.serve import SimulatorProcess
+from runners.stats import request_metrics
+
+DECODE_TOK_S = 50.0
+TOKENS = 65
+STAGGER_S = 0.004
+
+
+async def _run(url: str, concurrency: int, requests: int) -> list[RequestRecord]:
+    body = {
+        "model": "anvil-sim",
+        "messages": [{"role": "user", "content": "Summarize the timing model in one line."}],
+        "max_tokens": TOKENS,
+        "ignore_eos": True,
+    }
+    async with EndpointClient(url, concurrency=concurrency, deadlines=Deadlines()) as client:
+        # A warm-up round opens the pool's connections, as a stage's warm-up requests do.
+        warm = {**body, "max_tokens": 2}
+        await asyncio.gather(*(client.chat(warm, origin_ns=0) for _ in range(concurrency)))
+        origin = time.perf_counter_ns()
+        queue = list(range(requests))
+        records: list[RequestRecord] = []
+
+        async def worker(position: int) -> None:
+            # Staggered starts: 32 requests arriving in the same instant keep the simulated
+            # server (one Python process) busy for milliseconds before it can stamp the
+            # last arrival, which would measure the simulator, not the client.
+            await asyncio.sleep(position * STAGGER_S)
+            while queue:
+                queue.pop()
+                records.append(await client.chat(body, origin_ns=origin))
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+        return records
+
+
+@pytest.mark.parametrize("concurrency", [1, 32])
+def test_ttft_and_decode_match_the_servers_schedule(
+    simulator: Callable[..., SimulatorProcess], concurrency: int
+) -> None:
+    sim = simulator(
+        decode_tok_s=DECODE_TOK_S,
+        prefill_tok_s=20000.0,
+        overhead_ms=5.0,
+        max_running_requests=64,
+        prefix_cache=False,
+    )
+    records = asyncio.run(_run(sim.base_url, concurrency, 2 * concurrency))
+    assert all(r.error is None for r in records)
+    log = {
+        e["id"]: e
+        for e in httpx.get(sim.root_url + "/sim/requests", trust_env=False).json()["requests"]
+    }
+    ttft_errors = []
+    decode_errors = []
+    for record in records:
+        server = log[record.response_id]
+        server_ttft_ms = (server["first_content_sent_ns"] - server["received_ns"]) / 1e6
+        measured = request_metrics(record.to_json() | {"usage": record.usage})
+        assert measured["ttft_ms"] is not None and measured["decode_tok_s"] is not None
+        ttft_errors.append(abs(measured["ttft_ms"] - server_ttft_ms))
+        decode_errors.append(abs(measured["decode_tok_s"] - DECODE_TOK_S) / DECODE_TOK_S)
+    ttft_errors.sort()
+    p90 = ttft_errors[int(0.9 * (len(ttft_errors) - 1))]
+    print(
+        f"c={concurrency}: TTFT error median {statistics.median(ttft_errors):.3f} ms, "
+        f"p90 {p90:.3f} ms, max {max(ttft_errors):.3f} ms; "
+        f"decode error median {statistics.median(decode_errors):.3%}, "
+        f"max {max(decode_errors):.3%}"
+    )
+    assert max(decode_errors) < 0.02
+    if concurrency == 1:
+        assert max(ttft_errors) < 2.0
+    else:
+        assert p90 < 2.0

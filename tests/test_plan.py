@@ -1,0 +1,148 @@
+"""Plans: the example plans parse; every mistake is one line naming the key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.errors import InvalidArtifact
+from ledger.schema import validate
+from runners.plan import load_plan, parse_plan
+from tests.conftest import ROOT
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_examples_parse_and_record_valid_plans(path: Path) -> None:
+    plan = load_plan(path)
+    assert str(validate(plan.to_json())) == "anvil-serving.run-plan/v1"
+
+
+def test_cells_are_the_cross_product() -> None:
+    plan = parse_plan(
+        _plan(
+            stages=[
+                {
+                    "kind": "capacity",
+                    "context_targets": [1024, 4096],
+                    "concurrency": [1, 8],
+                    "thinking": [False, True],
+                    "requests": 3,
+                    "max_tokens": 16,
+                }
+            ]
+        )
+    )
+    ids = [c.id for c in plan.stages[0].cells]
+    assert len(ids) == 8
+    assert ids[0] == "ctx1024-c1-nothink"
+    assert "ctx4096-c8-think" in ids
+
+
+def test_plan_records_the_key_variable_never_a_key() -> None:
+    plan = parse_plan(
+        _plan(
+            arms=[
+                {
+                    "name": "a",
+                    "base_url": "http://h/v1",
+                    "model": "m",
+                    "api_key_env": "SECRET_KEY_VAR",
+                }
+            ]
+        )
+    )
+    assert plan.to_json()["arms"][0]["api_key_env"] == "SECRET_KEY_VAR"
+
+
+def _plan(**overrides: Any) -> dict[str, Any]:
+    plan: dict[str, Any] = {
+        "campaign_id": "2026-11-29-test",
+        "arms": [{"name": "a", "base_url": "http://127.0.0.1:1/v1", "model": "m"}],
+        "stages": [{"kind": "endurance", "context_target": 1024, "requests": 2, "max_tokens": 8}],
+    }
+    plan.update(overrides)
+    return plan
+
+
+BAD = {
+    "campaign_id": (_plan(campaign_id="Nov 29"), "campaign_id: must look like"),
+    "no_arms": (_plan(arms=[]), "arms: at least one arm"),
+    "unknown_top_key": (_plan(colour="red"), "colour: unknown key"),
+    "arm_without_url": (
+        _plan(arms=[{"name": "a", "model": "m"}]),
+        r"arms\[0\].base_url: is required",
+    ),
+    "arm_bad_url": (
+        _plan(arms=[{"name": "a", "base_url": "ftp://x", "model": "m"}]),
+        "must start with http",
+    ),
+    "arm_bad_name": (
+        _plan(arms=[{"name": "A B", "base_url": "http://x", "model": "m"}]),
+        r"arms\[0\].name",
+    ),
+    "arm_twice": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m"}] * 2),
+        "name 'a' is used twice",
+    ),
+    "arm_key_literal": (
+        _plan(
+            arms=[{"name": "a", "base_url": "http://x", "model": "m", "api_key_env": "sk-123 456"}]
+        ),
+        "not an environment variable name",
+    ),
+    "arm_both": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "simulated": {}}]),
+        "base_url or simulated, not both",
+    ),
+    "simulated_bad_profile": (
+        _plan(arms=[{"name": "a", "simulated": {"decode_tok_s": -1}}]),
+        "decode_tok_s must be > 0",
+    ),
+    "stage_kind": (
+        _plan(stages=[{"kind": "soak", "requests": 1, "max_tokens": 1}]),
+        r"stages\[0\].kind: expected one of capacity, endurance",
+    ),
+    "stage_requests_zero": (
+        _plan(stages=[{"kind": "endurance", "context_target": 8, "requests": 0, "max_tokens": 1}]),
+        r"stages\[0\].requests: must be at least 1",
+    ),
+    "stage_targets_text": (
+        _plan(
+            stages=[{"kind": "capacity", "context_targets": ["4K"], "requests": 1, "max_tokens": 1}]
+        ),
+        "context_targets: expected positive whole numbers",
+    ),
+    "stage_unknown_key": (
+        _plan(
+            stages=[
+                {"kind": "endurance", "context_target": 8, "requests": 1, "max_tokens": 1, "rps": 2}
+            ]
+        ),
+        r"stages\[0\].rps: unknown key",
+    ),
+    "deadline_negative": (_plan(deadlines={"idle_s": -1}), "deadlines.idle_s: must be > 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_plans(name: str) -> None:
+    data, message = BAD[name]
+    with pytest.raises(InvalidArtifact, match=message) as raised:
+        parse_plan(data, source="plan.toml")
+    assert str(raised.value).startswith("plan.toml: ")
+    assert "\n" not in str(raised.value)
+
+
+def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArtifact, match="No such file"):
+        load_plan(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("campaign_id = \n")
+    with pytest.raises(InvalidArtifact, match="not valid TOML"):
+        load_plan(broken)
+    assert tomllib.loads('x = "y"') == {"x": "y"}

@@ -1,0 +1,167 @@
+"""The simulated endpoint: a real HTTP server whose behaviour follows its profile."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ledger.errors import InvalidArtifact
+from runners.client import EndpointClient, RequestRecord
+from runners.simulate.model import PrefixCache
+from runners.simulate.profile import Profile, load_profile
+from runners.simulate.serve import SimulatorProcess
+
+Start = Callable[..., SimulatorProcess]
+MESSAGES = [{"role": "user", "content": "Summarize the scheduling policy in one sentence."}]
+
+
+def _post(sim: SimulatorProcess, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(sim.base_url + "/chat/completions", json=body, trust_env=False, timeout=30)
+
+
+def test_models_lists_the_profile_model(simulator: Start) -> None:
+    sim = simulator(model="qwen-sim", context_limit=4096)
+    data = httpx.get(sim.base_url + "/models", trust_env=False).json()["data"]
+    assert [(m["id"], m["max_model_len"]) for m in data] == [("qwen-sim", 4096)]
+
+
+def test_non_streaming_reply_with_usage_and_reasoning(simulator: Start) -> None:
+    sim = simulator(decode_tok_s=1000.0, reasoning_tokens=4, natural_output_tokens=6)
+    body = {
+        "model": "anvil-sim",
+        "messages": MESSAGES,
+        "max_tokens": 50,
+        "chat_template_kwargs": {"enable_thinking": True},
+    }
+    reply = _post(sim, body).json()
+    choice = reply["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert len(choice["message"]["reasoning_content"].split()) == 4
+    assert len(choice["message"]["content"].split()) == 6
+    assert reply["usage"]["completion_tokens"] == 10
+    assert reply["usage"]["completion_tokens_details"] == {"reasoning_tokens": 4}
+
+
+def test_json_response_format_is_valid_json(simulator: Start) -> None:
+    sim = simulator(decode_tok_s=2000.0)
+    schema = {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "score": {"type": "integer"}},
+    }
+    body = {
+        "model": "anvil-sim",
+        "messages": MESSAGES,
+        "max_tokens": 200,
+        "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+    }
+    content = _post(sim, body).json()["choices"][0]["message"]["content"]
+    parsed = httpx.Response(200, content=content).json()
+    assert set(parsed) == {"title", "score"}
+    assert isinstance(parsed["score"], int)
+
+
+def test_unknown_model_is_404_and_bad_json_is_400(simulator: Start) -> None:
+    sim = simulator()
+    assert _post(sim, {"model": "other", "messages": MESSAGES}).status_code == 404
+    response = httpx.post(sim.base_url + "/chat/completions", content=b"{", trust_env=False)
+    assert response.status_code == 400
+
+
+def test_context_limit_message_names_the_limit(simulator: Start) -> None:
+    sim = simulator(context_limit=64)
+    response = _post(sim, {"model": "anvil-sim", "messages": MESSAGES, "max_tokens": 60})
+    assert response.status_code == 400
+    assert "maximum context length is 64 tokens" in response.json()["message"]
+
+
+def test_prefix_cache_makes_a_repeated_prompt_cheaper(simulator: Start) -> None:
+    # 8000 prompt tokens at 20000 tok/s is 400 ms of prefill; a cached repeat skips it.
+    sim = simulator(prefill_tok_s=20000.0, decode_tok_s=1000.0, overhead_ms=1.0)
+    text = " ".join(f"word{i}" for i in range(8000))
+    body = {"model": "anvil-sim", "messages": [{"role": "user", "content": text}]}
+
+    async def two() -> list[RequestRecord]:
+        async with EndpointClient(sim.base_url, concurrency=1) as client:
+            origin = time.perf_counter_ns()
+            first = await client.chat({**body, "max_tokens": 2}, origin_ns=origin)
+            second = await client.chat({**body, "max_tokens": 2}, origin_ns=origin)
+            return [first, second]
+
+    first, second = asyncio.run(two())
+    assert first.usage is not None and second.usage is not None
+    assert first.usage["cached_tokens"] == 0
+    assert second.usage["cached_tokens"] == second.usage["prompt_tokens"] - 1 - (
+        (second.usage["prompt_tokens"] - 1) % 16
+    )
+    ttft = [(r.first_token_ns or 0) - r.sent_ns for r in (first, second)]
+    assert ttft[0] > 350e6
+    assert ttft[1] < 50e6
+    metrics = httpx.get(sim.root_url + "/metrics", trust_env=False).text
+    assert (
+        f'vllm:prefix_cache_hits_total{{model_name="anvil-sim"}} {float(second.usage["cached_tokens"])}'
+        in metrics
+    )
+
+
+def test_prefix_cache_evicts_least_recently_used() -> None:
+    cache = PrefixCache(block_tokens=2, capacity_blocks=2)
+    a, b = ["a", "b", "c", "d"], ["x", "y", "z", "w"]
+    assert cache.lookup_and_insert(a, 10) == 0
+    assert cache.lookup_and_insert(a, 10) == 4
+    cache.lookup_and_insert(b, 10)
+    assert cache.lookup_and_insert(a, 10) == 0
+
+
+def test_max_running_requests_queues_the_rest(simulator: Start) -> None:
+    # One slot, 10 tokens at 100 tok/s each (~90 ms of decode): the second request waits.
+    sim = simulator(max_running_requests=1, decode_tok_s=100.0, overhead_ms=0.0)
+    body = {"model": "anvil-sim", "messages": MESSAGES, "max_tokens": 10, "ignore_eos": True}
+
+    async def both() -> list[RequestRecord]:
+        async with EndpointClient(sim.base_url, concurrency=2) as client:
+            origin = time.perf_counter_ns()
+            return list(await asyncio.gather(*(client.chat(body, origin_ns=origin) for _ in "ab")))
+
+    records = asyncio.run(both())
+    ttfts = sorted((r.first_token_ns or 0) - r.sent_ns for r in records)
+    assert ttfts[0] < 30e6
+    assert ttfts[1] > 80e6
+
+
+def test_faults_are_seeded(simulator: Start) -> None:
+    faults = [{"kind": "status", "status": 503, "rate": 0.5}]
+    statuses = []
+    for _ in range(2):
+        sim = simulator(seed=11, faults=faults, decode_tok_s=5000.0)
+        body = {"model": "anvil-sim", "messages": MESSAGES, "max_tokens": 1}
+        statuses.append([_post(sim, body).status_code for _ in range(12)])
+        sim.stop()
+    assert statuses[0] == statuses[1]
+    assert set(statuses[0]) == {200, 503}
+
+
+def test_profile_file_and_its_errors(tmp_path: Path) -> None:
+    good = tmp_path / "good.toml"
+    good.write_text('model = "m"\ndecode_tok_s = 42.5\n[[faults]]\nkind = "stall"\nrate = 0.25\n')
+    profile = load_profile(good)
+    assert profile.decode_tok_s == 42.5
+    assert profile.faults[0].kind == "stall"
+    assert Profile.from_mapping(profile.to_json()) == profile
+    for text, message in [
+        ("decode_tok_s = 0\n", "decode_tok_s must be > 0"),
+        ("decode_tok_s = 'fast'\n", "decode_tok_s must be float"),
+        ("speed = 3\n", "unknown key 'speed'"),
+        ("[[faults]]\nkind = 'meteor'\n", "'kind' must be in"),
+        ("[[faults]]\nkind = 'stall'\nrate = 2.0\n", "rate must be between 0 and 1"),
+        ("model = \n", "not valid TOML"),
+    ]:
+        bad = tmp_path / "bad.toml"
+        bad.write_text(text)
+        with pytest.raises(InvalidArtifact, match=message):
+            load_profile(bad)
