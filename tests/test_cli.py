@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ledger import __version__
 from tests.conftest import ROOT, CliRun
 
-COMMANDS = ["verify", "seal"]
+COMMANDS = ["verify", "seal", "run", "simulate"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -41,3 +42,52 @@ def test_console_script_exit_codes() -> None:
     )
     assert missing.returncode == 2
     assert missing.stderr.strip() == "ledger verify: error: /no/such: No such file or directory"
+
+
+def test_simulate_serves_until_stopped(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    profile = tmp_path / "profile.toml"
+    profile.write_text('model = "cli-sim"\n')
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger",
+            "simulate",
+            "--port",
+            str(port),
+            "--profile",
+            str(profile),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                models = httpx.get(f"http://127.0.0.1:{port}/v1/models", trust_env=False)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "ledger simulate did not answer"
+                time.sleep(0.05)
+        assert models.json()["data"][0]["id"] == "cli-sim"
+    finally:
+        process.terminate()
+        _, err = process.communicate(timeout=10)
+    assert f"serving 'cli-sim' on http://127.0.0.1:{port}/v1" in err
+
+
+def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) -> None:
+    profile = tmp_path / "profile.toml"
+    profile.write_text("decode_tok_s = -5\n")
+    status, _, err = cli("simulate", "--port", "1", "--profile", str(profile))
+    assert status == 1
+    assert err.strip() == f"error: {profile}: decode_tok_s must be > 0, got -5"

@@ -33,4 +33,23 @@ def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
     for schema_id in schema.known_schemas():
         assert f"ledger/_schemas/{schema_id.kind}/v{schema_id.version}.schema.json" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ledger = ledger._cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    declared = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "ledger = ledger._cli:main" in declared
+    # The runner commands reach the CLI through entry points, not imports from the core.
+    assert "[anvil_ledger.commands]" in declared
+    assert "run = runners._cli:register_run" in declared
+    assert "runners/simulate/app.py" in names
+
+
+def test_core_never_imports_runners() -> None:
+    offenders = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "ledger").rglob("*.py"))
+        if "runners"
+        in "".join(
+            line
+            for line in path.read_text().splitlines()
+            if line.lstrip().startswith(("import", "from"))
+        )
+    ]
+    assert offenders == []
