@@ -114,6 +114,7 @@ class CampaignRun:
         self.interrupted_files: dict[tuple[str, str, str], list[str]] = {}
         self.outcomes: list[CellOutcome] = []
         self.signal_name: str | None = None
+        self.keys: dict[str, str | None] = {}
 
     # -- files ---------------------------------------------------------------------------
 
@@ -122,6 +123,7 @@ class CampaignRun:
 
     def prepare(self) -> None:
         """Checks the folder against the plan and loads what an earlier run left."""
+        self.keys = {arm.name: self._api_key(arm) for arm in self.plan.arms}
         plan_path = self.folder / PLAN_NAME
         if self.folder.exists() and any(self.folder.iterdir()) and not self.resume:
             raise RunnerError(
@@ -137,6 +139,10 @@ class CampaignRun:
                     f"(first difference at {_first_difference(recorded, wanted)})"
                 )
         self.folder.mkdir(parents=True, exist_ok=True)
+        # Temporary files of atomic writes that a SIGKILL interrupted: never a whole
+        # artifact (a finished write is renamed), and the seal must not list them.
+        for stale in self.folder.rglob(".*.tmp"):
+            stale.unlink()
         write_document(plan_path, self.plan.to_json())
         workload_path = self.folder / WORKLOAD_NAME
         if workload_path.exists():
@@ -257,7 +263,7 @@ class CampaignRun:
                         )
             if not pending:
                 continue
-            api_key = self._api_key(arm)
+            api_key = self.keys[arm.name]
             if arm.simulated is not None:
                 with SimulatorProcess(arm.simulated) as simulator:
                     await self._run_arm(arm, simulator.base_url, api_key, pending)
@@ -497,8 +503,14 @@ async def _main(campaign: CampaignRun) -> None:
             campaign.signal_name = name
             task.cancel()
 
+    handled = []
     for number, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-        loop.add_signal_handler(number, stop, name)
+        try:
+            loop.add_signal_handler(number, stop, name)
+            handled.append(number)
+        except (ValueError, RuntimeError, NotImplementedError):
+            # Not the main thread, or no signal support: the caller's handling applies.
+            pass
     try:
         await campaign.run()
     except asyncio.CancelledError:
@@ -506,5 +518,5 @@ async def _main(campaign: CampaignRun) -> None:
             raise
         raise _Interrupted(campaign.signal_name) from None
     finally:
-        for number in (signal.SIGINT, signal.SIGTERM):
+        for number in handled:
             loop.remove_signal_handler(number)

@@ -285,7 +285,12 @@ class EndpointClient:
         self.base_url = base_url.rstrip("/")
         self.deadlines = deadlines or Deadlines()
         self._secret = api_key or None
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        # identity: the stream is parsed from raw bytes, so it must not arrive compressed.
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",
+        }
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._concurrency = concurrency

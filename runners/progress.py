@@ -93,12 +93,12 @@ class LogProgress:
 class RichProgress:
     """A live bar per cell: requests done and failed, running TTFT median."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
 
-        self._console = Console(stderr=True)
+        self._console = Console(file=stream or sys.stderr, force_terminal=True)
         self._bar = Bar(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -139,5 +139,5 @@ def progress_for(stream: TextIO | None = None) -> Progress:
     """Rich on a terminal, log lines otherwise."""
     target = stream or sys.stderr
     if target.isatty():
-        return RichProgress()
+        return RichProgress(target)
     return LogProgress(target)

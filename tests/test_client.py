@@ -193,6 +193,8 @@ def test_pool_keeps_connections_alive(simulator: Start) -> None:
     assert len(log) == 24
     ports = {entry["client_port"] for entry in log}
     assert 1 <= len(ports) <= 4, ports
+    # The stream is parsed from raw bytes: it must be asked for uncompressed.
+    assert {entry["accept_encoding"] for entry in log} == {"identity"}
 
 
 def test_api_key_is_sent_and_never_recorded(simulator: Start) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,10 +235,14 @@ def test_interrupt_then_resume(
         assert {f["code"] for f in report["findings"]} == {"run-incomplete"}
         assert "--resume" in err.decode()
 
+    # What a SIGKILL during an atomic write leaves: a temporary file, never an artifact.
+    stale = second.parent / f".{second.name}.k1l2m3.tmp"
+    stale.write_bytes(b'{"half": ')
     resumed = _start(plan, raw, "--resume")
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err.decode()
     assert first.read_bytes() == first_bytes  # not redone
+    assert not stale.exists()
     assert read_document(second)["status"] == "complete"
     kept = folder / "linux/capacity/ctx512-c2-nothink.interrupted-1.json"
     assert read_document(kept)["reason"] == reason
@@ -266,3 +271,45 @@ def test_progress_lines_when_not_a_terminal(tmp_path: Path, key: str) -> None:
     )
     assert json.dumps(lines)  # plain text only: no terminal control sequences
     assert not any("\x1b[" in line for line in lines)
+
+
+def test_two_arms_get_the_same_prompts(tmp_path: Path, cli: CliRun, simulator: Any) -> None:
+    # The candidate is any OpenAI-compatible server reached by URL (here `ledger simulate`
+    # started apart); the baseline is an embedded one. Unique prefixes: no cache reuse.
+    external = simulator(decode_tok_s=300.0, reasoning_tokens=8)
+    plan = tmp_path / "ab.toml"
+    plan.write_text(
+        'campaign_id = "2026-11-29-ab"\nprefix = "unique"\n'
+        '[[arms]]\nname = "baseline"\n[arms.simulated]\ndecode_tok_s = 600.0\n'
+        "reasoning_tokens = 8\n"
+        f'[[arms]]\nname = "candidate"\nbase_url = "{external.base_url}"\nmodel = "anvil-sim"\n'
+        '[arms.identity]\nvariable = "decode rate"\n'
+        '[[stages]]\nkind = "capacity"\ncontext_targets = [300]\nthinking = [false, true]\n'
+        "requests = 3\nmax_tokens = 12\ncontrolled_output = true\n"
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path))
+    assert status == 0, err
+    folder = tmp_path / "2026-11-29-ab"
+    for cell_id in ("ctx300-c1-nothink", "ctx300-c1-think"):
+        cells = {
+            arm: read_document(folder / arm / "capacity" / f"{cell_id}.json")
+            for arm in ("baseline", "candidate")
+        }
+        digests = {arm: [r["prompt_sha256"] for r in c["requests"]] for arm, c in cells.items()}
+        assert digests["baseline"] == digests["candidate"]
+        assert len(set(digests["baseline"])) == 3
+        for cell in cells.values():
+            assert cell["metrics"]["prefix_cache"]["hits"] == 0
+            assert all(r["output_as_requested"] for r in cell["requests"])
+            channels = {r["chunk_channels"] for r in cell["requests"]}
+            assert channels == ({"r" * 8 + "c" * 4} if cell_id.endswith("-think") else {"c" * 12})
+        assert cells["candidate"]["endpoint"]["base_url"] == external.base_url
+        assert "simulated_profile" not in cells["candidate"]["identity"]
+        assert cells["candidate"]["identity"] == {"variable": "decode rate"}
+    workload = read_document(folder / "workload-manifest.json")
+    for entry in workload["cells"]:
+        assert entry["calibration"]["arm"] == "baseline"
+        for prompt in entry["prompts"]:
+            assert set(prompt["prompt_tokens"]) == {"baseline", "candidate"}
+            assert len(set(prompt["prompt_tokens"].values())) == 1
+    assert verify_json(cli, folder)[0] == 0

@@ -221,6 +221,7 @@ class SimulatedEndpoint:
             # The client's port tells connections apart: the tests check keep-alive with it.
             "client_port": (scope.get("client") or ("", 0))[1],
             "authorization": any(name == b"authorization" for name, _ in scope["headers"]),
+            "accept_encoding": dict(scope["headers"]).get(b"accept-encoding", b"").decode(),
         }
         self.log.append(entry)
         if fault is not None and fault.kind == "status":
