@@ -38,6 +38,7 @@ from runners.simulate.serve import SimulatorProcess
 from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
 from runners.stats import CellStats, cell_stats
 from runners.workload import (
+    TOLERANCE,
     Calibration,
     Filler,
     build_messages,
@@ -163,7 +164,10 @@ class CampaignRun:
         rel = self.cell_path(arm, stage, cell)
         key = (arm.name, stage.name, cell.id)
         path = self.folder / rel
-        earlier = sorted(path.parent.glob(f"{cell.id}.interrupted-*.json"))
+        earlier = sorted(
+            path.parent.glob(f"{cell.id}.interrupted-*.json"),
+            key=lambda p: int(p.name.rsplit("-", 1)[1].split(".")[0]),
+        )
         self.interrupted_files[key] = [str(p.relative_to(self.folder).as_posix()) for p in earlier]
         if not path.exists():
             self.cells[key] = "pending"
@@ -197,7 +201,7 @@ class CampaignRun:
                 "seed": self.plan.seed,
                 "prefix": self.plan.prefix,
                 "prompt_digest": "sha256 of the messages array as compact JSON, sorted keys",
-                "tolerance": 0.02,
+                "tolerance": TOLERANCE,
                 "cells": cells,
             },
         )
