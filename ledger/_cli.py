@@ -108,8 +108,156 @@ def _parser() -> argparse.ArgumentParser:
     )
     seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
     seal.set_defaults(func=_seal)
+    _add_database_commands(commands, common)
     _add_plugin_commands(commands, common)
     return parser
+
+
+def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    db = commands.add_parser(
+        "db",
+        parents=[common],
+        help="the ledger database (DuckDB built from evidence files)",
+        description="The files stay the source of truth; the database is built from them.",
+    )
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+    build = db_commands.add_parser(
+        "build",
+        parents=[common],
+        help="build a DuckDB file from evidence roots, campaign folders or Parquet exports",
+    )
+    build.add_argument("paths", nargs="+", metavar="PATH")
+    build.add_argument("--db", required=True, metavar="FILE", help="the DuckDB file to create")
+    build.set_defaults(func=_db_build)
+
+    query = commands.add_parser(
+        "sql",
+        parents=[common],
+        help="run SQL over evidence: views requests, cells; tables artifacts, gates, decisions",
+        description="Build an in-memory ledger database from PATH and run one statement.",
+    )
+    query.add_argument("statement", metavar="SQL")
+    query.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a raw or public campaign folder, an evidence root or an export; repeatable",
+    )
+    query.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    query.set_defaults(func=_sql)
+
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        help="write Hive-partitioned Parquet (campaign_id=/arm=) of the ledger database",
+    )
+    export.add_argument("--from", dest="sources", action="append", required=True, metavar="PATH")
+    export.add_argument("--parquet", required=True, metavar="DIR", help="an empty folder")
+    export.set_defaults(func=_export)
+
+    derive = commands.add_parser(
+        "derive",
+        parents=[common],
+        help="derive an os- or ab-comparison of two arms from raw request rows",
+        description="Compute a comparison in DuckDB from a raw campaign's request records, "
+        "write it under derived/ and re-seal the folder.",
+    )
+    derive.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    derive.add_argument("--baseline", required=True, metavar="ARM")
+    derive.add_argument("--candidate", required=True, metavar="ARM")
+    derive.add_argument("--kind", choices=("os", "ab"), default="ab")
+    derive.add_argument(
+        "--differs",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="an identity key the arms are meant to differ in (default for os: os); repeatable",
+    )
+    derive.set_defaults(func=_derive)
+
+    imported = commands.add_parser(
+        "import",
+        parents=[common],
+        help="turn llmperf, AIPerf, vLLM or SGLang per-request results into raw artifacts",
+    )
+    imported.add_argument("tool", choices=("llmperf", "aiperf", "vllm", "sglang"))
+    imported.add_argument("files", nargs="+", metavar="FILE")
+    imported.add_argument("--raw-dir", required=True, metavar="DIR")
+    imported.add_argument("--campaign", required=True, metavar="ID")
+    imported.add_argument("--arm", required=True, metavar="NAME")
+    imported.add_argument("--stage", default="imported", metavar="NAME")
+    imported.set_defaults(func=_import)
+
+
+def _db_build(args: argparse.Namespace) -> int:
+    from ledger.database import build
+
+    database = build(args.paths, database=args.db)
+    rows = database.query("SELECT count(*) FROM request_rows").rows[0][0]
+    database.close()
+    print(f"built {args.db}: {rows} request rows")
+    return 0
+
+
+def _open(sources: list[str]) -> Any:
+    from ledger.database import build
+
+    return build(sources)
+
+
+def _sql(args: argparse.Namespace) -> int:
+    database = _open(args.sources)
+    try:
+        table = database.query(args.statement)
+    finally:
+        database.close()
+    if args.format == "json":
+        sys.stdout.write(json.dumps(table.to_json(), indent=2, default=str) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(table.to_csv())
+    else:
+        sys.stdout.write(table.to_text())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    database = _open(args.sources)
+    try:
+        database.export_parquet(args.parquet)
+    finally:
+        database.close()
+    print(f"exported to {args.parquet}")
+    return 0
+
+
+def _derive(args: argparse.Namespace) -> int:
+    from ledger.derive import derive_into
+
+    if not os.path.isdir(args.campaign):
+        print(f"ledger derive: error: {args.campaign}: not a folder", file=sys.stderr)
+        return 2
+    target = derive_into(
+        args.campaign, args.baseline, args.candidate, kind=args.kind, differs=args.differs
+    )
+    print(f"derived {target}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ledger._internal.imports import import_files
+
+    target = import_files(
+        args.tool,
+        args.files,
+        raw_dir=args.raw_dir,
+        campaign=args.campaign,
+        arm=args.arm,
+        stage=args.stage,
+    )
+    print(f"imported {target}")
+    return 0
 
 
 COMMAND_GROUP = "anvil_ledger.commands"

@@ -8,7 +8,6 @@ artifacts and promotion evidence) run afterwards in this process.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,7 +22,6 @@ from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.models import Manifest
 from ledger.schema import SchemaId
 
-_CAMPAIGN_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
 _MAX_SUMS_BYTES = 16 << 20
 
 
@@ -107,12 +105,6 @@ def _join(display: str, rel: str) -> str:
     return f"{display.rstrip('/')}/{rel}" if display else rel
 
 
-def _is_campaign(folder: Path) -> bool:
-    if _CAMPAIGN_NAME.fullmatch(folder.name):
-        return True
-    return any((folder / name).exists() for name in (*manifest.SEAL_FILES, manifest.SUMMARY_NAME))
-
-
 def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], list[Finding]]:
     campaigns: list[tuple[str, Path]] = []
     documents: list[str] = []
@@ -131,7 +123,7 @@ def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], l
         if not stat.S_ISDIR(st.st_mode):
             raise UnusablePathError(f"{raw}: not a file or a folder")
         folder = Path(raw)
-        if _is_campaign(folder):
+        if tree.is_campaign(folder):
             campaigns.append((display, folder))
             continue
         try:
@@ -279,10 +271,15 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
             add(manifest.SUMS_NAME, issue)
 
     for result in results:
+        resolved = True
         for ref in result.references:
             problem = _check_reference(ref.pointer, ref.path, ref.sha256, known, withheld)
             if problem is not None:
+                resolved = False
                 add(result.rel, problem)
+        if resolved and result.references and result.schema in _DERIVED_SCHEMAS:
+            for issue in _recompute(campaign.folder, result):
+                add(result.rel, issue)
         summary = result.summary
         if summary is None:
             continue
@@ -305,6 +302,26 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
         for issue in gate.check_promotion_evidence(summary, kinds):
             add(result.rel, issue)
     return out
+
+
+_DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})
+
+
+def _recompute(folder: Path, result: scan.FileResult) -> list[Issue]:
+    """Derives a comparison again when every source it names is present and intact; with
+    a source withheld only its internal arithmetic (checked per file) applies."""
+    if any(CODES[i.code][0] == "error" for i in result.issues):
+        return []
+    try:
+        document = jsonio.read_json(folder / result.rel)
+    except (OSError, InvalidArtifact):
+        return []
+    if not isinstance(document, dict) or "derivation" not in document:
+        return []
+    # Imported here: DuckDB and numpy load only when a derived artifact needs them.
+    from ledger import derive
+
+    return derive.recompute(folder, document)
 
 
 def _listed_kinds(loaded: Manifest | None) -> list[str]:

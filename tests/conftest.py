@@ -73,3 +73,53 @@ def simulator() -> Iterator[Callable[..., SimulatorProcess]]:
     yield start
     for process in started:
         process.stop()
+
+
+TWO_ARMS_PLAN = """
+campaign_id = "2026-11-29-two-arms"
+seed = 11
+[[arms]]
+name = "windows"
+[arms.simulated]
+decode_tok_s = 300.0
+prefill_tok_s = 200000.0
+[arms.identity]
+os = "windows"
+[[arms]]
+name = "linux"
+[arms.simulated]
+decode_tok_s = 400.0
+prefill_tok_s = 250000.0
+[arms.identity]
+os = "linux"
+[[stages]]
+kind = "capacity"
+context_targets = [256, 1024]
+requests = 12
+max_tokens = 16
+controlled_output = true
+warmup = 1
+[[stages]]
+kind = "endurance"
+context_target = 256
+requests = 4
+max_tokens = 16
+controlled_output = true
+"""
+
+
+@pytest.fixture(scope="session")
+def two_arm_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A raw campaign with arms windows and linux on simulated endpoints (built once)."""
+    import os
+    import tomllib
+
+    from runners.campaign import run_plan
+    from runners.plan import parse_plan
+    from runners.progress import LogProgress
+
+    raw = tmp_path_factory.mktemp("two-arms")
+    plan = parse_plan(tomllib.loads(TWO_ARMS_PLAN))
+    with open(os.devnull, "w") as quiet:
+        run_plan(plan, raw, progress=LogProgress(quiet))
+    return raw / plan.campaign_id

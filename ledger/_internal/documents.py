@@ -113,6 +113,30 @@ def check_comparison(comparison: dict[str, Any], base: str) -> list[Issue]:
     return found
 
 
+def check_ab_comparison(comparison: dict[str, Any]) -> list[Issue]:
+    """Recomputes every change_percent of a schema-valid A/B comparison from its own row."""
+    found: list[Issue] = []
+    for index, row in enumerate(comparison["rows"]):
+        for name, metric in row["metrics"].items():
+            baseline, candidate = metric["baseline"], metric["candidate"]
+            expected = change_percent(baseline, candidate)
+            stated = metric["change_percent"]
+            if expected is None or stated is None:
+                if expected is stated:
+                    continue
+            elif math.isclose(stated, expected, rel_tol=CHANGE_TOLERANCE, abs_tol=1e-12):
+                continue
+            found.append(
+                Issue(
+                    "derived-mismatch",
+                    f"/rows/{index}/metrics{json_pointer([name])}/change_percent",
+                    f"change_percent {stated} differs from (candidate - baseline) / baseline "
+                    f"* 100 = {expected} (baseline {baseline}, candidate {candidate})",
+                )
+            )
+    return found
+
+
 def find_references(document: Any) -> list[FoundReference]:
     """Returns every ``{path, sha256}`` object in a document, in document order."""
     found: list[FoundReference] = []
@@ -164,6 +188,8 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
             headline = document.get("headline_results")
             if isinstance(headline, dict):
                 found.extend(check_comparison(headline, "/headline_results"))
+    elif not found and schema_id.kind == "ab-comparison":
+        found.extend(check_ab_comparison(document))
     elif not found and schema_id.kind == "cell-run":
         found.extend(runs.check_cell_run(document))
     elif not found and schema_id.kind == "run-manifest":

@@ -51,7 +51,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "reference-unresolved": ("error", "a {path, sha256} reference names no artifact"),
     "reference-mismatch": ("error", "a reference's sha256 differs from the artifact's"),
     "reference-withheld": ("warning", "a reference names a withheld artifact (not checkable)"),
-    "derived-mismatch": ("error", "a change_percent differs from its own row's values"),
+    "derived-mismatch": (
+        "error",
+        "a derived number differs from its own row or from its recomputation from raw rows",
+    ),
     # gates and decisions
     "gate-inconsistent": ("error", "a gate's verdict contradicts its own counts"),
     "gate-failed-all-passed": ("warning", "a gate failed although every check passed"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from pathlib import Path
 from typing import Literal
@@ -13,6 +14,7 @@ import attrs
 from ledger._internal.findings import Issue
 
 EntryKind = Literal["file", "symlink", "special"]
+CAMPAIGN_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
 
 
 @attrs.frozen
@@ -144,3 +146,25 @@ def list_campaign(folder: Path) -> Listing:
     walk(str(folder), "")
     entries.sort(key=lambda e: e.rel)
     return Listing(tuple(entries), tuple(issues))
+
+
+CAMPAIGN_MARKERS = ("manifest.json", "SHA256SUMS", "summary.json", "run-manifest.json")
+"""Files whose presence makes a folder a campaign folder, whatever its name."""
+
+
+def is_campaign(folder: Path) -> bool:
+    """A folder named like a campaign id, or holding a seal, a summary or a run manifest."""
+    if CAMPAIGN_NAME.fullmatch(folder.name):
+        return True
+    return any((folder / name).exists() for name in CAMPAIGN_MARKERS)
+
+
+def campaign_folders(folder: Path) -> list[Path]:
+    """``folder`` itself when it is a campaign, else its campaign subfolders, sorted."""
+    if is_campaign(folder):
+        return [folder]
+    return sorted(
+        child
+        for child in folder.iterdir()
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith(".")
+    )

@@ -1,0 +1,348 @@
+"""``ledger import``: other benchmark tools' per-request records as raw artifacts.
+
+Definitions are mapped by meaning, not by name (``../shared/realworld/README.md``). A value
+the source does not measure under our definition is null, never copied from a field that
+only shares its name; the source's own per-request values are kept in ``tool_metrics``
+under its names and units, and ``source.definitions`` says how the source measured.
+
+- llmperf: its TTFT waits for the first chunk with visible content (our ``ttft_ms``); it
+  records no first-token time of any channel and no last-token time.
+- AIPerf (pre-0.2 export): its TTFT is the first chunk of any channel, reasoning included
+  (our ``first_token_ms``; visible-content TTFT unknown, null); request latency ends at the
+  last response, taken as the last token; output sequence length includes reasoning.
+- vLLM ``--save-result --save-detailed`` and SGLang ``--output-details``: ``ttfts`` is the
+  first chunk of any channel, ``itls`` the gaps between later chunks, so the span from
+  first to last chunk is their sum.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ledger._internal import jsonio
+from ledger.errors import InvalidArtifact
+from ledger.hashing import sha256_bytes
+
+TOOLS = ("llmperf", "aiperf", "vllm", "sglang")
+IMPORTED_SCHEMA = "anvil-serving.imported-run/v1"
+
+
+def _record(
+    index: int,
+    *,
+    ok: bool,
+    error_class: str | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    ttft_ms: float | None = None,
+    first_token_ms: float | None = None,
+    e2e_ms: float | None = None,
+    decode_tok_s: float | None = None,
+    effective_prefill_tok_s: float | None = None,
+    sent_ns: int | None = None,
+    end_ns: int | None = None,
+    tool_metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "index": index,
+        "ok": ok,
+        "error_class": error_class,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "finish_reason": None,
+        "ttft_ms": ttft_ms,
+        "first_token_ms": first_token_ms,
+        "e2e_ms": e2e_ms,
+        "decode_tok_s": decode_tok_s,
+        "effective_prefill_tok_s": effective_prefill_tok_s,
+        "sent_ns": sent_ns,
+        "end_ns": end_ns,
+        "tool_metrics": tool_metrics or {},
+    }
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+class _Parsed:
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.version: str | None = None
+        self.concurrency: int | None = None
+        self.definitions: dict[str, str] = {}
+        self.settings: dict[str, Any] = {}
+
+
+def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
+    parsed = _Parsed()
+    parsed.definitions = {
+        "ttft_ms": "llmperf ttft_s: request start to the first chunk with visible content",
+        "first_token_ms": "not measured by llmperf (null)",
+        "e2e_ms": "llmperf end_to_end_latency_s: request start to end of stream",
+        "decode_tok_s": "not measured under our definition (no last-token time; null)",
+        "tokens": "counted by llmperf's tokenizer, not the server's usage",
+    }
+    for name, document in documents:
+        if isinstance(document, dict) and "results_ttft_s_mean" in document:
+            parsed.version = str(document.get("version")) if document.get("version") else None
+            parsed.concurrency = _int(document.get("num_concurrent_requests"))
+            parsed.settings = {"summary": name, "model": document.get("model")}
+            continue
+        if not isinstance(document, list):
+            raise InvalidArtifact(f"{name}: expected llmperf's list of per-request records")
+        for item in document:
+            if not isinstance(item, dict) or "ttft_s" not in item:
+                raise InvalidArtifact(f"{name}: a record without ttft_s is not from llmperf")
+            failed = item.get("error_code") is not None or bool(item.get("error_msg"))
+            ttft = _num(item.get("ttft_s"))
+            e2e = _num(item.get("end_to_end_latency_s"))
+            parsed.records.append(
+                _record(
+                    len(parsed.records),
+                    ok=not failed,
+                    error_class=f"llmperf:{item.get('error_code')}" if failed else None,
+                    prompt_tokens=_int(item.get("number_input_tokens")),
+                    completion_tokens=_int(item.get("number_output_tokens")),
+                    ttft_ms=ttft * 1000 if ttft is not None and not failed else None,
+                    e2e_ms=e2e * 1000 if e2e is not None and not failed else None,
+                    tool_metrics={
+                        k: item.get(k)
+                        for k in (
+                            "ttft_s",
+                            "end_to_end_latency_s",
+                            "inter_token_latency_s",
+                            "request_output_throughput_token_per_s",
+                        )
+                    },
+                )
+            )
+    return parsed
+
+
+def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
+    parsed = _Parsed()
+    parsed.definitions = {
+        "first_token_ms": "AIPerf ttft: request start to the first chunk of any channel, "
+        "reasoning included",
+        "ttft_ms": "not measured by this AIPerf export (visible-content TTFT unknown; null)",
+        "e2e_ms": "AIPerf request_latency: request start to the last response",
+        "decode_tok_s": "(output_sequence_length - 1) / (request_latency - ttft); 1000 / "
+        "AIPerf's inter_token_latency",
+        "completion_tokens": "AIPerf output_sequence_length (visible and reasoning tokens)",
+    }
+    for name, document in documents:
+        if isinstance(document, dict) and "records" in document:
+            config = document.get("input_config") or {}
+            loadgen = config.get("loadgen") if isinstance(config, dict) else None
+            if isinstance(loadgen, dict):
+                parsed.concurrency = _int(loadgen.get("concurrency"))
+            parsed.settings = {"aggregate": name}
+            continue
+        if not isinstance(document, list):
+            raise InvalidArtifact(f"{name}: expected AIPerf's profile_export.jsonl")
+        for item in document:
+            metrics = item.get("metrics") if isinstance(item, dict) else None
+            if not isinstance(metrics, dict):
+                raise InvalidArtifact(f"{name}: a line without metrics is not from AIPerf")
+
+            def value(key: str, metrics: dict[str, Any] = metrics) -> Any:
+                entry = metrics.get(key)
+                return entry.get("value") if isinstance(entry, dict) else None
+
+            error = item.get("error")
+            ok = error is None and value("ttft") is not None
+            ttft, latency = _num(value("ttft")), _num(value("request_latency"))
+            osl = _int(value("output_sequence_length"))
+            decode = None
+            if (
+                ok
+                and osl
+                and osl > 1
+                and ttft is not None
+                and latency is not None
+                and latency > ttft
+            ):
+                decode = (osl - 1) / ((latency - ttft) / 1000)
+            isl = _int(value("input_sequence_length"))
+            prefill = isl / (ttft / 1000) if ok and isl and ttft else None
+            parsed.records.append(
+                _record(
+                    len(parsed.records),
+                    ok=ok,
+                    error_class=None
+                    if ok
+                    else f"aiperf:{error.get('type') if isinstance(error, dict) else 'error'}",
+                    prompt_tokens=isl,
+                    completion_tokens=osl,
+                    first_token_ms=ttft if ok else None,
+                    e2e_ms=latency if ok else None,
+                    decode_tok_s=decode,
+                    effective_prefill_tok_s=prefill,
+                    sent_ns=_int(value("min_request_timestamp")),
+                    end_ns=_int(value("max_response_timestamp")),
+                    tool_metrics={
+                        k: _num(value(k))
+                        for k in (
+                            "ttft",
+                            "request_latency",
+                            "inter_token_latency",
+                            "output_token_count",
+                            "reasoning_token_count",
+                        )
+                    },
+                )
+            )
+    return parsed
+
+
+def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
+    parsed = _Parsed()
+    parsed.definitions = {
+        "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
+        "ttft_ms": f"not separated from reasoning by {tool} (null)",
+        "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
+        "e2e_ms": f"{tool} e2els where recorded, else null",
+    }
+    for name, document in documents:
+        lines = document if isinstance(document, list) else [document]
+        for number, line in enumerate(lines, 1):
+            if not isinstance(line, dict):
+                raise InvalidArtifact(f"{name}: line {number} is not a JSON object")
+            if "ttfts" not in line or "itls" not in line:
+                raise InvalidArtifact(
+                    f"{name}: line {number} has no per-request arrays (ttfts, itls); "
+                    + (
+                        "run sglang.bench_serving with --output-details"
+                        if tool == "sglang"
+                        else "run vllm bench serve with --save-result --save-detailed"
+                    )
+                )
+            parsed.concurrency = _int(line.get("max_concurrency"))
+            parsed.version = str(line["version"]) if line.get("version") else None
+            parsed.settings = {
+                k: line.get(k)
+                for k in ("backend", "request_rate", "model_id", "date")
+                if line.get(k) is not None
+            }
+            ttfts, itls = line["ttfts"], line["itls"]
+            inputs, outputs = line.get("input_lens") or [], line.get("output_lens") or []
+            errors = line.get("errors") or []
+            e2els = line.get("e2els") or []
+            for i, ttft in enumerate(ttfts):
+                error = errors[i] if i < len(errors) else ""
+                gaps = itls[i] if i < len(itls) and isinstance(itls[i], list) else []
+                output = _int(outputs[i]) if i < len(outputs) else None
+                ok = not error and _num(ttft) is not None and float(ttft) > 0
+                span = sum(gaps)
+                decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
+                e2e = _num(e2els[i]) if i < len(e2els) else None
+                parsed.records.append(
+                    _record(
+                        len(parsed.records),
+                        ok=ok,
+                        error_class=None if ok else f"{tool}:error",
+                        prompt_tokens=_int(inputs[i]) if i < len(inputs) else None,
+                        completion_tokens=output,
+                        first_token_ms=float(ttft) * 1000 if ok else None,
+                        e2e_ms=e2e * 1000 if ok and e2e is not None else None,
+                        decode_tok_s=decode,
+                        tool_metrics={
+                            "ttft_s": _num(ttft),
+                            "itl_sum_s": span,
+                            "itl_count": len(gaps),
+                            "error": error or None,
+                        },
+                    )
+                )
+    return parsed
+
+
+def _load(path: Path) -> Any:
+    data = jsonio.read_limited(path)
+    if path.suffix == ".jsonl":
+        return [jsonio.parse_strict(line) for line in data.splitlines() if line.strip()]
+    return jsonio.parse_strict(data)
+
+
+def import_files(
+    tool: str,
+    files: Sequence[str | Path],
+    *,
+    raw_dir: str | Path,
+    campaign: str,
+    arm: str,
+    stage: str = "imported",
+) -> Path:
+    """Writes one imported-run artifact from a tool's files; returns its path.
+
+    Raises:
+        InvalidArtifact: a file is not what the tool writes, or holds no per-request records.
+        OSError: a file cannot be read.
+    """
+    from ledger import manifest
+    from ledger.schema import write_document
+
+    if tool not in TOOLS:
+        raise InvalidArtifact(f"unknown tool {tool!r} (expected one of {', '.join(TOOLS)})")
+    documents = []
+    sources = []
+    for raw in files:
+        path = Path(raw)
+        try:
+            documents.append((path.name, _load(path)))
+        except InvalidArtifact as e:
+            raise InvalidArtifact(f"{path}: {e}", code=e.code, pointer=e.pointer) from None
+        sources.append({"name": path.name, "sha256": sha256_bytes(path.read_bytes())})
+    if tool == "llmperf":
+        parsed = _llmperf(documents)
+    elif tool == "aiperf":
+        parsed = _aiperf(documents)
+    else:
+        parsed = _detailed(documents, tool)
+    if not parsed.records:
+        raise InvalidArtifact(f"no per-request records in {', '.join(str(f) for f in files)}")
+    prompts = [r["prompt_tokens"] for r in parsed.records if r["prompt_tokens"] is not None]
+    target = int(statistics.median(prompts)) if prompts else None
+    cell_id = (f"ctx{target}" if target else "ctx-unknown") + (
+        f"-c{parsed.concurrency}" if parsed.concurrency else ""
+    )
+    document = {
+        "schema": IMPORTED_SCHEMA,
+        "campaign_id": campaign,
+        "arm": arm,
+        "stage": stage,
+        "cell": {"id": cell_id, "context_target": target, "concurrency": parsed.concurrency},
+        "source": {
+            "tool": tool,
+            "version": parsed.version,
+            "files": sources,
+            "definitions": parsed.definitions,
+            "settings": json.loads(json.dumps(parsed.settings, default=str)),
+        },
+        "requests": parsed.records,
+    }
+    folder = Path(raw_dir) / campaign
+    out = folder / arm / stage / f"{cell_id}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_document(out, document)
+    manifest.seal(folder, jobs=1)
+    return out

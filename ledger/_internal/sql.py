@@ -1,0 +1,178 @@
+"""The ledger database's SQL: tables loaded from artifacts, and the metric definitions.
+
+DESIGN.md's metric definitions are written here once, as SQL over raw request timestamps;
+every view, derived comparison and recomputation in verify reads them from here.
+"""
+
+from __future__ import annotations
+
+# The part of a cell-run document the database needs. DuckDB's JSON reader ignores the
+# rest (chunk times, content digests), so large artifacts load without building them.
+CELL_RUN_COLUMNS = {
+    "campaign_id": "VARCHAR",
+    "arm": "VARCHAR",
+    "stage": "STRUCT(name VARCHAR, kind VARCHAR)",
+    "cell": (
+        "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, "
+        '"requests" BIGINT, warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, '
+        "temperature DOUBLE, seed BIGINT, prefix VARCHAR)"
+    ),
+    "status": "VARCHAR",
+    "identity": "JSON",
+    "metrics": (
+        "STRUCT(available BOOLEAN, prefix_cache STRUCT(hits DOUBLE, queries DOUBLE, "
+        "hit_rate DOUBLE))"
+    ),
+    "requests": (
+        'STRUCT("index" BIGINT, warmup BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, '
+        "first_token_ns BIGINT, first_content_ns BIGINT, last_token_ns BIGINT, end_ns BIGINT, "
+        "usage STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, cached_tokens BIGINT), "
+        'finish_reason VARCHAR, error STRUCT("class" VARCHAR), output_as_requested BOOLEAN)[]'
+    ),
+}
+
+IMPORTED_RUN_COLUMNS = {
+    "campaign_id": "VARCHAR",
+    "arm": "VARCHAR",
+    "stage": "VARCHAR",
+    "cell": "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT)",
+    "source": "STRUCT(tool VARCHAR, version VARCHAR)",
+    "requests": (
+        'STRUCT("index" BIGINT, ok BOOLEAN, error_class VARCHAR, prompt_tokens BIGINT, '
+        "completion_tokens BIGINT, finish_reason VARCHAR, ttft_ms DOUBLE, first_token_ms DOUBLE, "
+        "e2e_ms DOUBLE, decode_tok_s DOUBLE, effective_prefill_tok_s DOUBLE, sent_ns BIGINT, "
+        "end_ns BIGINT)[]"
+    ),
+}
+
+# One row per request. Timestamps are integer nanoseconds from the cell start.
+REQUEST_ROWS_DDL = """
+CREATE TABLE request_rows_loaded (
+    campaign_id VARCHAR, arm VARCHAR, stage VARCHAR, stage_kind VARCHAR, cell VARCHAR,
+    context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, request_index BIGINT,
+    warmup BOOLEAN, ok BOOLEAN, error_class VARCHAR, prompt_tokens BIGINT,
+    completion_tokens BIGINT, cached_tokens BIGINT, finish_reason VARCHAR,
+    output_as_requested BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, end_ns BIGINT,
+    ttft_ms DOUBLE, first_token_ms DOUBLE, e2e_ms DOUBLE, decode_tok_s DOUBLE,
+    effective_prefill_tok_s DOUBLE, source VARCHAR, artifact VARCHAR
+)
+"""
+
+# DESIGN.md, "Metrics": the one place they are defined.
+#   ttft_ms                  request sent -> first visible content token
+#   first_token_ms           request sent -> first token of any channel
+#   e2e_ms                   request sent -> end of stream
+#   decode_tok_s             (completion_tokens - 1) / (last token - first token) seconds
+#   effective_prefill_tok_s  prompt_tokens / first-token seconds
+INSERT_CELL_RUN_ROWS = """
+INSERT INTO request_rows_loaded
+SELECT
+    c.campaign_id, c.arm, c.stage.name, c.stage.kind, c.cell.id,
+    c.cell.context_target, c.cell.concurrency, c.cell.thinking, r."index",
+    r.warmup, r.error IS NULL, r.error."class", r.usage.prompt_tokens,
+    r.usage.completion_tokens, r.usage.cached_tokens, r.finish_reason,
+    r.output_as_requested, r.prompt_sha256, r.sent_ns, r.end_ns,
+    (r.first_content_ns - r.sent_ns) / 1e6,
+    (r.first_token_ns - r.sent_ns) / 1e6,
+    (r.end_ns - r.sent_ns) / 1e6,
+    CASE WHEN r.usage.completion_tokens > 1 AND r.last_token_ns > r.first_token_ns
+         THEN (r.usage.completion_tokens - 1) / ((r.last_token_ns - r.first_token_ns) / 1e9)
+    END,
+    CASE WHEN r.first_token_ns > r.sent_ns
+         THEN r.usage.prompt_tokens / ((r.first_token_ns - r.sent_ns) / 1e9)
+    END,
+    'anvil-ledger', c.artifact
+FROM cell_run_files AS c, unnest(c.requests) AS u(r)
+"""
+
+INSERT_IMPORTED_ROWS = """
+INSERT INTO request_rows_loaded
+SELECT
+    c.campaign_id, c.arm, c.stage, 'imported', c.cell.id, c.cell.context_target,
+    c.cell.concurrency, NULL, r."index", false, r.ok, r.error_class, r.prompt_tokens,
+    r.completion_tokens, NULL, r.finish_reason, NULL, NULL, r.sent_ns, r.end_ns,
+    r.ttft_ms, r.first_token_ms, r.e2e_ms, r.decode_tok_s, r.effective_prefill_tok_s,
+    c.source.tool, c.artifact
+FROM imported_run_files AS c, unnest(c.requests) AS u(r)
+"""
+
+CELL_SETTINGS = """
+CREATE TABLE cell_settings_loaded AS
+SELECT
+    campaign_id, arm, stage.name AS stage, stage.kind AS stage_kind, cell.id AS cell,
+    cell.context_target AS context_target, cell.concurrency AS concurrency,
+    cell.thinking AS thinking, cell."requests" AS planned_requests, cell.warmup AS warmup,
+    cell.max_tokens AS max_tokens, cell.controlled_output AS controlled_output,
+    cell.temperature AS temperature, cell.seed AS seed, cell.prefix AS prefix,
+    status, CAST(identity AS VARCHAR) AS identity, metrics.available AS metrics_available,
+    metrics.prefix_cache.hit_rate AS prefix_cache_hit_rate, artifact, sha256
+FROM cell_run_files
+"""
+
+CELL_SETTINGS_EMPTY = """
+CREATE TABLE cell_settings_loaded (
+    campaign_id VARCHAR, arm VARCHAR, stage VARCHAR, stage_kind VARCHAR, cell VARCHAR,
+    context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, planned_requests BIGINT,
+    warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, temperature DOUBLE,
+    seed BIGINT, prefix VARCHAR, status VARCHAR, identity VARCHAR, metrics_available BOOLEAN,
+    prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR
+)
+"""
+
+REQUESTS_VIEW = """
+CREATE VIEW requests AS
+SELECT campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup,
+       ok, error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms,
+       first_token_ms, e2e_ms, decode_tok_s, effective_prefill_tok_s
+FROM request_rows
+"""
+
+DESCRIPTIVE_BELOW = 20
+"""Cells with fewer measured requests label their p90/p99 descriptive."""
+
+
+def _percentiles(metric: str) -> str:
+    measured = "FILTER (WHERE ok AND NOT warmup)"
+    return (
+        f"median({metric}) {measured} AS {metric}_p50, "
+        f"quantile_cont({metric}, 0.9) {measured} AS {metric}_p90, "
+        f"quantile_cont({metric}, 0.99) {measured} AS {metric}_p99"
+    )
+
+
+METRICS = ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s", "effective_prefill_tok_s")
+
+# Statistics over measured requests (warm-ups excluded); timing statistics over the
+# successful ones only, failures counted. Throughput: completion tokens of the successful
+# requests over the span from the first one sent to the last one ended.
+CELLS_VIEW = f"""
+CREATE VIEW cells AS
+SELECT
+    campaign_id, arm, stage, cell, any_value(stage_kind) AS stage_kind,
+    any_value(context_target) AS context_target, any_value(concurrency) AS concurrency,
+    any_value(thinking) AS thinking,
+    count(*) FILTER (WHERE NOT warmup) AS n,
+    count(*) FILTER (WHERE NOT warmup AND NOT ok) AS failed,
+    {", ".join(_percentiles(m) for m in METRICS)},
+    CASE WHEN count(*) FILTER (WHERE NOT warmup) < {DESCRIPTIVE_BELOW}
+         THEN 'descriptive' ELSE 'estimate' END AS percentile_label,
+    sum(completion_tokens) FILTER (WHERE ok AND NOT warmup)
+        / nullif((max(end_ns) FILTER (WHERE ok AND NOT warmup)
+                  - min(sent_ns) FILTER (WHERE ok AND NOT warmup)) / 1e9, 0)
+        AS throughput_tok_s,
+    median(completion_tokens) FILTER (WHERE ok AND NOT warmup) AS median_output_tokens,
+    count(*) FILTER (WHERE ok AND NOT warmup AND NOT coalesce(output_as_requested, false))
+        AS lengths_not_as_requested,
+    median(prompt_tokens) FILTER (WHERE ok AND NOT warmup) AS actual_prompt_tokens
+FROM request_rows
+GROUP BY campaign_id, arm, stage, cell
+"""
+
+TABLES_DDL = """
+CREATE TABLE artifacts (campaign_id VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT,
+                        schema VARCHAR);
+CREATE TABLE gates (campaign_id VARCHAR, position BIGINT, name VARCHAR, passed BOOLEAN,
+                    artifact VARCHAR, gate JSON);
+CREATE TABLE decisions (campaign_id VARCHAR, complete BOOLEAN, promotion_authorized BOOLEAN,
+                        decision_labels VARCHAR[], evidence_labels VARCHAR[], next_gate VARCHAR);
+"""

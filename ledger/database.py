@@ -1,0 +1,326 @@
+"""The ledger database: DuckDB built from evidence files, which stay the source of truth.
+
+``build`` reads raw or public campaign folders, evidence roots and Parquet exports into
+tables (``request_rows``, ``cell_settings``, ``artifacts``, ``gates``, ``decisions``) and
+the views ``requests`` and ``cells`` (column names in the README). Request rows never pass
+through Python: DuckDB reads the JSON artifacts (or the Parquet) itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import duckdb
+
+from ledger._internal import jsonio, sql, tree
+from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger.hashing import sha256_file
+
+EXPORT_MARKER = "anvil-ledger-export.json"
+"""Written at the top of a Parquet export; ``build`` recognises an export by it."""
+_MAX_OBJECT_BYTES = 1 << 30
+_SNIFF = {"schema": "VARCHAR"}
+
+
+class DatabaseError(Error):
+    """A path cannot be loaded, or a query failed."""
+
+
+@attrs.frozen
+class Table:
+    """A query result."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """An array of objects keyed by column name."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+    def to_csv(self) -> str:
+        """CSV with a header line."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(self.columns)
+        writer.writerows(self.rows)
+        return out.getvalue()
+
+    def to_text(self) -> str:
+        """Aligned columns for people."""
+        cells = [list(self.columns)] + [
+            ["" if v is None else _show(v) for v in r] for r in self.rows
+        ]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.columns))]
+        lines = [
+            "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+            for row in cells
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+class Database:
+    """An open ledger database."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self.connection = connection
+
+    def query(self, text: str, parameters: Sequence[Any] | None = None) -> Table:
+        """Runs one statement; returns its result.
+
+        Raises:
+            DatabaseError: DuckDB refused it (the message is DuckDB's, on one line).
+        """
+        try:
+            result = self.connection.execute(text, parameters or [])
+            columns = tuple(d[0] for d in result.description or ())
+            rows = tuple(tuple(row) for row in result.fetchall()) if columns else ()
+        except duckdb.Error as e:
+            raise DatabaseError(" ".join(str(e).split())) from None
+        return Table(columns, rows)
+
+    def export_parquet(self, folder: str | Path) -> None:
+        """Writes Hive-partitioned Parquet (``campaign_id=.../arm=...``) readable unchanged by
+        DuckDB over object storage, Spark or Trino; ``build`` reads it back."""
+        out = Path(folder)
+        if out.exists() and any(out.iterdir()):
+            raise DatabaseError(f"{out} is not empty; export writes into an empty folder")
+        out.mkdir(parents=True, exist_ok=True)
+        con = self.connection
+        for table in ("request_rows", "cell_settings"):
+            target = (out / table).as_posix()
+            order = "campaign_id, arm, stage, cell" + (
+                ", request_index" if table == "request_rows" else ""
+            )
+            con.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO '{target}' "
+                "(FORMAT parquet, PARTITION_BY (campaign_id, arm), OVERWRITE_OR_IGNORE)"
+            )
+        for table in ("artifacts", "gates", "decisions"):
+            target = (out / f"{table}.parquet").as_posix()
+            con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{target}' (FORMAT parquet)")
+        jsonio.write_json(
+            out / EXPORT_MARKER,
+            {
+                "format": "anvil-ledger parquet export",
+                "version": 1,
+                "tables": ["request_rows", "cell_settings", "artifacts", "gates", "decisions"],
+            },
+        )
+
+    def close(self) -> None:
+        """Closes the connection."""
+        self.connection.close()
+
+
+def _quote(path: str | Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _list(paths: Iterable[str | Path]) -> str:
+    return "[" + ", ".join(_quote(p) for p in paths) + "]"
+
+
+def _columns(spec: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in spec.items()) + "}"
+
+
+@attrs.define
+class _Sources:
+    cell_runs: list[tuple[str, str, str]] = attrs.Factory(list)  # (file, rel, sha256)
+    imported: list[tuple[str, str, str]] = attrs.Factory(list)
+    artifacts: list[tuple[Any, ...]] = attrs.Factory(list)
+    gates: list[tuple[Any, ...]] = attrs.Factory(list)
+    decisions: list[tuple[Any, ...]] = attrs.Factory(list)
+    exports: list[Path] = attrs.Factory(list)
+
+
+def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, str]:
+    if not files:
+        return {}
+    rows = con.execute(
+        f"SELECT filename, schema FROM read_json({_list(files)}, columns={_columns(_SNIFF)}, "
+        f"filename=true, ignore_errors=true, format='auto', "
+        f"maximum_object_size={_MAX_OBJECT_BYTES})"
+    ).fetchall()
+    return {str(f): s for f, s in rows if isinstance(s, str)}
+
+
+def _read_small(path: Path) -> Any:
+    try:
+        return jsonio.read_json(path)
+    except (OSError, InvalidArtifact):
+        return None
+
+
+def _campaign(con: duckdb.DuckDBPyConnection, folder: Path, sources: _Sources) -> None:
+    listing = tree.list_campaign(folder)
+    files = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}
+    for path, schema in sorted(_schemas(con, list(files)).items()):
+        rel = files.get(path)
+        if rel is None:
+            continue
+        kind = schema.removeprefix("anvil-serving.").split("/")[0]
+        if kind in ("cell-run", "imported-run"):
+            digest, _ = sha256_file(path)
+            target = sources.cell_runs if kind == "cell-run" else sources.imported
+            target.append((path, rel, digest))
+        elif kind == "manifest":
+            document = _read_small(Path(path))
+            if isinstance(document, dict):
+                for entry in document.get("artifacts", []):
+                    sources.artifacts.append(
+                        (
+                            document.get("campaign_id"),
+                            entry.get("path"),
+                            entry.get("sha256"),
+                            entry.get("bytes"),
+                            entry.get("schema"),
+                        )
+                    )
+        elif kind == "benchmark-decision-summary":
+            _summary(_read_small(Path(path)), sources)
+
+
+def _summary(document: Any, sources: _Sources) -> None:
+    if not isinstance(document, dict):
+        return
+    campaign = document.get("campaign_id")
+    for position, gate in enumerate(document.get("gates") or []):
+        if isinstance(gate, dict):
+            name = gate.get("name") or gate.get("gate") or gate.get("artifact")
+            passed = gate.get("passed")
+            if not isinstance(passed, bool):
+                # Seeds give some gates a status word instead of a passed flag.
+                passed = {"passed": True, "failed": False}.get(str(gate.get("status")))
+            sources.gates.append(
+                (
+                    campaign,
+                    position,
+                    name,
+                    passed,
+                    gate.get("artifact"),
+                    json.dumps(gate, sort_keys=True),
+                )
+            )
+    decision = document.get("decision") or {}
+    if isinstance(decision, dict):
+        sources.decisions.append(
+            (
+                campaign,
+                document.get("complete"),
+                decision.get("promotion_authorized"),
+                decision.get("decision_labels"),
+                decision.get("evidence_labels"),
+                str(decision["next_gate"]) if decision.get("next_gate") is not None else None,
+            )
+        )
+
+
+def _load_runs(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    files: list[tuple[str, str, str]],
+    columns: dict[str, str],
+) -> None:
+    con.execute(
+        f"CREATE TEMP TABLE {table}_paths (filename VARCHAR, artifact VARCHAR, sha256 VARCHAR)"
+    )
+    if not files:
+        con.execute(
+            f"CREATE TEMP TABLE {table} AS SELECT * FROM "
+            f"(SELECT NULL::VARCHAR AS filename) , {table}_paths WHERE false"
+        )
+        return
+    con.executemany(f"INSERT INTO {table}_paths VALUES (?, ?, ?)", files)
+    con.execute(
+        f"CREATE TEMP TABLE {table} AS SELECT j.*, p.artifact, p.sha256 FROM read_json("
+        f"{_list(f for f, _, _ in files)}, columns={_columns(columns)}, filename=true, "
+        f"format='auto', maximum_object_size={_MAX_OBJECT_BYTES}) AS j "
+        f"JOIN {table}_paths AS p USING (filename)"
+    )
+
+
+def build(paths: Sequence[str | Path], *, database: str | Path = ":memory:") -> Database:
+    """Builds the ledger database from evidence roots, campaign folders and Parquet exports.
+
+    Raises:
+        DatabaseError: a path does not exist, or its files cannot be loaded.
+    """
+    if str(database) != ":memory:" and Path(database).exists():
+        raise DatabaseError(f"{database} exists; build writes a new database")
+    try:
+        con = duckdb.connect(str(database))
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.Error as e:
+        raise DatabaseError(f"{database}: {' '.join(str(e).split())}") from None
+    try:
+        _build(con, paths)
+    except duckdb.Error as e:
+        con.close()
+        raise DatabaseError(" ".join(str(e).split())) from None
+    except (OSError, InvalidArtifact, SchemaError) as e:
+        con.close()
+        raise DatabaseError(str(e)) from None
+    return Database(con)
+
+
+def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> None:
+    sources = _Sources()
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise DatabaseError(f"{raw}: not a folder (an evidence root, a campaign or an export)")
+        if (path / EXPORT_MARKER).exists():
+            sources.exports.append(path)
+            continue
+        for folder in tree.campaign_folders(path):
+            _campaign(con, folder, sources)
+    con.execute(sql.REQUEST_ROWS_DDL)
+    con.execute(sql.TABLES_DDL)
+    _load_runs(con, "cell_run_files", sources.cell_runs, sql.CELL_RUN_COLUMNS)
+    _load_runs(con, "imported_run_files", sources.imported, sql.IMPORTED_RUN_COLUMNS)
+    if sources.cell_runs:
+        con.execute(sql.INSERT_CELL_RUN_ROWS)
+        con.execute(sql.CELL_SETTINGS)
+    else:
+        con.execute(sql.CELL_SETTINGS_EMPTY)
+    if sources.imported:
+        con.execute(sql.INSERT_IMPORTED_ROWS)
+    # Exports are read in place, not copied: DuckDB scans Parquet about as fast as its
+    # own tables, and a 10-million-row export then opens in milliseconds.
+    for table in ("request_rows", "cell_settings"):
+        parts = [f"SELECT * FROM {table}_loaded"]
+        names = [d[0] for d in con.execute(f"SELECT * FROM {table}_loaded LIMIT 0").description]
+        for export in sources.exports:
+            pattern = (export.resolve() / table / "**" / "*.parquet").as_posix()
+            parts.append(
+                f"SELECT {', '.join(names)} FROM read_parquet({_quote(pattern)}, "
+                "hive_partitioning=true)"
+            )
+        con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
+    for export in sources.exports:
+        for table in ("artifacts", "gates", "decisions"):
+            source = _quote(export.resolve() / (table + ".parquet"))
+            con.execute(f"INSERT INTO {table} SELECT * FROM read_parquet({source})")
+    for table, rows in (
+        ("artifacts", sources.artifacts),
+        ("gates", sources.gates),
+        ("decisions", sources.decisions),
+    ):
+        if rows:
+            marks = ", ".join("?" * len(rows[0]))
+            con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+    con.execute(sql.REQUESTS_VIEW)
+    con.execute(sql.CELLS_VIEW)

@@ -1,0 +1,554 @@
+"""``ledger derive``: comparison artifacts computed in DuckDB from raw request rows.
+
+Two kinds, for any two arms of a campaign:
+
+- ``os-comparison/v1`` in the shape of seed 2026-09-08's ``headline_results`` (the
+  baseline arm in the ``windows`` slots, the candidate in ``linux``);
+- ``ab-comparison/v1``, baseline and candidate by name with their declared differences.
+
+Each row pairs the two arms' cells of one stage and cell id. Medians come from the
+``cells`` view; each median's change carries a seeded bootstrap 95 % interval, or is
+labelled descriptive when an arm has fewer than ten successful requests. Whether the arms
+are matched is decided from the data, with every reason when they are not, and so are the
+limitations. ``recompute`` derives again and names the first field that differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ledger import manifest
+from ledger._internal import bootstrap
+from ledger._internal.findings import Issue
+from ledger.database import Database, DatabaseError, build
+from ledger.errors import Error
+from ledger.schema import write_document
+
+KINDS = ("os", "ab")
+MEDIANS = {
+    "decode_tok_s_p50": "decode_tok_s",
+    "effective_prefill_tok_s_p50": "effective_prefill_tok_s",
+    "ttft_p50_ms": "ttft_ms",
+    "e2e_p50_ms": "e2e_ms",
+}
+"""Comparison metric -> request column whose median it is."""
+TOLERANCE = 1e-9
+"""Relative tolerance of a recomputed float."""
+CACHE_REUSE_GAP = 0.05
+"""Prefix-cache hit rates further apart than this make two cells' cache reuse differ."""
+DERIVED_FOLDER = "derived"
+
+
+class DeriveError(Error):
+    """A comparison cannot be derived (unknown arm, no common cell, no campaign)."""
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+            return a is b
+        return math.isclose(float(a), float(b), rel_tol=TOLERANCE, abs_tol=1e-12)
+    return bool(a == b)
+
+
+def first_difference(expected: Any, actual: Any, pointer: str = "") -> str | None:
+    """The JSON pointer of the first value that differs (floats within TOLERANCE)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in sorted(set(expected) | set(actual)):
+            if key not in expected or key not in actual:
+                return f"{pointer}/{key}"
+            found = first_difference(expected[key], actual[key], f"{pointer}/{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return pointer or "/"
+        for index, (a, b) in enumerate(zip(expected, actual, strict=True)):
+            found = first_difference(a, b, f"{pointer}/{index}")
+            if found is not None:
+                return found
+        return None
+    return None if _close(expected, actual) else (pointer or "/")
+
+
+def _change(baseline: float | None, candidate: float | None) -> float | None:
+    if baseline is None or candidate is None or baseline == 0:
+        return None
+    return (candidate - baseline) / baseline * 100
+
+
+def _cells(
+    db: Database, campaign: str, arms: tuple[str, str]
+) -> list[dict[tuple[str, str], dict[str, Any]]]:
+    # Only the columns a comparison uses: DuckDB then skips the view's other aggregates.
+    table = db.query(
+        "SELECT c.campaign_id, c.arm, c.stage, c.cell, c.stage_kind, c.context_target, "
+        "c.concurrency, c.thinking, c.n, c.failed, "
+        + ", ".join(f"c.{column}_p50" for column in MEDIANS.values())
+        + ", c.throughput_tok_s, c.median_output_tokens, c.actual_prompt_tokens, "
+        "c.lengths_not_as_requested, s.controlled_output, s.max_tokens, s.temperature, "
+        "s.seed, s.prefix, s.warmup AS warmup_requests, s.identity, s.metrics_available, "
+        "s.prefix_cache_hit_rate, s.artifact, s.sha256, s.status "
+        "FROM cells AS c LEFT JOIN cell_settings AS s USING (campaign_id, arm, stage, cell) "
+        "WHERE c.campaign_id = ? AND c.arm IN (?, ?) ORDER BY c.stage, c.context_target, "
+        "c.concurrency, c.thinking, c.cell",
+        [campaign, *arms],
+    )
+    found: list[dict[tuple[str, str], dict[str, Any]]] = [{}, {}]
+    for row in table.to_json():
+        found[arms.index(row["arm"])][(row["stage"], row["cell"])] = row
+    return found
+
+
+def _values(
+    db: Database, campaign: str, arms: tuple[str, str], keys: list[tuple[str, str]]
+) -> dict[tuple[str, int], list[np.ndarray[Any, Any]]]:
+    """Per (metric, arm role): each cell's successful measured values (unsorted), in
+    ``keys`` order. One scan for every metric and both arms; no per-row Python."""
+    con = db.connection
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE wanted (position BIGINT, stage VARCHAR, cell VARCHAR)"
+    )
+    con.executemany(
+        "INSERT INTO wanted VALUES (?, ?, ?)", [(i, s, c) for i, (s, c) in enumerate(keys)]
+    )
+    columns = ", ".join(f"r.{c}" for c in MEDIANS.values())
+    result = con.execute(
+        f"SELECT w.position * 2 + (r.arm = ?)::BIGINT AS grp, {columns} FROM request_rows AS r "
+        "JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? AND r.arm IN (?, ?) "
+        "AND r.ok AND NOT r.warmup",
+        [arms[1], campaign, *arms],
+    ).fetchnumpy()
+    group = np.asarray(result["grp"], dtype=np.int64)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(2 * len(keys) + 1))
+    out: dict[tuple[str, int], list[np.ndarray[Any, Any]]] = {}
+    for column in MEDIANS.values():
+        raw = result[column]
+        values = np.ma.getdata(raw).astype(np.float64)[order]
+        present = ~np.ma.getmaskarray(raw)[order] & ~np.isnan(values)
+        for role in (0, 1):
+            out[(column, role)] = [
+                values[bounds[2 * i + role] : bounds[2 * i + role + 1]][
+                    present[bounds[2 * i + role] : bounds[2 * i + role + 1]]
+                ]
+                for i in range(len(keys))
+            ]
+    return out
+
+
+def _intervals(
+    db: Database, campaign: str, arms: tuple[str, str], keys: list[tuple[str, str]], seed: int
+) -> dict[str, list[tuple[float, float] | None]]:
+    """Per metric, per row: the bootstrap interval of the change of the median."""
+    groups = _values(db, campaign, arms, keys)
+    # Draws depend only on a cell's size: one draw per distinct size serves every cell and
+    # metric of that size; the two arms draw independently.
+    positions = []
+    for role in (0, 1):
+        sizes = sorted({len(v) for c in MEDIANS.values() for v in groups[(c, role)] if len(v)})
+        first, second = bootstrap.median_positions(
+            np.array(sizes, dtype=np.int64), seed=bootstrap.seed_for(str(seed), str(role))
+        )
+        positions.append({size: (first[i], second[i]) for i, size in enumerate(sizes)})
+    out: dict[str, list[tuple[float, float] | None]] = {}
+    for metric, column in MEDIANS.items():
+        intervals: list[tuple[float, float] | None] = []
+        for a, b in zip(groups[(column, 0)], groups[(column, 1)], strict=True):
+            if min(len(a), len(b)) < bootstrap.MIN_SAMPLES:
+                intervals.append(None)
+                continue
+            intervals.append(
+                bootstrap.percent_change_interval(
+                    bootstrap.medians_at(a, *positions[0][len(a)]),
+                    bootstrap.medians_at(b, *positions[1][len(b)]),
+                )
+            )
+        out[metric] = intervals
+    return out
+
+
+def _identity(row: dict[str, Any]) -> dict[str, Any]:
+    raw = row.get("identity")
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    return value if isinstance(value, dict) else {}
+
+
+def _prompt_evidence(
+    db: Database, campaign: str, arms: tuple[str, str]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """Per (stage, cell): measured requests whose prompt digest, and whose actual prompt
+    token count, differ between the arms (or exist on one side only)."""
+    rows = db.query(
+        "WITH a AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens "
+        "FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup), "
+        "b AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens "
+        "FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup) "
+        "SELECT coalesce(a.stage, b.stage), coalesce(a.cell, b.cell), "
+        "count(*) FILTER (WHERE a.prompt_sha256 IS DISTINCT FROM b.prompt_sha256 "
+        "OR a.prompt_sha256 IS NULL), "
+        "count(*) FILTER (WHERE a.prompt_tokens IS DISTINCT FROM b.prompt_tokens) "
+        "FROM a FULL JOIN b USING (stage, cell, request_index) GROUP BY ALL",
+        [campaign, arms[0], campaign, arms[1]],
+    ).rows
+    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
+
+
+def _match_reasons(
+    db: Database,
+    campaign: str,
+    arms: tuple[str, str],
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    declared: Sequence[str],
+) -> list[str]:
+    reasons: list[str] = []
+    baseline, candidate = arms
+    evidence = _prompt_evidence(db, campaign, arms)
+    for a, b in pairs:
+        where = f"{a['stage']}/{a['cell']}"
+        if a.get("artifact") is None or b.get("artifact") is None:
+            reasons.append(f"{where}: imported records carry no prompt digests or settings")
+            continue
+        digests, tokens = evidence.get((a["stage"], a["cell"]), (0, 0))
+        if digests:
+            reasons.append(f"{where}: prompt digests differ for {digests} requests")
+        elif tokens:
+            reasons.append(f"{where}: actual prompt tokens differ for {tokens} requests")
+        for name in ("max_tokens", "temperature", "seed", "concurrency", "thinking", "prefix"):
+            if a.get(name) != b.get(name):
+                reasons.append(f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
+        for row, arm in ((a, baseline), (b, candidate)):
+            off = row.get("lengths_not_as_requested")
+            if not row.get("controlled_output"):
+                reasons.append(f"{where}: output uncontrolled on {arm}")
+            elif off:
+                reasons.append(f"{where}: {off} output lengths not as requested on {arm}")
+        rate_a, rate_b = a.get("prefix_cache_hit_rate"), b.get("prefix_cache_hit_rate")
+        if rate_a is not None and rate_b is not None and abs(rate_a - rate_b) > CACHE_REUSE_GAP:
+            reasons.append(
+                f"{where}: cache reuse differs (prefix-cache hit rate {rate_a:.3f} vs {rate_b:.3f})"
+            )
+        ident_a, ident_b = _identity(a), _identity(b)
+        undeclared = sorted(
+            k
+            for k in set(ident_a) | set(ident_b)
+            if ident_a.get(k) != ident_b.get(k) and k not in declared
+        )
+        if undeclared:
+            reasons.append(f"{where}: identities differ in undeclared {', '.join(undeclared)}")
+    return list(dict.fromkeys(reasons))
+
+
+def _limitations(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]], arms: tuple[str, str]
+) -> list[str]:
+    found: list[str] = []
+    for a, b in pairs:
+        where = f"{a['stage']}/{a['cell']}"
+        for row, arm in ((a, arms[0]), (b, arms[1])):
+            ok = row["n"] - row["failed"]
+            if row["failed"]:
+                found.append(
+                    f"{where}: {row['failed']} of {row['n']} requests failed on {arm}, excluded from timing statistics"
+                )
+            if ok < bootstrap.MIN_SAMPLES:
+                found.append(
+                    f"{where}: {ok} successful requests on {arm}; descriptive medians only"
+                )
+            if row.get("controlled_output") is False or row.get("controlled_output") is None:
+                found.append(f"{where}: output length not controlled on {arm}")
+            rate = row.get("prefix_cache_hit_rate")
+            if rate is not None:
+                found.append(f"{where}: measured prefix-cache hit rate {rate:.3f} on {arm}")
+            elif row.get("metrics_available") is False:
+                found.append(f"{where}: cache reuse not measured on {arm} (no /metrics)")
+    return list(dict.fromkeys(found))
+
+
+def derive(
+    db: Database,
+    campaign: str,
+    baseline: str,
+    candidate: str,
+    *,
+    kind: str = "ab",
+    differs: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The comparison document (not yet written).
+
+    Raises:
+        DeriveError: unknown kind or arm, or no cell both arms ran.
+    """
+    if kind not in KINDS:
+        raise DeriveError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if baseline == candidate:
+        raise DeriveError(f"baseline and candidate are the same arm {baseline!r}")
+    arms = (baseline, candidate)
+    cells = _cells(db, campaign, arms)
+    for arm, found in zip(arms, cells, strict=True):
+        if not found:
+            raise DeriveError(f"campaign {campaign!r} has no cells of arm {arm!r}")
+    keys = [k for k in cells[0] if k in cells[1]]
+    if not keys:
+        raise DeriveError(f"no cell of {baseline!r} matches a cell of {candidate!r}")
+    pairs = [(cells[0][k], cells[1][k]) for k in keys]
+    declared = list(differs) or (["os"] if kind == "os" else [])
+    seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
+    intervals = _intervals(db, campaign, arms, keys, seed)
+    reasons = _match_reasons(db, campaign, arms, pairs, declared)
+    derivation = {
+        "tool": "ledger derive",
+        "kind": kind,
+        "baseline": baseline,
+        "candidate": candidate,
+        "declared_differences": declared,
+        "bootstrap": {
+            "resamples": bootstrap.RESAMPLES,
+            "confidence": 0.95,
+            "min_samples": bootstrap.MIN_SAMPLES,
+            "method": "exact multinomial descent on sorted values, numpy RandomState",
+        },
+    }
+    document: dict[str, Any]
+    if kind == "os":
+        document = _os_document(pairs, intervals, arms)
+    else:
+        document = _ab_document(pairs, intervals, arms)
+    document.update(
+        campaign_id=campaign,
+        matched=not reasons,
+        match_reasons=reasons,
+        limitations=_limitations(pairs, arms),
+        derivation=derivation,
+    )
+    return document
+
+
+def _metric_values(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    names: tuple[str, str],
+    interval: dict[str, tuple[float, float] | None],
+) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for metric in (*MEDIANS, "throughput_tok_s"):
+        column = f"{MEDIANS[metric]}_p50" if metric in MEDIANS else metric
+        va, vb = a.get(column), b.get(column)
+        if va is None or vb is None:
+            continue
+        entry = {names[0]: va, names[1]: vb, "change_percent": _change(va, vb)}
+        if metric in MEDIANS:
+            ci = interval.get(metric)
+            entry["change_ci95"] = list(ci) if ci is not None else None
+        metrics[metric] = entry
+    return metrics
+
+
+def _sources(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        {"path": row["artifact"], "sha256": row["sha256"]}
+        for row in (a, b)
+        if row.get("artifact") and row.get("sha256")
+    ]
+
+
+def _label(a: dict[str, Any], b: dict[str, Any]) -> str:
+    small = min(a["n"] - a["failed"], b["n"] - b["failed"]) < bootstrap.MIN_SAMPLES
+    return "descriptive" if small else "estimate"
+
+
+def _os_document(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    intervals: dict[str, list[tuple[float, float] | None]],
+    arms: tuple[str, str],
+) -> dict[str, Any]:
+    names = ("windows", "linux")
+    rows = []
+    endurance = None
+    for index, (a, b) in enumerate(pairs):
+        interval = {m: intervals[m][index] for m in MEDIANS}
+        if a["stage_kind"] == "endurance":
+            if (
+                endurance is None
+                and a.get("decode_tok_s_p50") is not None
+                and b.get("decode_tok_s_p50") is not None
+            ):
+                ci = interval["decode_tok_s_p50"]
+                endurance = {
+                    "sample_count_per_os": min(a["n"] - a["failed"], b["n"] - b["failed"]),
+                    "windows_source": a.get("artifact") or a["cell"],
+                    "linux_source": b.get("artifact") or b["cell"],
+                    "sources": _sources(a, b),
+                    "decode_windows": a["decode_tok_s_p50"],
+                    "decode_linux": b["decode_tok_s_p50"],
+                    "decode_change_percent": _change(a["decode_tok_s_p50"], b["decode_tok_s_p50"]),
+                    "decode_change_ci95": list(ci) if ci is not None else None,
+                    "label": _label(a, b),
+                }
+            continue
+        row: dict[str, Any] = {
+            "context_target": a["context_target"],
+            "stage": a["stage"],
+            "cell": a["cell"],
+            "concurrency": a["concurrency"],
+            "actual_prompt_tokens": _mid(
+                a.get("actual_prompt_tokens"), b.get("actual_prompt_tokens")
+            ),
+            "sample_count_per_os": min(a["n"] - a["failed"], b["n"] - b["failed"]),
+            "metrics": _metric_values(a, b, names, interval),
+            "windows_source": a.get("artifact") or a["cell"],
+            "linux_source": b.get("artifact") or b["cell"],
+            "sources": _sources(a, b),
+            "label": _label(a, b),
+            "limitations": _limitations([(a, b)], arms),
+        }
+        if a.get("thinking") is not None:
+            row["thinking"] = a["thinking"]
+        outputs = (a.get("median_output_tokens"), b.get("median_output_tokens"))
+        if None not in outputs:
+            row["median_output_tokens"] = {"windows": outputs[0], "linux": outputs[1]}
+        rows.append(row)
+    document: dict[str, Any] = {
+        "schema": "anvil-serving.os-comparison/v1",
+        "baseline_arm": arms[0],
+        "candidate_arm": arms[1],
+        "rows": rows,
+    }
+    if endurance is not None:
+        document["endurance"] = endurance
+    return document
+
+
+def _mid(a: float | None, b: float | None) -> float | None:
+    present = [v for v in (a, b) if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _ab_document(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    intervals: dict[str, list[tuple[float, float] | None]],
+    arms: tuple[str, str],
+) -> dict[str, Any]:
+    names = ("baseline", "candidate")
+    rows = []
+    for index, (a, b) in enumerate(pairs):
+        interval = {m: intervals[m][index] for m in MEDIANS}
+        rows.append(
+            {
+                "stage": a["stage"],
+                "cell": a["cell"],
+                "context_target": a["context_target"],
+                "concurrency": a["concurrency"],
+                "thinking": a.get("thinking"),
+                "n": {"baseline": a["n"], "candidate": b["n"]},
+                "failed": {"baseline": a["failed"], "candidate": b["failed"]},
+                "label": _label(a, b),
+                "actual_prompt_tokens": {
+                    "baseline": a.get("actual_prompt_tokens"),
+                    "candidate": b.get("actual_prompt_tokens"),
+                },
+                "median_output_tokens": {
+                    "baseline": a.get("median_output_tokens"),
+                    "candidate": b.get("median_output_tokens"),
+                },
+                "metrics": _metric_values(a, b, names, interval),
+                "sources": _sources(a, b),
+            }
+        )
+    return {
+        "schema": "anvil-serving.ab-comparison/v1",
+        "baseline": {"arm": arms[0], "identity": _identity(pairs[0][0])},
+        "candidate": {"arm": arms[1], "identity": _identity(pairs[0][1])},
+        "rows": rows,
+    }
+
+
+def output_name(kind: str, baseline: str, candidate: str) -> str:
+    """Where a derived comparison goes inside its campaign folder."""
+    label = "os-comparison" if kind == "os" else "ab-comparison"
+    return f"{DERIVED_FOLDER}/{label}-{baseline}-vs-{candidate}.json"
+
+
+def derive_into(
+    folder: str | Path,
+    baseline: str,
+    candidate: str,
+    *,
+    kind: str = "ab",
+    differs: Sequence[str] = (),
+) -> Path:
+    """Derives a comparison from a campaign folder, writes it under ``derived/`` and re-seals.
+
+    Raises:
+        DeriveError: as :func:`derive`, or the folder holds no campaign.
+    """
+    root = Path(folder)
+    try:
+        db = build([root])
+    except DatabaseError as e:
+        raise DeriveError(str(e)) from None
+    try:
+        campaign = root.resolve().name
+        document = derive(db, campaign, baseline, candidate, kind=kind, differs=differs)
+    finally:
+        db.close()
+    target = root / output_name(kind, baseline, candidate)
+    target.parent.mkdir(exist_ok=True)
+    write_document(target, document)
+    manifest.seal(root, jobs=1)
+    return target
+
+
+def recompute(folder: Path, document: dict[str, Any]) -> list[Issue]:
+    """Derives ``document`` again from the folder's raw rows; a ``derived-mismatch`` issue
+    names the first differing field."""
+    derivation = document.get("derivation")
+    if not isinstance(derivation, dict):
+        return []
+    try:
+        db = build([folder])
+        try:
+            fresh = derive(
+                db,
+                str(document.get("campaign_id")),
+                str(derivation.get("baseline")),
+                str(derivation.get("candidate")),
+                kind=str(derivation.get("kind")),
+                differs=list(derivation.get("declared_differences") or ()),
+            )
+        finally:
+            db.close()
+    except (DeriveError, DatabaseError) as e:
+        return [Issue("derived-mismatch", "/derivation", f"cannot be derived again: {e}")]
+    pointer = first_difference(fresh, document)
+    if pointer is None:
+        return []
+    return [
+        Issue(
+            "derived-mismatch",
+            pointer,
+            f"states {_at(document, pointer)!r}; derived again from the raw rows: "
+            f"{_at(fresh, pointer)!r}",
+        )
+    ]
+
+
+def _at(document: Any, pointer: str) -> Any:
+    value = document
+    for part in pointer.strip("/").split("/") if pointer.strip("/") else ():
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict) and part in value:
+            value = value[part]
+        else:
+            return "(absent)"
+    return value

@@ -1,0 +1,139 @@
+"""The ledger database: views, metric definitions in SQL, exports, and the sql command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from generate_verify_assets import cell_run
+
+from ledger._internal.jsonio import write_json
+from ledger.database import DatabaseError, build
+from tests.conftest import ROOT, CliRun
+
+REQUEST_COLUMNS = (
+    "campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup, ok, "
+    "error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms, first_token_ms, "
+    "e2e_ms, decode_tok_s, effective_prefill_tok_s"
+).split(", ")
+
+
+def _campaign_with(tmp_path: Path, document: dict[str, object]) -> Path:
+    folder = tmp_path / "2026-11-01-asset-campaign"
+    folder.mkdir()
+    write_json(folder / "cell.json", document)
+    return folder
+
+
+def test_requests_view_columns_and_definitions(tmp_path: Path) -> None:
+    document = cell_run()
+    folder = _campaign_with(tmp_path, document)
+    db = build([folder])
+    table = db.query("SELECT * FROM requests ORDER BY request_index")
+    assert list(table.columns) == REQUEST_COLUMNS
+    row = table.to_json()[0]
+    # _record(0, sent=1 ms): chunks 5 ms apart... first at sent + 5 ms, last at sent + 35 ms.
+    assert row["ttft_ms"] == pytest.approx(5.0)
+    assert row["first_token_ms"] == pytest.approx(5.0)
+    assert row["e2e_ms"] == pytest.approx(35.2)
+    assert row["decode_tok_s"] == pytest.approx(3 / 0.030)
+    assert row["effective_prefill_tok_s"] == pytest.approx(1000 / 0.005)
+    assert (row["ok"], row["warmup"], row["completion_tokens"]) == (True, False, 4)
+
+
+def test_cells_view_excludes_warmups_and_failures(tmp_path: Path) -> None:
+    document = cell_run()
+    requests = document["requests"]
+    assert isinstance(requests, list)
+    warm = dict(requests[0], index=0, warmup=True, sent_ns=0)
+    failed = dict(requests[1], index=2, error={"class": "stall", "status": None, "message": "x"})
+    document["requests"] = [warm, *requests, failed]
+    db = build([_campaign_with(tmp_path, document)])
+    cell = db.query("SELECT * FROM cells").to_json()[0]
+    assert (cell["n"], cell["failed"]) == (3, 1)
+    assert cell["percentile_label"] == "descriptive"
+    assert cell["ttft_ms_p50"] == pytest.approx(5.0)
+    assert cell["decode_tok_s_p50"] == pytest.approx(100.0)
+    # Completion tokens of the two successes over first sent (1 ms) to last end (95.2 ms).
+    assert cell["throughput_tok_s"] == pytest.approx(8 / 0.0942)
+    assert cell["median_output_tokens"] == 4
+    assert cell["actual_prompt_tokens"] == 1000
+    for metric in (
+        "ttft_ms",
+        "first_token_ms",
+        "e2e_ms",
+        "decode_tok_s",
+        "effective_prefill_tok_s",
+    ):
+        assert {f"{metric}_p50", f"{metric}_p90", f"{metric}_p99"} <= set(cell)
+
+
+def test_gates_decisions_and_artifacts_from_evidence() -> None:
+    db = build([ROOT / "evidence"])
+    decisions = db.query("SELECT campaign_id, promotion_authorized FROM decisions ORDER BY 1")
+    assert [r[1] for r in decisions.rows] == [False, False, False]
+    failed = db.query(
+        "SELECT name FROM gates WHERE passed = false AND campaign_id LIKE '2026-09-08%' "
+        "ORDER BY position"
+    )
+    assert [r[0] for r in failed.rows] == [
+        "direct-preflight-disabled.json",
+        "routed-preflight-disabled.json",
+        "routed-thinking-enabled.json",
+        "context/artifact.json",
+    ]
+    assert db.query("SELECT count(*) FROM artifacts").rows[0][0] >= 3
+
+
+def test_export_is_partitioned_deterministic_and_reads_back(
+    tmp_path: Path, two_arm_campaign: Path
+) -> None:
+    db = build([two_arm_campaign])
+    db.export_parquet(tmp_path / "one")
+    db.export_parquet(tmp_path / "two")
+    files = sorted(
+        p.relative_to(tmp_path / "one").as_posix() for p in (tmp_path / "one").rglob("*.parquet")
+    )
+    assert "request_rows/campaign_id=2026-11-29-two-arms/arm=linux/data_0.parquet" in files
+    assert "request_rows/campaign_id=2026-11-29-two-arms/arm=windows/data_0.parquet" in files
+    for name in files:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    query = "SELECT * FROM cells ORDER BY arm, stage, cell"
+    assert build([tmp_path / "one"]).query(query) == db.query(query)
+    with pytest.raises(DatabaseError, match="not empty"):
+        db.export_parquet(tmp_path / "one")
+
+
+def test_sql_command_formats(cli: CliRun, two_arm_campaign: Path) -> None:
+    query = "SELECT arm, count(*) AS n FROM requests WHERE NOT warmup GROUP BY arm ORDER BY arm"
+    status, out, _ = cli("sql", "--from", str(two_arm_campaign), query)
+    assert status == 0
+    assert out.splitlines() == ["arm      n", "linux    28", "windows  28"]
+    status, out, _ = cli("sql", "--from", str(two_arm_campaign), "--format", "json", query)
+    assert json.loads(out) == [{"arm": "linux", "n": 28}, {"arm": "windows", "n": 28}]
+    status, out, _ = cli("sql", "--from", str(two_arm_campaign), "--format", "csv", query)
+    assert out == "arm,n\nlinux,28\nwindows,28\n"
+
+
+def test_sql_errors_are_one_line(cli: CliRun, tmp_path: Path, two_arm_campaign: Path) -> None:
+    status, _, err = cli("sql", "--from", str(two_arm_campaign), "SELECT nope FROM cells")
+    assert status == 1
+    assert err.startswith("error: ") and err.count("\n") == 1
+    status, _, err = cli("sql", "--from", str(tmp_path / "missing"), "SELECT 1")
+    assert status == 1
+    assert "not a folder" in err
+
+
+def test_db_build_writes_a_file_once(cli: CliRun, tmp_path: Path, two_arm_campaign: Path) -> None:
+    target = tmp_path / "ledger.duckdb"
+    status, out, _ = cli("db", "build", str(two_arm_campaign), "--db", str(target))
+    assert status == 0
+    # 2 arms x (2 capacity cells of 1 warm-up + 12, and an endurance cell of 4).
+    assert out.strip() == f"built {target}: 60 request rows"
+    copy = tmp_path / "copy"
+    shutil.copytree(two_arm_campaign, copy / two_arm_campaign.name)
+    status, _, err = cli("db", "build", str(copy), "--db", str(target))
+    assert status == 1
+    assert "exists" in err

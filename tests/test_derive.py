@@ -1,0 +1,188 @@
+"""Derived comparisons: the seed's shape, recomputation in verify, matched checks."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ledger._internal import bootstrap
+from ledger._internal.jsonio import write_json
+from ledger.database import build
+from ledger.derive import DeriveError, derive, derive_into, first_difference
+from ledger.manifest import seal
+from ledger.schema import read_document
+from tests.conftest import SEEDS, CliRun, verify_json
+
+SEED_METRICS = {
+    "decode_tok_s_p50",
+    "effective_prefill_tok_s_p50",
+    "ttft_p50_ms",
+    "e2e_p50_ms",
+    "throughput_tok_s",
+}
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, two_arm_campaign: Path) -> Path:
+    copy = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, copy)
+    return copy
+
+
+def _codes(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(f["code"], f["path"].rsplit("/", 1)[-1], f["pointer"]) for f in report["findings"]]
+
+
+def test_os_comparison_has_the_seed_shape(campaign: Path, cli: CliRun) -> None:
+    status, out, err = cli(
+        "derive",
+        str(campaign),
+        "--baseline",
+        "windows",
+        "--candidate",
+        "linux",
+        "--kind",
+        "os",
+        "--differs",
+        "os",
+        "--differs",
+        "simulated_profile",
+    )
+    assert status == 0, err
+    path = campaign / "derived/os-comparison-windows-vs-linux.json"
+    assert out.strip() == f"derived {path}"
+    derived = read_document(path)
+    seed = json.loads((SEEDS / "2026-09-08-glm53-linux-wsl-comparison.summary.json").read_text())
+    seed_row = seed["headline_results"]["rows"][0]
+    assert [r["context_target"] for r in derived["rows"]] == [256, 1024]
+    for row in derived["rows"]:
+        assert set(seed_row) <= set(row)
+        assert set(row["metrics"]) == SEED_METRICS
+        assert row["sample_count_per_os"] == 12
+        assert row["label"] == "estimate"
+        for name in SEED_METRICS - {"throughput_tok_s"}:
+            metric = row["metrics"][name]
+            low, high = metric["change_ci95"]
+            assert low <= metric["change_percent"] <= high
+        assert [s["path"] for s in row["sources"]] == [row["windows_source"], row["linux_source"]]
+    # 300 vs 400 tok/s per request: the decode change is about +33 %.
+    assert derived["rows"][0]["metrics"]["decode_tok_s_p50"]["change_percent"] == pytest.approx(
+        33.3, abs=3
+    )
+    endurance = derived["endurance"]
+    assert set(seed["headline_results"]["endurance"]) <= set(endurance) | {"limitations"}
+    assert endurance["sample_count_per_os"] == 4
+    assert endurance["label"] == "descriptive" and endurance["decode_change_ci95"] is None
+    assert derived["matched"] is True, derived["match_reasons"]
+    assert any("prefix-cache hit rate" in line for line in derived["limitations"])
+    assert any("4 successful requests" in line for line in derived["limitations"])
+    status, report = verify_json(cli, campaign)
+    assert status == 0 and report["summary"]["warnings"] == 0
+
+
+def test_derive_is_deterministic(campaign: Path) -> None:
+    first = derive_into(campaign, "windows", "linux", kind="ab").read_bytes()
+    second = derive_into(campaign, "windows", "linux", kind="ab").read_bytes()
+    assert first == second
+
+
+def test_hand_edited_number_is_caught(campaign: Path, cli: CliRun) -> None:
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    metric = document["rows"][1]["metrics"]["e2e_p50_ms"]
+    metric["candidate"] *= 0.9
+    metric["change_percent"] = (metric["candidate"] - metric["baseline"]) / metric["baseline"] * 100
+    write_json(path, document)
+    seal(campaign, jobs=1)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    (finding,) = report["findings"]
+    assert finding["code"] == "derived-mismatch"
+    assert finding["pointer"] == "/rows/1/metrics/e2e_p50_ms/candidate"
+    assert "derived again from the raw rows" in finding["message"]
+
+
+def test_withheld_sources_leave_only_the_arithmetic(campaign: Path, cli: CliRun) -> None:
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    source = document["rows"][0]["sources"][0]["path"]
+    (campaign / source).unlink()
+    seal(campaign, withhold=[source], jobs=1)
+    status, report = verify_json(cli, campaign)
+    assert status == 0
+    assert {f["code"] for f in report["findings"]} == {"withheld-artifact", "reference-withheld"}
+    metric = document["rows"][0]["metrics"]["ttft_p50_ms"]
+    metric["change_percent"] += 1
+    write_json(path, document)
+    seal(campaign, jobs=1)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert ("derived-mismatch", path.name, "/rows/0/metrics/ttft_p50_ms/change_percent") in _codes(
+        report
+    )
+
+
+def test_match_reasons_from_the_data(campaign: Path) -> None:
+    db = build([campaign])
+    document = derive(db, campaign.name, "windows", "linux", kind="ab")
+    assert document["matched"] is False
+    assert document["match_reasons"][0].endswith(
+        "identities differ in undeclared os, simulated_profile"
+    )
+    # Make the arms' prompts differ in one cell: digests are compared per request.
+    db.connection.execute(
+        "UPDATE request_rows_loaded SET prompt_sha256 = repeat('0', 64) "
+        "WHERE arm = 'linux' AND cell = 'ctx1024-c1-nothink' AND request_index = 3"
+    )
+    db.connection.execute(
+        "UPDATE request_rows_loaded SET output_as_requested = false "
+        "WHERE arm = 'windows' AND cell = 'ctx256-c1-nothink' AND request_index = 5"
+    )
+    db.connection.execute(
+        "UPDATE cell_settings_loaded SET prefix_cache_hit_rate = 0.1 "
+        "WHERE arm = 'linux' AND cell = 'ctx256-c1-nothink' AND stage = 'capacity'"
+    )
+    reasons = derive(
+        db, campaign.name, "windows", "linux", kind="ab", differs=["os", "simulated_profile"]
+    )["match_reasons"]
+    assert "capacity/ctx1024-c1-nothink: prompt digests differ for 1 requests" in reasons
+    assert "capacity/ctx256-c1-nothink: 1 output lengths not as requested on windows" in reasons
+    assert any(r.startswith("capacity/ctx256-c1-nothink: cache reuse differs") for r in reasons)
+
+
+def test_unknown_arms_and_kinds(campaign: Path, cli: CliRun) -> None:
+    db = build([campaign])
+    with pytest.raises(DeriveError, match="no cells of arm 'macos'"):
+        derive(db, campaign.name, "windows", "macos")
+    with pytest.raises(DeriveError, match="same arm"):
+        derive(db, campaign.name, "linux", "linux")
+    status, _, err = cli("derive", str(campaign), "--baseline", "x", "--candidate", "linux")
+    assert status == 1
+    assert err.startswith("error: campaign '2026-11-29-two-arms' has no cells of arm 'x'")
+
+
+def test_first_difference() -> None:
+    assert first_difference({"a": [1.0, {"b": 2.0}]}, {"a": [1.0, {"b": 2.0 + 1e-12}]}) is None
+    assert first_difference({"a": [1.0, {"b": 2.0}]}, {"a": [1.0, {"b": 2.1}]}) == "/a/1/b"
+    assert first_difference({"a": 1}, {"a": 1, "c": 2}) == "/c"
+    assert first_difference([1, 2], [1]) == "/"
+
+
+@pytest.mark.parametrize("n", [10, 11, 40, 41])
+def test_exact_bootstrap_matches_resampling(n: int) -> None:
+    rng = random.Random(n)
+    values = np.array([rng.lognormvariate(3, 0.5) for _ in range(n)])
+    first, second = bootstrap.median_positions(np.array([n]), seed=5, draws=40000)
+    fast = bootstrap.medians_at(values, first[0], second[0])
+    draws = np.random.default_rng(n).integers(0, n, (40000, n))
+    brute = np.median(values[draws], axis=1)
+    for q in (2.5, 25, 50, 75, 97.5):
+        # Both are samples of one discrete distribution over a few order statistics.
+        assert np.percentile(fast, q) == pytest.approx(np.percentile(brute, q), rel=0.02)
+    assert fast.mean() == pytest.approx(brute.mean(), rel=0.005)
