@@ -14,12 +14,20 @@ $(STAMP): pyproject.toml
 
 DEMO := demo-out
 
-# The main job, on the embedded simulated endpoint: measure a plan into a raw campaign,
-# verify it, then verify the published evidence tree.
+DEMO_CAMPAIGN := $(DEMO)/raw/2026-11-29-simulated-example
+
+# The main job, on the embedded simulated endpoints: measure a two-arm plan into a raw
+# campaign, derive the A/B comparison in DuckDB, verify it (recomputing the comparison),
+# show the cells, then verify the published evidence tree.
 demo: $(STAMP)
 	rm -rf $(DEMO)
 	$(BIN)/ledger run examples/simulated.toml --raw-dir $(DEMO)/raw
-	$(BIN)/ledger verify $(DEMO)/raw/2026-11-29-simulated-example
+	$(BIN)/ledger derive $(DEMO_CAMPAIGN) --baseline baseline --candidate candidate --kind ab \
+		--differs engine --differs simulated_profile
+	$(BIN)/ledger verify $(DEMO_CAMPAIGN)
+	$(BIN)/ledger sql --from $(DEMO_CAMPAIGN) "SELECT arm, stage, cell, n, failed, \
+		round(ttft_ms_p50, 2) AS ttft_p50_ms, round(decode_tok_s_p50, 1) AS decode_p50 \
+		FROM cells ORDER BY stage, cell, arm"
 	$(BIN)/ledger verify evidence/
 
 lint: $(STAMP)
@@ -36,6 +44,7 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_bench.py
 	$(BIN)/python benchmarks/client_bench.py
+	$(BIN)/python benchmarks/derive_bench.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -54,6 +54,20 @@ print(seconds, len(document["rows"]), resource.getrusage(resource.RUSAGE_SELF).r
 """
 
 
+BREAKDOWN = """
+import sys, time
+from ledger.database import build
+from ledger import derive as d
+arms = ("baseline", "candidate")
+t0 = time.perf_counter(); db = build([sys.argv[1]]); t1 = time.perf_counter()
+cells = d._cells(db, sys.argv[2], arms); t2 = time.perf_counter()
+keys = [k for k in cells[0] if k in cells[1]]
+d._intervals(db, sys.argv[2], arms, keys, 1); t3 = time.perf_counter()
+d._prompt_evidence(db, sys.argv[2], arms); t4 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
+"""
+
+
 def generate(folder: Path, rows: int, cells: int) -> None:
     """Writes an export of ``rows`` requests in ``cells`` cells, half per arm."""
     per_cell = rows // cells
@@ -159,6 +173,19 @@ def main() -> None:
             f"ledger (build + derive):      {ledger[0]:.3f} s, {ledger[1]} comparison rows, peak {ledger[2] / 1024:.0f} MiB"
         )
         print(f"ratio: {ledger[0] / floor[0]:.2f}x (goal: at most 2x)")
+        parts = subprocess.run(
+            [sys.executable, "-c", BREAKDOWN, str(folder), CAMPAIGN],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        names = ("build", "cell statistics", "bootstrap values and intervals", "prompt checks")
+        print(
+            "one derive, by part: "
+            + ", ".join(
+                f"{name} {float(value):.2f} s" for name, value in zip(names, parts, strict=True)
+            )
+        )
 
 
 if __name__ == "__main__":
