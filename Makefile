@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/verify_bench.py
 	$(BIN)/python benchmarks/client_bench.py
 	$(BIN)/python benchmarks/derive_bench.py
+	$(BIN)/python benchmarks/sanitize_bench.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache build dist

@@ -109,6 +109,7 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
     seal.set_defaults(func=_seal)
     _add_database_commands(commands, common)
+    _add_publication_commands(commands, common)
     if plugins:
         _add_plugin_commands(commands, common)
     return parser
@@ -192,6 +193,82 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
     imported.set_defaults(func=_import)
 
 
+def _add_publication_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    publish = commands.add_parser(
+        "publish",
+        parents=[common],
+        help="sanitize a raw campaign into a public tree with manifest and in-toto statement",
+        description="Redact credentials, GPU ids, private endpoints and host paths; rewrite "
+        "references to the sanitized digests; seal; write statement.intoto.json. Refuses "
+        "(exit 1, nothing written) if any detector still fires.",
+    )
+    publish.add_argument("raw", metavar="RAW_CAMPAIGN")
+    publish.add_argument("--out", required=True, metavar="DIR", help="public evidence root")
+    publish.add_argument(
+        "--map",
+        default=None,
+        metavar="FILE",
+        help="the private raw-to-public digest map (default: beside the raw campaign)",
+    )
+    publish.set_defaults(func=_publish)
+
+    signature = commands.add_parser(
+        "signature", parents=[common], help="sigstore signatures, checked offline"
+    )
+    signature_commands = signature.add_subparsers(
+        dest="signature_command", metavar="SIGNATURE_COMMAND", required=True
+    )
+    check = signature_commands.add_parser(
+        "verify",
+        parents=[common],
+        help="verify a sigstore bundle over a file offline against a pinned trusted root",
+        description="Message-signature bundles and DSSE bundles holding an in-toto statement "
+        "(the file's digest must then be one of its subjects). Exit 0 verified, 1 not "
+        "verified, 2 unusable input.",
+    )
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--bundle", required=True, metavar="BUNDLE")
+    check.add_argument("--identity", required=True, help="the signer's certificate identity")
+    check.add_argument("--issuer", required=True, help="its OIDC issuer URL")
+    roots = check.add_mutually_exclusive_group()
+    roots.add_argument("--trusted-root", metavar="FILE", help="a trusted_root.json to pin")
+    roots.add_argument("--staging", action="store_true", help="the pinned staging root")
+    check.set_defaults(func=_signature_verify)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from ledger.publish import publish
+
+    published = publish(args.raw, args.out, digest_map=args.map)
+    print(
+        f"published {published.folder}: {published.artifacts} artifacts, "
+        f"{published.redactions} distinct values redacted; private map {published.digest_map}"
+    )
+    return 0
+
+
+def _signature_verify(args: argparse.Namespace) -> int:
+    from ledger.signatures import UnusableInputError, verify_file
+
+    try:
+        result = verify_file(
+            args.file,
+            args.bundle,
+            identity=args.identity,
+            issuer=args.issuer,
+            trusted_root=args.trusted_root,
+            staging=args.staging,
+        )
+    except UnusableInputError as e:
+        print(f"ledger signature verify: error: {e.diagnostics()}", file=sys.stderr)
+        return 2
+    if result.ok:
+        print(f"OK: {args.file}: {result.reason}")
+        return 0
+    print(f"FAIL: {args.file}: {result.reason}")
+    return 1
+
+
 def _db_build(args: argparse.Namespace) -> int:
     from ledger.database import build
 
@@ -261,7 +338,9 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-CORE_COMMANDS = frozenset({"verify", "seal", "db", "sql", "export", "derive", "import"})
+CORE_COMMANDS = frozenset(
+    {"verify", "seal", "db", "sql", "export", "derive", "import", "publish", "signature"}
+)
 COMMAND_GROUP = "anvil_ledger.commands"
 """Entry points adding subcommands: ``runners`` registers ``run`` and ``simulate`` here,
 so the core never imports it."""

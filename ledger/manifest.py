@@ -33,7 +33,10 @@ from ledger.models import (
 MANIFEST_NAME = "manifest.json"
 SUMS_NAME = "SHA256SUMS"
 SUMMARY_NAME = "summary.json"
-SEAL_FILES = frozenset({MANIFEST_NAME, SUMS_NAME})
+STATEMENT_NAME = "statement.intoto.json"
+BUNDLE_NAME = "statement.sigstore.json"
+SEAL_FILES = frozenset({MANIFEST_NAME, SUMS_NAME, STATEMENT_NAME, BUNDLE_NAME})
+"""Files that vouch for a campaign rather than being part of it: never manifest entries."""
 """Files a seal writes; they are not listed as artifacts."""
 
 DEFAULT_WITHHELD_REASON = "operator-private raw artifact; not published"
@@ -188,4 +191,9 @@ def seal(
     sums = [(a.path, a.sha256) for a in artifacts]
     sums.append((MANIFEST_NAME, sha256_bytes(manifest_bytes)))
     jsonio.write_atomic(root / SUMS_NAME, render_sums(sums))
+    if (root / STATEMENT_NAME).exists():
+        from ledger._internal import intoto
+
+        # A signature over the old statement no longer matches; it must be signed again.
+        intoto.rewrite(root, [(a.path, a.sha256) for a in artifacts] + [sums[-1]])
     return manifest

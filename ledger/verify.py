@@ -150,6 +150,16 @@ def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], l
     return campaigns, documents, findings
 
 
+_SIGNATURE_FILES = frozenset({manifest.STATEMENT_NAME, manifest.BUNDLE_NAME})
+
+
+def _is_public(folder: Path) -> bool:
+    """A published campaign: it has a statement, or a decision summary and no raw run."""
+    if (folder / manifest.STATEMENT_NAME).exists():
+        return True
+    return (folder / manifest.SUMMARY_NAME).exists() and not (folder / "run-manifest.json").exists()
+
+
 def verify_paths(
     paths: Sequence[str], *, jobs: int | None = None, max_json_bytes: int = jsonio.MAX_JSON_BYTES
 ) -> Report:
@@ -165,8 +175,15 @@ def verify_paths(
         listing = tree.list_campaign(folder)
         campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries))
         campaigns.append(campaign)
+        public = _is_public(folder)
         tasks.extend(
-            scan.FileTask(e.path, e.rel, e.rel.endswith(".json"), e.identity)
+            scan.FileTask(
+                e.path,
+                e.rel,
+                e.rel.endswith(".json") and e.rel not in _SIGNATURE_FILES,
+                e.identity,
+                public and e.rel not in manifest.SEAL_FILES,
+            )
             for e in listing.entries
         )
     document_start = len(tasks)
@@ -270,6 +287,11 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
         for issue in _check_sums(campaign.folder / manifest.SUMS_NAME, expected):
             add(manifest.SUMS_NAME, issue)
 
+    if manifest.STATEMENT_NAME in by_rel and loaded is not None:
+        manifest_digest = present.get(manifest.MANIFEST_NAME)
+        for issue in _check_statement(campaign.folder, listed, manifest_digest):
+            add(manifest.STATEMENT_NAME, issue)
+
     for result in results:
         resolved = True
         for ref in result.references:
@@ -302,6 +324,42 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
         for issue in gate.check_promotion_evidence(summary, kinds):
             add(result.rel, issue)
     return out
+
+
+def _check_statement(
+    folder: Path, listed: dict[str, str], manifest_digest: str | None
+) -> list[Issue]:
+    from ledger._internal import intoto
+
+    try:
+        document = jsonio.read_json(folder / manifest.STATEMENT_NAME)
+    except (OSError, InvalidArtifact) as e:
+        return [Issue("statement-invalid", "", f"cannot read: {e}")]
+    subjects = intoto.subjects_of(document)
+    if subjects is None:
+        return [Issue("statement-invalid", "", "not an in-toto Statement v1 with subjects")]
+    expected = dict(listed)
+    if manifest_digest is not None:
+        expected[manifest.MANIFEST_NAME] = manifest_digest
+    issues = []
+    for name in sorted(set(subjects) | set(expected)):
+        if name not in subjects:
+            issues.append(
+                Issue("statement-mismatch", "/subject", f"{name!r} is published but not a subject")
+            )
+        elif name not in expected:
+            issues.append(
+                Issue("statement-mismatch", "/subject", f"subject {name!r} is not published")
+            )
+        elif subjects[name] != expected[name]:
+            issues.append(
+                Issue(
+                    "statement-mismatch",
+                    "/subject",
+                    f"subject {name!r} has sha256 {subjects[name]}, the file {expected[name]}",
+                )
+            )
+    return issues
 
 
 _DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})

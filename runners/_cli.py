@@ -48,6 +48,67 @@ def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
     simulate.set_defaults(func=_simulate)
 
 
+def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger sign CAMPAIGN``."""
+    sign = commands.add_parser(
+        "sign",
+        parents=[common],
+        help="sign a published campaign's statement with sigstore (keyless, ambient OIDC)",
+        description="Writes statement.sigstore.json. Needs the network and an ambient OIDC "
+        "credential, as in a GitHub Actions job with 'id-token: write'.",
+    )
+    sign.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    sign.set_defaults(func=_sign)
+
+
+def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger audit DIR|URL --identity I --issuer X``."""
+    audit = commands.add_parser(
+        "audit",
+        parents=[common],
+        help="audit a published campaign (folder or URL): signature, subjects, every check",
+        description="Fetch a published campaign (folder, or http(s) with size caps and no "
+        "redirect to another host), verify the statement's sigstore bundle offline, check "
+        "every subject digest against the files, then run every verify check. Exit 0 "
+        "passed, 1 failed, 2 unusable input.",
+    )
+    audit.add_argument("source", metavar="DIR|URL")
+    audit.add_argument("--identity", required=True)
+    audit.add_argument("--issuer", required=True)
+    roots = audit.add_mutually_exclusive_group()
+    roots.add_argument("--trusted-root", metavar="FILE")
+    roots.add_argument("--staging", action="store_true")
+    audit.set_defaults(func=_audit)
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from runners.publication import sign
+
+    print(f"signed: {sign(args.campaign)}")
+    return 0
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from ledger.signatures import UnusableInputError
+    from runners.publication import AuditInputError, audit
+
+    try:
+        result = audit(
+            args.source,
+            identity=args.identity,
+            issuer=args.issuer,
+            trusted_root=args.trusted_root,
+            staging=args.staging,
+        )
+    except (AuditInputError, UnusableInputError) as e:
+        print(f"ledger audit: error: {e.diagnostics()}", file=sys.stderr)
+        return 2
+    for problem in result.problems:
+        print(problem)
+    print("OK" if result.ok else "FAIL", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 

@@ -9,7 +9,21 @@ import pytest
 from ledger import __version__
 from tests.conftest import ROOT, CliRun
 
-COMMANDS = ["verify", "seal", "run", "simulate"]
+COMMANDS = [
+    "verify",
+    "seal",
+    "run",
+    "simulate",
+    "db",
+    "sql",
+    "export",
+    "derive",
+    "import",
+    "publish",
+    "signature",
+    "sign",
+    "audit",
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS)

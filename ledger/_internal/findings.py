@@ -72,6 +72,13 @@ CODES: dict[str, tuple[Severity, str]] = {
     ),
     "promotion-without-ab": ("error", "promotion authorized without an A/B comparison artifact"),
     "promotion-without-reserve": ("error", "promotion authorized without a GPU reserve artifact"),
+    # publication
+    "private-data": (
+        "error",
+        "a public artifact holds a credential, GPU id, private endpoint or host path",
+    ),
+    "statement-invalid": ("error", "statement.intoto.json is not an in-toto Statement v1"),
+    "statement-mismatch": ("error", "the statement's subjects disagree with the published files"),
     # raw runs
     "run-incomplete": ("warning", "a raw run or one of its cells did not finish"),
     "record-inconsistent": ("error", "a request record or cell contradicts itself"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import errno
+import functools
 import hashlib
 import multiprocessing
 import os
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple
 from ledger._internal.documents import FoundReference, check_document
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
+from ledger._internal.sanitizer import Sanitizer
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
 from ledger.hashing import CHUNK_SIZE, sha256_stream
@@ -42,6 +44,8 @@ class FileTask(NamedTuple):
     """Whether to parse and check it as a JSON document."""
     identity: tuple[int, int, int, int] | None = None
     """(device, inode, size, mtime_ns) when listed; a difference at open means it changed."""
+    scan_private: bool = False
+    """Whether it is public, so the sanitizer's detectors must find nothing in it."""
 
 
 class FileResult(NamedTuple):
@@ -119,7 +123,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
         return _changed(task, "was modified or replaced after it was listed")
     issues: list[Issue] = []
     data: bytes | None = None
-    if task.is_json and before.st_size <= max_json_bytes:
+    if (task.is_json or task.scan_private) and before.st_size <= max_json_bytes:
         data = _read_all(fd, max_json_bytes)
         digest, size = hashlib.sha256(data).hexdigest(), len(data)
     else:
@@ -137,6 +141,8 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
         return _changed(task, "changed while being read")
     if data is not None and size > max_json_bytes:
         issues.append(Issue("json-too-large", "", f"over the {max_json_bytes}-byte limit"))
+    elif data is not None and not task.is_json:
+        issues.extend(_private_text(data))
     elif data is not None:
         try:
             parsed = parse_strict(data)
@@ -145,6 +151,11 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
         else:
             document = check_document(parsed, may_reference=b'"sha256"' in data)
             issues.extend(document.issues)
+            if task.scan_private:
+                issues.extend(
+                    Issue("private-data", pointer, f"{category} in a public artifact")
+                    for pointer, category in _detector().scan(parsed)
+                )
             return FileResult(
                 task.rel,
                 digest,
@@ -156,6 +167,22 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                 document.summary,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
+
+
+@functools.cache
+def _detector() -> Sanitizer:
+    return Sanitizer()
+
+
+def _private_text(data: bytes) -> list[Issue]:
+    """Detector hits in a public text file, by line (never the value)."""
+    found = []
+    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
+        for hit in _detector().detect(line):
+            found.append(
+                Issue("private-data", "", f"line {number}: {hit.category} in a public file")
+            )
+    return found
 
 
 def _process_batch(batch: Sequence[FileTask], max_json_bytes: int) -> list[tuple[Any, ...]]:

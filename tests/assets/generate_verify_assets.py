@@ -11,6 +11,7 @@ Run ``python tests/assets/generate_verify_assets.py`` to regenerate;
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import sys
@@ -365,6 +366,20 @@ def _cell_defect(edit: Callable[[Any], None], status: str = "complete") -> Calla
     return _add_json("cell-run.json", dumps_deterministic(document))
 
 
+def _statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        from ledger._internal import intoto
+
+        listed = json.loads((folder / MANIFEST_NAME).read_text())
+        subjects = [(a["path"], a["sha256"]) for a in listed["artifacts"]]
+        subjects.append((MANIFEST_NAME, sha256_bytes((folder / MANIFEST_NAME).read_bytes())))
+        document = intoto.statement(subjects, {"campaign_id": CAMPAIGN})
+        edit(document)
+        (folder / intoto.STATEMENT_NAME).write_bytes(dumps_deterministic(document))
+
+    return apply
+
+
 _DEEP = b"[" * 100_000 + b"]" * 100_000
 _PROMOTE = _all(
     _set(["decision", "promotion_authorized"], True),
@@ -547,6 +562,16 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
         {"promotion-without-ab", "promotion-without-reserve"},
         _summary_defect(_PROMOTE),
     ),
+    # publication
+    "public_artifact_holds_a_token": (
+        {"private-data"},
+        _add_json("serve.log", b"INFO login with HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345\n"),
+    ),
+    "statement_subject_digest_wrong": (
+        {"statement-mismatch"},
+        _statement(lambda d: d["subject"][0]["digest"].update(sha256="0" * 64)),
+    ),
+    "statement_not_in_toto": ({"statement-invalid"}, _statement(lambda d: d.pop("_type"))),
     # raw runs
     "raw_cell_interrupted": ({"run-incomplete"}, _cell_defect(lambda d: None, "incomplete")),
     "raw_record_end_before_first_token": (

@@ -1,0 +1,164 @@
+"""Publication: sanitized, re-hashed bottom-up, sealed with a statement; verify scans it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ledger._internal import intoto
+from ledger._internal.jsonio import read_json, write_json
+from ledger.hashing import sha256_file
+from ledger.manifest import seal
+from ledger.publish import PublishError, publish
+from tests.conftest import CliRun, verify_json
+
+SECRETS = {
+    "hf": "hf_abcdefghijklmnopqrstuvwxyz012345",
+    "openai": "sk-proj-AbCdEf0123456789AbCdEf0123456789",
+    "gpu": "GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8",
+    "home": "/home/alice",
+    "endpoint": "10.20.30.40",
+    "internal": "gpu-box.internal",
+}
+
+
+@pytest.fixture
+def raw(tmp_path: Path, two_arm_campaign: Path) -> Path:
+    """The two-arm raw campaign with secrets in identity, flags, environment and a log."""
+    folder = tmp_path / "raw" / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, folder)
+    for path in sorted(folder.glob("*/capacity/*.json")):
+        document = read_json(path)
+        document["identity"].update(
+            {
+                "gpu_uuids": [SECRETS["gpu"]],
+                "declared_serve_flags": [
+                    f"--api-key {SECRETS['openai']}",
+                    "--host 0.0.0.0",
+                    "--model-path /home/alice/models/glm",
+                ],
+                "environment": {"HF_TOKEN": SECRETS["hf"], "CUDA_VISIBLE_DEVICES": SECRETS["gpu"]},
+                "endpoint": f"http://{SECRETS['endpoint']}:8001/v1",
+            }
+        )
+        document["endpoint"]["base_url"] = f"http://{SECRETS['internal']}:8001/v1"
+        write_json(path, document)
+    (folder / "serve.log").write_text(
+        f"INFO --api-key {SECRETS['openai']} listening on {SECRETS['endpoint']}:8001\n"
+        f"INFO cache {SECRETS['home']}/.cache token={SECRETS['hf']}\n"
+        f"GPU 0: NVIDIA H200 (UUID: {SECRETS['gpu']})\n"
+    )
+    # The run manifest references the cells: bring it up to date, then seal.
+    manifest = read_json(folder / "run-manifest.json")
+    for cell in manifest["cells"]:
+        cell["artifact"]["sha256"] = sha256_file(folder / cell["artifact"]["path"])[0]
+    write_json(folder / "run-manifest.json", manifest)
+    seal(folder, jobs=1)
+    return folder
+
+
+def _everything(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_publish_removes_every_secret_and_keeps_digests_linked(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    status, out, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    public = tmp_path / "public" / raw.name
+    # run-plan, workload and run manifests, six cells, the log.
+    assert out.startswith(f"published {public}: 10 artifacts")
+    blob = _everything(public)
+    for secret in SECRETS.values():
+        assert secret.encode() not in blob, secret
+    log = (public / "serve.log").read_text()
+    assert (
+        "<redacted:credential:" in log
+        and "<redacted:gpu:1>" in log
+        and "<redacted:path:1>/.cache" in log
+    )
+    # References now carry the sanitized digests.
+    run_manifest = read_json(public / "run-manifest.json")
+    for cell in run_manifest["cells"]:
+        assert cell["artifact"]["sha256"] == sha256_file(public / cell["artifact"]["path"])[0]
+    statement = read_json(public / intoto.STATEMENT_NAME)
+    subjects = intoto.subjects_of(statement)
+    assert subjects is not None and set(subjects) >= {"serve.log", "manifest.json", "run-plan.json"}
+    assert statement["predicate"]["sanitizer"]["version"] == "1"
+    # The digest map is private: beside the raw campaign, never in the public tree.
+    mapping = read_json(tmp_path / "raw" / f"{raw.name}.publish-map.json")
+    raw_digests = {a["raw_sha256"] for a in mapping["artifacts"]}
+    assert not any(
+        d.encode() in blob for d in raw_digests - {a["public_sha256"] for a in mapping["artifacts"]}
+    )
+    status, report = verify_json(cli, public)
+    assert status == 0, report
+    assert report["summary"]["errors"] == 0
+
+
+def test_publishing_is_deterministic(raw: Path, tmp_path: Path) -> None:
+    one = publish(raw, tmp_path / "one", digest_map=tmp_path / "one.map.json")
+    two = publish(raw, tmp_path / "two", digest_map=tmp_path / "two.map.json")
+    files = sorted(p.relative_to(one.folder) for p in one.folder.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(two.folder) for p in two.folder.rglob("*") if p.is_file())
+    for name in files:
+        assert (one.folder / name).read_bytes() == (two.folder / name).read_bytes(), name
+
+
+def test_a_secret_pasted_afterwards_is_caught(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    public = publish(raw, tmp_path / "public").folder
+    path = public / "linux/capacity/ctx256-c1-nothink.json"
+    document = read_json(path)
+    document["identity"]["note"] = (
+        "reach it at http://192.168.7.7:30000 with hf_zyxwvutsrqponmlkjihgfedcba987654"
+    )
+    write_json(path, document)
+    seal(public, jobs=1)
+    status, report = verify_json(cli, public)
+    assert status == 1
+    found = [(f["code"], f["pointer"], f["message"]) for f in report["findings"]]
+    assert ("private-data", "/identity/note", "credential in a public artifact") in found
+    assert all(
+        "hf_zyx" not in f["message"] and "192.168" not in f["message"] for f in report["findings"]
+    )
+    (public / "notes.txt").write_text("ssh ops@gpu-1.lan\n")
+    seal(public, jobs=1)
+    status, report = verify_json(cli, public)
+    assert ("private-data", "", "line 1: endpoint in a public file") in [
+        (f["code"], f["pointer"], f["message"]) for f in report["findings"]
+    ]
+
+
+def test_statement_must_match_the_files(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    public = publish(raw, tmp_path / "public").folder
+    statement = read_json(public / intoto.STATEMENT_NAME)
+    statement["subject"][0]["digest"]["sha256"] = "0" * 64
+    write_json(public / intoto.STATEMENT_NAME, statement)
+    status, report = verify_json(cli, public)
+    assert status == 1
+    assert [f["code"] for f in report["findings"]] == ["statement-mismatch"]
+    # Sealing again rewrites the statement's subjects.
+    seal(public, jobs=1)
+    assert verify_json(cli, public)[0] == 0
+
+
+def test_refusals_write_nothing(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    (raw / "core.bin").write_bytes(b"\x00\xff\xfe binary")
+    seal(raw, jobs=1)
+    status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 1
+    assert "core.bin: not UTF-8 text" in err
+    assert not (tmp_path / "public" / raw.name).exists()
+    assert not any((tmp_path / "public").glob(".*"))
+    (raw / "core.bin").unlink()
+    first = read_json(raw / "run-plan.json")
+    write_json(raw / "a.json", {"schema": "x", "ref": {"path": "b.json", "sha256": "0" * 64}})
+    write_json(raw / "b.json", {"schema": "x", "ref": {"path": "a.json", "sha256": "0" * 64}})
+    with pytest.raises(PublishError, match="reference cycle"):
+        publish(raw, tmp_path / "public")
+    assert read_json(raw / "run-plan.json") == first
+    assert json.dumps(first)

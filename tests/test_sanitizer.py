@@ -1,0 +1,184 @@
+"""The sanitizer against the labelled corpus, embedded in realistic artifacts."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from ledger._internal.sanitizer import Sanitizer
+from tests.conftest import SHARED
+
+CORPUS = SHARED / "secrets-corpus"
+LABELLED = [json.loads(line) for line in (CORPUS / "derived/labelled_strings.jsonl").open()]
+LOOKALIKES = [json.loads(line) for line in (CORPUS / "derived/public_id_lookalikes.jsonl").open()]
+POSITIVES = [r["text"] for r in LABELLED if r["label"] == "positive"]
+NEGATIVES = [r["text"] for r in LABELLED if r["label"] == "negative"] + [
+    r["value"] for r in LOOKALIKES
+]
+PLACEHOLDERS = [r["text"] for r in LABELLED if r["label"] == "placeholder"]
+
+
+def test_corpus_sizes() -> None:
+    assert (len(POSITIVES), len(PLACEHOLDERS)) == (325, 3)
+    assert len(NEGATIVES) == 1002
+
+
+def _embeddings(value: str) -> list[Any]:
+    """The value where artifacts hold such things: serve flags, environment, logs, nesting."""
+    return [
+        value,
+        {"identity": {"declared_serve_flags": ["--tp-size 2", value, "--port 8001"]}},
+        {"environment": {"EXTRA": value}},
+        {"logs": [f"2026-11-29T12:00:00Z INFO worker 3: {value} (continuing)"]},
+        {"a": {"b": [{"c": f"prefix {value} suffix"}]}},
+    ]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_every_positive_is_redacted_in_every_embedding() -> None:
+    sanitizer = Sanitizer()
+    missed = []
+    for text in POSITIVES:
+        for document in _embeddings(text):
+            cleaned = sanitizer.document(document)
+            if cleaned == document or list(sanitizer.scan(cleaned)):
+                missed.append(text)
+                break
+    assert missed == []
+
+
+@pytest.mark.parametrize("pool", ["negatives", "placeholders"])
+def test_public_identifiers_and_placeholders_survive(pool: str) -> None:
+    sanitizer = Sanitizer()
+    values = NEGATIVES if pool == "negatives" else PLACEHOLDERS
+    changed = [v for v in values for doc in _embeddings(v) if sanitizer.document(doc) != doc]
+    assert changed == []
+
+
+def _uuid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128)))
+
+
+GENERATED = [
+    ("gpu", lambda r: f"GPU-{_uuid(r)}"),
+    ("gpu", lambda r: f"MIG-{_uuid(r)}"),
+    ("gpu", lambda r: f"MIG-GPU-{_uuid(r)}/{r.randint(0, 7)}/{r.randint(0, 7)}"),
+    (
+        "endpoint",
+        lambda r: f"http://10.{r.randint(0, 255)}.{r.randint(0, 255)}.{r.randint(1, 254)}:8001/v1",
+    ),
+    ("endpoint", lambda r: f"http://192.168.{r.randint(0, 255)}.{r.randint(1, 254)}:30000"),
+    ("endpoint", lambda r: f"http://100.{r.randint(64, 127)}.{r.randint(0, 255)}.7/v1"),
+    ("endpoint", lambda r: f"http://169.254.{r.randint(0, 255)}.{r.randint(1, 254)}/latest"),
+    ("endpoint", lambda r: f"http://localhost:{r.randint(1024, 65535)}/metrics"),
+    ("endpoint", lambda r: f"https://gpu-box-{r.randint(1, 99)}.internal:8443/v1"),
+    ("endpoint", lambda r: f"ops{r.randint(1, 9)}@gpu-{r.randint(1, 9)}.lan"),
+    ("path", lambda r: f"/home/user{r.randint(1, 999)}/models/glm/config.json"),
+    ("path", lambda r: f"/Users/dev{r.randint(1, 99)}/cache/x.safetensors"),
+    ("path", lambda r: f"/mnt/nvme{r.randint(0, 3)}/checkpoints/step-100"),
+    ("path", lambda r: f"C:\\Users\\op{r.randint(1, 9)}\\AppData\\model.bin"),
+    (
+        "credential",
+        lambda r: f"hf_{''.join(r.choices('abcdefghijklmnopqrstuvwxyzABCDEFGH0123456789', k=34))}",
+    ),
+    (
+        "credential",
+        lambda r: f"sk-proj-{''.join(r.choices('abcdefghijklmnopqrstuvwxyz0123456789', k=40))}",
+    ),
+    (
+        "credential",
+        lambda r: f"ghp_{''.join(r.choices('abcdefghijklmnopqrstuvwxyzABCDEF0123456789', k=36))}",
+    ),
+    ("credential", lambda r: f"AKIA{''.join(r.choices('ABCDEFGHIJKLMNOPQRSTUVWXYZ234567', k=16))}"),
+    ("credential", lambda r: "--api-key " + "".join(r.choices("abcdef0123456789", k=24))),
+    (
+        "credential",
+        lambda r: "Authorization: Bearer " + "".join(r.choices("abcdef0123456789", k=32)),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("category", "make"), GENERATED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(GENERATED)]
+)
+def test_generated_identifiers(category: str, make: Any) -> None:
+    rng = random.Random(category)
+    for _ in range(20):
+        value = make(rng)
+        sanitizer = Sanitizer()
+        cleaned = sanitizer.text(f"serving {value} now")
+        assert f"<redacted:{category}:1>" in cleaned, (value, cleaned)
+        assert not sanitizer.detect(cleaned)
+
+
+def test_host_path_keeps_the_file_name() -> None:
+    assert (
+        Sanitizer().text("/home/alice/models/glm/config.json")
+        == "<redacted:path:1>/models/glm/config.json"
+    )
+
+
+def test_gpu_uuid_under_gpu_keys_and_in_cuda_visible_devices() -> None:
+    bare = "3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8"
+    sanitizer = Sanitizer()
+    assert sanitizer.document({"gpu_uuid": bare}) == {"gpu_uuid": "<redacted:gpu:1>"}
+    assert sanitizer.text(f"CUDA_VISIBLE_DEVICES={bare}") == "CUDA_VISIBLE_DEVICES=<redacted:gpu:1>"
+    # The same UUID as a request id is public.
+    assert sanitizer.document({"request_id": bare}) == {"request_id": bare}
+
+
+def test_secret_keys_whatever_the_value() -> None:
+    sanitizer = Sanitizer()
+    document = {
+        "api_key": "plainword",
+        "password": "hunter2",
+        "api_key_env": "MY_ENDPOINT_KEY",
+        "max_tokens": 64,
+        "prompt_tokens": 4054,
+        "client_secret": "0afae57f3ccfd9d7f5767067bc48b30f719e271ba470488056e37ab35d4b6506",
+        "revision": "0afae57f3ccfd9d7f5767067bc48b30f719e271ba470488056e37ab35d4b6506",
+    }
+    cleaned = sanitizer.document(document)
+    assert cleaned["api_key"].startswith("<redacted:credential:")
+    assert cleaned["password"].startswith("<redacted:credential:")
+    assert cleaned["client_secret"].startswith("<redacted:credential:")
+    # Names of variables, counts and public digests stay.
+    assert (cleaned["api_key_env"], cleaned["max_tokens"], cleaned["prompt_tokens"]) == (
+        "MY_ENDPOINT_KEY",
+        64,
+        4054,
+    )
+    assert cleaned["revision"] == document["revision"]
+
+
+def test_placeholders_are_stable_idempotent_and_deterministic() -> None:
+    document = {
+        "b": "token=hf_abcdefghijklmnopqrstuvwxyz012345 at http://10.0.0.5:8001",
+        "a": ["hf_abcdefghijklmnopqrstuvwxyz012345", "/home/bob/x.log"],
+    }
+    first = Sanitizer().document(document)
+    assert first == Sanitizer().document(json.loads(json.dumps(document)))
+    assert first["a"][0] == "<redacted:credential:1>"
+    assert first["b"] == "token=<redacted:credential:1> at http://<redacted:endpoint:1>"
+    again = Sanitizer()
+    assert again.document(first) == first
+    assert again.redactions == 0
+
+
+def test_seed_evidence_is_clean() -> None:
+    sanitizer = Sanitizer()
+    for path in sorted((SHARED / "seeds").glob("*.summary.json")):
+        assert list(sanitizer.scan(json.loads(path.read_text()))) == [], path.name
