@@ -9,7 +9,6 @@ environment variable that holds it.
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import attrs
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines
 from runners.simulate.profile import Profile, load_profile
+from runners.tomlfile import read_toml
 from runners.workload import PREFIX_MODES
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
@@ -298,11 +298,4 @@ def load_plan(path: str | Path) -> Plan:
         InvalidArtifact: unreadable, not TOML, or not a valid plan.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as stream:
-            data = tomllib.load(stream)
-    except OSError as e:
-        raise InvalidArtifact(f"{path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InvalidArtifact(f"{path}: not valid TOML: {e}") from None
-    return parse_plan(data, source=str(path), base=path.parent)
+    return parse_plan(read_toml(path), source=str(path), base=path.parent)

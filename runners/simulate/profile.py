@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ledger.errors import InvalidArtifact
+from runners.tomlfile import read_toml
 
 FAULT_KINDS = ("status", "disconnect", "stall", "malformed")
 """Faults the endpoint can inject. ``stall`` with ``after_tokens = 0`` stalls before the
@@ -147,11 +147,4 @@ def load_profile(path: str | Path) -> Profile:
     Raises:
         InvalidArtifact: unreadable, not TOML, or not a valid profile.
     """
-    try:
-        with open(path, "rb") as stream:
-            data = tomllib.load(stream)
-    except OSError as e:
-        raise InvalidArtifact(f"{path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise InvalidArtifact(f"{path}: not valid TOML: {e}") from None
-    return Profile.from_mapping(data, source=str(path))
+    return Profile.from_mapping(read_toml(path), source=str(path))
