@@ -137,20 +137,24 @@ def main() -> None:
         size = sum(p.stat().st_size for p in files) / 1e6
         print(f"{size:.0f} MB in {len(files)} files, {len(used)} planted values")
         ours = min((run_ledger(files) for _ in range(args.repeat)), key=lambda r: r[0])
-        theirs = min((run_detect_secrets(files) for _ in range(args.repeat)), key=lambda r: r[0])
         blob = b"\n".join(ours[1])
+        # Each planted value once: searching 200 MB for each of 15,000 plants takes minutes.
         missed = sorted(
-            {v for v in used if v.encode() in blob or json.dumps(v)[1:-1].encode() in blob}
+            v for v in set(used) if v.encode() in blob or json.dumps(v)[1:-1].encode() in blob
         )
         print(
-            f"ledger sanitizer:  {size / ours[0]:7.1f} MB/s ({ours[0]:.1f} s), planted values left: {len(missed)}"
+            f"ledger sanitizer:  {size / ours[0]:7.1f} MB/s ({ours[0]:.1f} s), "
+            f"planted values left: {len(missed)}",
+            flush=True,
         )
-        print(
-            f"detect-secrets:    {size / theirs[0]:7.1f} MB/s ({theirs[0]:.1f} s), {theirs[1]} findings"
-        )
-        print(f"ratio: {theirs[0] / ours[0]:.2f}x (goal: at least 2x)")
         for value in missed[:5]:
             print("  left:", value[:80])
+        theirs = min((run_detect_secrets(files) for _ in range(args.repeat)), key=lambda r: r[0])
+        print(
+            f"detect-secrets:    {size / theirs[0]:7.1f} MB/s ({theirs[0]:.1f} s), "
+            f"{theirs[1]} findings"
+        )
+        print(f"ratio: {theirs[0] / ours[0]:.2f}x (goal: at least 2x)")
 
 
 if __name__ == "__main__":

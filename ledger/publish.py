@@ -1,6 +1,6 @@
 """``ledger publish``: a raw campaign made public.
 
-Every file is sanitized (JSON structurally, text line by line through the same rules);
+Every file is sanitized (JSON structurally, text as a whole, through the same rules);
 references are rewritten to the sanitized digests in topological order (a child's new
 digest goes into every parent before the parent is hashed); then the tree is scanned
 again, and any remaining hit stops the publication (fail closed) naming the file and the

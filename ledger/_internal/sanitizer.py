@@ -30,6 +30,8 @@ _LITERALS = frozenset({"true", "false", "null", "none"})
 _SHORTEST = 7
 """No detector matches fewer characters (``1.2.3.4``); a secret key's value is checked anyway."""
 _MEMO_LIMIT = 200_000
+_MEMO_LONGEST = 1024
+"""Values repeat (finish reasons, flags); whole logs do not, and would only fill memory."""
 
 
 @attrs.frozen
@@ -166,6 +168,8 @@ class Sanitizer:
 
     def detect(self, text: str, key: str | None = None) -> list[Hit]:
         """Every redactable span of ``text`` (``key``: the JSON key it stands under)."""
+        if len(text) > _MEMO_LONGEST:
+            return list(self._detect(text, key))
         memo = (text, key)
         found = self._memo.get(memo)
         if found is None:
