@@ -18,7 +18,8 @@ DEMO_CAMPAIGN := $(DEMO)/raw/2026-11-29-simulated-example
 
 # The main job, on the embedded simulated endpoints: measure a two-arm plan into a raw
 # campaign, derive the A/B comparison in DuckDB, verify it (recomputing the comparison),
-# show the cells, then verify the published evidence tree.
+# show the cells, publish it (sanitized, re-hashed, with an in-toto statement), verify the
+# public tree, then verify the published evidence tree.
 demo: $(STAMP)
 	rm -rf $(DEMO)
 	$(BIN)/ledger run examples/simulated.toml --raw-dir $(DEMO)/raw
@@ -28,6 +29,8 @@ demo: $(STAMP)
 	$(BIN)/ledger sql --from $(DEMO_CAMPAIGN) "SELECT arm, stage, cell, n, failed, \
 		round(ttft_ms_p50, 2) AS ttft_p50_ms, round(decode_tok_s_p50, 1) AS decode_p50 \
 		FROM cells ORDER BY stage, cell, arm"
+	$(BIN)/ledger publish $(DEMO_CAMPAIGN) --out $(DEMO)/public --map $(DEMO)/private/publish-map.json
+	$(BIN)/ledger verify $(DEMO)/public
 	$(BIN)/ledger verify evidence/
 
 lint: $(STAMP)

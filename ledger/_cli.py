@@ -407,6 +407,13 @@ def main(args: list[str] | None = None) -> int:
         status: int = namespace.func(namespace)
     except Error as e:
         e.log_and_exit(raise_error=namespace.verbose > 1)
+    except OSError as e:
+        # A file the command had to read or write: one line, never a traceback.
+        if namespace.verbose > 1:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

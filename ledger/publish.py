@@ -151,6 +151,7 @@ def publish(
             data = text.encode()
         public[rel] = data
         digests[rel] = sha256_bytes(data)
+    map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{campaign}.", dir=target.parent))
     try:
@@ -166,22 +167,23 @@ def publish(
         }
         jsonio.write_json(work / intoto.STATEMENT_NAME, intoto.statement([], predicate))
         manifest.seal(work, jobs=1)
+        # The private map first: a publication is never in place without it.
+        map_path.parent.mkdir(parents=True, exist_ok=True)
+        jsonio.write_json(
+            map_path,
+            {
+                "campaign_id": campaign,
+                "public": str(target),
+                "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+                "artifacts": [
+                    {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
+                    for rel in sorted(digests)
+                ],
+            },
+        )
         os.replace(work, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"
-    jsonio.write_json(
-        map_path,
-        {
-            "campaign_id": campaign,
-            "public": str(target),
-            "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-            "artifacts": [
-                {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
-                for rel in sorted(digests)
-            ],
-        },
-    )
     return Published(target, map_path, len(public), sanitizer.redactions)
 
 

@@ -162,3 +162,18 @@ def test_refusals_write_nothing(raw: Path, tmp_path: Path, cli: CliRun) -> None:
         publish(raw, tmp_path / "public")
     assert read_json(raw / "run-plan.json") == first
     assert json.dumps(first)
+
+
+def test_an_unwritable_map_is_one_line_and_publishes_nothing(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    status, _, err = cli(
+        "publish", str(raw), "--out", str(tmp_path / "public"), "--map", str(blocker / "map.json")
+    )
+    assert status == 1
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "Traceback" not in err
+    # The private map is written before the public tree is put in place.
+    assert not (tmp_path / "public" / raw.name).exists()
