@@ -39,6 +39,10 @@ def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
     assert "[anvil_ledger.commands]" in declared
     assert "run = runners._cli:register_run" in declared
     assert "runners/simulate/app.py" in names
+    # Data the code reads at run time: sanitizer rules and the pinned sigstore roots.
+    assert "ledger/_rules/sanitizer-v1.json" in names
+    assert "ledger/_trust/production_trusted_root.json" in names
+    assert "ledger/_trust/staging_trusted_root.json" in names
 
 
 def test_core_never_imports_runners() -> None:
