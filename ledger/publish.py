@@ -51,6 +51,7 @@ def _order(documents: dict[str, Any], paths: list[str]) -> list[str]:
     """Children before parents; raises on a reference cycle."""
     done: list[str] = []
     state: dict[str, int] = {}
+    known = set(paths)
 
     def visit(path: str, chain: tuple[str, ...]) -> None:
         mark = state.get(path)
@@ -62,7 +63,7 @@ def _order(documents: dict[str, Any], paths: list[str]) -> list[str]:
         document = documents.get(path)
         if document is not None:
             for ref in find_references(document):
-                if ref.path in documents or ref.path in paths:
+                if ref.path in known:
                     visit(ref.path, (*chain, path))
         state[path] = 2
         done.append(path)

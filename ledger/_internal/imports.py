@@ -276,8 +276,7 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
     return parsed
 
 
-def _load(path: Path) -> Any:
-    data = jsonio.read_limited(path)
+def _load(path: Path, data: bytes) -> Any:
     if path.suffix == ".jsonl":
         return [jsonio.parse_strict(line) for line in data.splitlines() if line.strip()]
     return jsonio.parse_strict(data)
@@ -308,10 +307,12 @@ def import_files(
     for raw in files:
         path = Path(raw)
         try:
-            documents.append((path.name, _load(path)))
+            data = jsonio.read_limited(path)
+            documents.append((path.name, _load(path, data)))
         except InvalidArtifact as e:
             raise InvalidArtifact(f"{path}: {e}", code=e.code, pointer=e.pointer) from None
-        sources.append({"name": path.name, "sha256": sha256_bytes(path.read_bytes())})
+        # The digest of the bytes parsed, read once.
+        sources.append({"name": path.name, "sha256": sha256_bytes(data)})
     if tool == "llmperf":
         parsed = _llmperf(documents)
     elif tool == "aiperf":
