@@ -17,14 +17,18 @@ DEMO := demo-out
 DEMO_CAMPAIGN := $(DEMO)/raw/2026-11-29-simulated-example
 
 # The main job, on the embedded simulated endpoints: measure a two-arm plan into a raw
-# campaign, derive the A/B comparison in DuckDB, verify it (recomputing the comparison),
-# show the cells, publish it (sanitized, re-hashed, with an in-toto statement), verify the
-# public tree, then verify the published evidence tree.
+# campaign (with GPU telemetry and reserve stages), derive the A/B comparison in DuckDB,
+# decide under the default promotion policy (no promotion: no GPU reserve reading here) and
+# show that the deployment gate refuses it, verify (recomputing the comparison), show the
+# cells, publish (sanitized, re-hashed, with an in-toto statement), verify the public tree,
+# then verify the published evidence tree.
 demo: $(STAMP)
 	rm -rf $(DEMO)
 	$(BIN)/ledger run examples/simulated.toml --raw-dir $(DEMO)/raw
 	$(BIN)/ledger derive $(DEMO_CAMPAIGN) --baseline baseline --candidate candidate --kind ab \
 		--differs engine --differs simulated_profile
+	$(BIN)/ledger decide $(DEMO_CAMPAIGN)
+	$(BIN)/ledger gate $(DEMO_CAMPAIGN); test $$? -eq 1
 	$(BIN)/ledger verify $(DEMO_CAMPAIGN)
 	$(BIN)/ledger sql --from $(DEMO_CAMPAIGN) "SELECT arm, stage, cell, n, failed, \
 		round(ttft_ms_p50, 2) AS ttft_p50_ms, round(decode_tok_s_p50, 1) AS decode_p50 \

@@ -14,8 +14,9 @@ import sys
 from typing import Any
 
 from ledger import __version__
+from ledger._decision_cli import add_decision_commands
 from ledger._internal.jsonio import MAX_JSON_BYTES
-from ledger.errors import Error
+from ledger.errors import Error, InvalidArtifact
 
 _logger = logging.getLogger("ledger")
 
@@ -108,8 +109,15 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     )
     seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
     seal.set_defaults(func=_seal)
+    verify.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="the promotion policy summaries that claim promotion must meet "
+        "(default: the policy shipped with ledger)",
+    )
     _add_database_commands(commands, common)
     _add_publication_commands(commands, common)
+    add_decision_commands(commands, common)
     if plugins:
         _add_plugin_commands(commands, common)
     return parser
@@ -339,7 +347,19 @@ def _import(args: argparse.Namespace) -> int:
 
 
 CORE_COMMANDS = frozenset(
-    {"verify", "seal", "db", "sql", "export", "derive", "import", "publish", "signature"}
+    {
+        "verify",
+        "seal",
+        "db",
+        "sql",
+        "export",
+        "derive",
+        "import",
+        "publish",
+        "signature",
+        "decide",
+        "gate",
+    }
 )
 COMMAND_GROUP = "anvil_ledger.commands"
 """Entry points adding subcommands: ``runners`` registers ``run`` and ``simulate`` here,
@@ -359,10 +379,18 @@ def _add_plugin_commands(commands: Any, common: argparse.ArgumentParser) -> None
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from ledger.policy import load_policy
     from ledger.verify import UnusablePathError, verify_paths
 
     try:
-        report = verify_paths(args.paths, jobs=args.jobs, max_json_bytes=args.max_json_bytes)
+        policy = load_policy(args.policy)
+    except InvalidArtifact as e:
+        print(f"ledger verify: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        report = verify_paths(
+            args.paths, jobs=args.jobs, max_json_bytes=args.max_json_bytes, policy=policy
+        )
     except UnusablePathError as e:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
         return 2

@@ -201,39 +201,59 @@ def _prompt_evidence(
     return {(r[0], r[1]): (r[2], r[3]) for r in rows}
 
 
-def _match_reasons(
+MATCH_RULES = (
+    "prompt-digests",
+    "prompt-tokens",
+    "sampling",
+    "concurrency",
+    "controlled-output",
+    "cache-state",
+    "identity",
+)
+"""What a matched A/B requires, each a rule a promotion policy names."""
+
+
+def _match_failures(
     db: Database,
     campaign: str,
     arms: tuple[str, str],
     pairs: list[tuple[dict[str, Any], dict[str, Any]]],
     declared: Sequence[str],
-) -> list[str]:
-    reasons: list[str] = []
+) -> list[dict[str, str]]:
+    failures: list[dict[str, str]] = []
+
+    def fail(rule: str, reason: str) -> None:
+        failures.append({"rule": rule, "reason": reason})
+
     baseline, candidate = arms
     evidence = _prompt_evidence(db, campaign, arms)
     for a, b in pairs:
         where = f"{a['stage']}/{a['cell']}"
         if a.get("artifact") is None or b.get("artifact") is None:
-            reasons.append(f"{where}: imported records carry no prompt digests or settings")
+            fail("prompt-digests", f"{where}: imported records carry no prompt digests or settings")
             continue
         digests, tokens = evidence.get((a["stage"], a["cell"]), (0, 0))
         if digests:
-            reasons.append(f"{where}: prompt digests differ for {digests} requests")
+            fail("prompt-digests", f"{where}: prompt digests differ for {digests} requests")
         elif tokens:
-            reasons.append(f"{where}: actual prompt tokens differ for {tokens} requests")
+            fail("prompt-tokens", f"{where}: actual prompt tokens differ for {tokens} requests")
         for name in ("max_tokens", "temperature", "seed", "concurrency", "thinking", "prefix"):
             if a.get(name) != b.get(name):
-                reasons.append(f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
+                rule = "concurrency" if name == "concurrency" else "sampling"
+                fail(rule, f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
         for row, arm in ((a, baseline), (b, candidate)):
             off = row.get("lengths_not_as_requested")
             if not row.get("controlled_output"):
-                reasons.append(f"{where}: output uncontrolled on {arm}")
+                fail("controlled-output", f"{where}: output uncontrolled on {arm}")
             elif off:
-                reasons.append(f"{where}: {off} output lengths not as requested on {arm}")
+                fail(
+                    "controlled-output", f"{where}: {off} output lengths not as requested on {arm}"
+                )
         rate_a, rate_b = a.get("prefix_cache_hit_rate"), b.get("prefix_cache_hit_rate")
         if rate_a is not None and rate_b is not None and abs(rate_a - rate_b) > CACHE_REUSE_GAP:
-            reasons.append(
-                f"{where}: cache reuse differs (prefix-cache hit rate {rate_a:.3f} vs {rate_b:.3f})"
+            fail(
+                "cache-state",
+                f"{where}: cache reuse differs (prefix-cache hit rate {rate_a:.3f} vs {rate_b:.3f})",
             )
         ident_a, ident_b = _identity(a), _identity(b)
         undeclared = sorted(
@@ -242,8 +262,11 @@ def _match_reasons(
             if ident_a.get(k) != ident_b.get(k) and k not in declared
         )
         if undeclared:
-            reasons.append(f"{where}: identities differ in undeclared {', '.join(undeclared)}")
-    return list(dict.fromkeys(reasons))
+            fail("identity", f"{where}: identities differ in undeclared {', '.join(undeclared)}")
+    unique: dict[str, dict[str, str]] = {}
+    for failure in failures:
+        unique.setdefault(failure["reason"], failure)
+    return list(unique.values())
 
 
 def _limitations(
@@ -302,7 +325,7 @@ def derive(
     declared = list(differs) or (["os"] if kind == "os" else [])
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
     intervals = _intervals(db, campaign, arms, keys, seed)
-    reasons = _match_reasons(db, campaign, arms, pairs, declared)
+    failures = _match_failures(db, campaign, arms, pairs, declared)
     derivation = {
         "tool": "ledger derive",
         "kind": kind,
@@ -323,8 +346,9 @@ def derive(
         document = _ab_document(pairs, intervals, arms)
     document.update(
         campaign_id=campaign,
-        matched=not reasons,
-        match_reasons=reasons,
+        matched=not failures,
+        match_reasons=[f["reason"] for f in failures],
+        match_failures=failures,
         limitations=_limitations(pairs, arms),
         derivation=derivation,
     )

@@ -35,6 +35,8 @@ SUMS_NAME = "SHA256SUMS"
 SUMMARY_NAME = "summary.json"
 STATEMENT_NAME = "statement.intoto.json"
 BUNDLE_NAME = "statement.sigstore.json"
+BUNDLE_SUFFIX = ".sigstore.json"
+"""A sigstore bundle beside the file it signs (``approvals/<name>.json.sigstore.json``)."""
 SEAL_FILES = frozenset({MANIFEST_NAME, SUMS_NAME, STATEMENT_NAME, BUNDLE_NAME})
 """Files that vouch for a campaign rather than being part of it: never manifest entries."""
 """Files a seal writes; they are not listed as artifacts."""

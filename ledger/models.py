@@ -217,6 +217,26 @@ class Gate:
 
 
 @attrs.frozen
+class PolicyRef:
+    """The promotion policy a decision was evaluated against."""
+
+    name: str
+    """The policy's ``name``."""
+    sha256: str
+    """SHA-256 of its canonical JSON."""
+
+
+@attrs.frozen
+class UnmetRule:
+    """A policy rule a decision did not meet."""
+
+    rule: str
+    """``complete``, ``required-gates``, ``matched-ab``, ``reserve``, ``restoration``, ..."""
+    reason: str
+    """Why, from the evidence."""
+
+
+@attrs.frozen
 class Decision:
     """Labels and the promotion verdict of a campaign."""
 
@@ -230,6 +250,12 @@ class Decision:
     """The recipe chosen, if any."""
     next_gate: str | None = None
     """What must happen before the next decision."""
+    candidate: str | None = None
+    """The arm the decision is about (``ledger decide``)."""
+    policy: PolicyRef | None = None
+    """The policy it was evaluated against (``ledger decide``)."""
+    unmet: tuple[UnmetRule, ...] | None = None
+    """Every rule it did not meet (``ledger decide``)."""
 
 
 @attrs.frozen

@@ -114,11 +114,14 @@ def publish(
     entries = [e for e in listing.entries if e.rel not in manifest.SEAL_FILES]
     documents: dict[str, Any] = {}
     texts: dict[str, str] = {}
+    bundles: dict[str, bytes] = {}
     raw_digests: dict[str, str] = {}
     for entry in entries:
         data = Path(entry.path).read_bytes()
         raw_digests[entry.rel] = sha256_bytes(data)
-        if entry.rel.endswith(".json"):
+        if _is_bundle(entry.rel, data):
+            bundles[entry.rel] = data
+        elif entry.rel.endswith(".json"):
             try:
                 documents[entry.rel] = jsonio.parse_strict(data)
             except InvalidArtifact as e:
@@ -136,7 +139,11 @@ def publish(
     public: dict[str, bytes] = {}
     digests: dict[str, str] = {}
     for rel in _order(documents, sorted(raw_digests)):
-        if rel in documents:
+        if rel in bundles:
+            # A signature is published as it is: its certificate and log entry are already
+            # public in the transparency log, and a changed byte would break it.
+            data = bundles[rel]
+        elif rel in documents:
             cleaned = sanitizer.document(documents[rel])
             cleaned = _rewrite_references(cleaned, digests)
             data = jsonio.dumps_deterministic(cleaned)
@@ -186,6 +193,17 @@ def publish(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Published(target, map_path, len(public), sanitizer.redactions)
+
+
+def _is_bundle(rel: str, data: bytes) -> bool:
+    if not rel.endswith(manifest.BUNDLE_SUFFIX):
+        return False
+    try:
+        document = jsonio.parse_strict(data)
+    except InvalidArtifact:
+        return False
+    media = document.get("mediaType") if isinstance(document, dict) else None
+    return isinstance(media, str) and media.startswith("application/vnd.dev.sigstore.bundle")
 
 
 def _decision(documents: dict[str, Any]) -> Any:

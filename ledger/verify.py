@@ -15,11 +15,12 @@ from typing import Any
 
 import attrs
 
-from ledger import gate, manifest
+from ledger import gate, manifest, promotion
 from ledger._internal import jsonio, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
 from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.models import Manifest
+from ledger.policy import Policy, load_policy
 from ledger.schema import SchemaId
 
 _MAX_SUMS_BYTES = 16 << 20
@@ -153,6 +154,11 @@ def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], l
 _SIGNATURE_FILES = frozenset({manifest.STATEMENT_NAME, manifest.BUNDLE_NAME})
 
 
+def _is_signature(rel: str) -> bool:
+    """A sigstore bundle: not an anvil artifact, and public by design (it is in Rekor)."""
+    return rel in _SIGNATURE_FILES or rel.endswith(manifest.BUNDLE_SUFFIX)
+
+
 def _is_public(folder: Path) -> bool:
     """A published campaign: it has a statement, or a decision summary and no raw run."""
     if (folder / manifest.STATEMENT_NAME).exists():
@@ -161,13 +167,23 @@ def _is_public(folder: Path) -> bool:
 
 
 def verify_paths(
-    paths: Sequence[str], *, jobs: int | None = None, max_json_bytes: int = jsonio.MAX_JSON_BYTES
+    paths: Sequence[str],
+    *,
+    jobs: int | None = None,
+    max_json_bytes: int = jsonio.MAX_JSON_BYTES,
+    policy: Policy | None = None,
 ) -> Report:
     """Verifies evidence roots, campaign folders and single JSON documents.
+
+    Args:
+        policy: the promotion policy every summary claiming promotion must meet (default:
+            the shipped one). Never the policy a campaign records: that file is as easy
+            to edit and re-seal as the summary.
 
     Raises:
         UnusablePathError: a path does not exist or cannot be read.
     """
+    policy = policy or load_policy()
     campaign_targets, documents, findings = _targets(paths)
     tasks: list[scan.FileTask] = []
     campaigns: list[_Campaign] = []
@@ -180,9 +196,9 @@ def verify_paths(
             scan.FileTask(
                 e.path,
                 e.rel,
-                e.rel.endswith(".json") and e.rel not in _SIGNATURE_FILES,
+                e.rel.endswith(".json") and not _is_signature(e.rel),
                 e.identity,
-                public and e.rel not in manifest.SEAL_FILES,
+                public and e.rel not in manifest.SEAL_FILES and not _is_signature(e.rel),
             )
             for e in listing.entries
         )
@@ -192,7 +208,7 @@ def verify_paths(
     artifacts = 0
     for campaign in campaigns:
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
-        findings.extend(_check_campaign(campaign, mine))
+        findings.extend(_check_campaign(campaign, mine, policy))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
     for result in results[document_start:]:
         artifacts += 1
@@ -229,7 +245,9 @@ def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | N
         return None
 
 
-def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> list[Finding]:
+def _check_campaign(
+    campaign: _Campaign, results: Sequence[scan.FileResult], policy: Policy
+) -> list[Finding]:
     display = campaign.display
     out: list[Finding] = []
 
@@ -320,10 +338,31 @@ def _check_campaign(campaign: _Campaign, results: Sequence[scan.FileResult]) -> 
             problem = _check_named(pointer, path, known, withheld)
             if problem is not None:
                 add(result.rel, problem)
-        kinds = _listed_kinds(loaded)
-        for issue in gate.check_promotion_evidence(summary, kinds):
-            add(result.rel, issue)
+        if summary.decision.promotion_authorized and result.rel == manifest.SUMMARY_NAME:
+            for issue in _check_policy(campaign.folder, summary, policy):
+                add(result.rel, issue)
+        elif summary.decision.promotion_authorized:
+            for issue in gate.check_promotion_evidence(summary, _listed_kinds(loaded)):
+                add(result.rel, issue)
     return out
+
+
+def _check_policy(folder: Path, summary: Any, policy: Policy) -> list[Issue]:
+    """The policy on a summary that claims promotion, from the campaign's own evidence."""
+    try:
+        summary_bytes = (folder / manifest.SUMMARY_NAME).read_bytes()
+    except OSError:
+        return []  # its own finding says why
+    evaluation = promotion.evaluate(
+        promotion.load_evidence(folder),
+        policy,
+        candidate=summary.decision.candidate,
+        summary_bytes=summary_bytes,
+    )
+    return [
+        Issue(u.code, "/decision/promotion_authorized", f"{u.rule}: {u.reason}")
+        for u in evaluation.unmet
+    ]
 
 
 def _check_statement(

@@ -61,6 +61,47 @@ def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
     sign.set_defaults(func=_sign)
 
 
+def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger approve CAMPAIGN``."""
+    approve = commands.add_parser(
+        "approve",
+        parents=[common],
+        help="approve a campaign's promotion: an approval record, signed with sigstore",
+        description="Writes approvals/<arm>-<digest>.json naming the exact summary that "
+        "would authorize promotion (every other rule of the policy must hold), and signs it "
+        "(keyless, ambient OIDC) unless --no-sign. Then run 'ledger decide' again.",
+    )
+    approve.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    approve.add_argument("--policy", metavar="FILE")
+    approve.add_argument("--candidate", metavar="ARM")
+    approve.add_argument("--note", help="a sentence recorded in the approval")
+    approve.add_argument(
+        "--no-sign",
+        action="store_true",
+        help="only write the record (sign it yourself: python -m sigstore sign RECORD)",
+    )
+    approve.set_defaults(func=_approve)
+
+
+def _approve(args: argparse.Namespace) -> int:
+    from ledger.decide import write_approval_record
+    from ledger.policy import load_policy
+    from runners.publication import sign_file
+
+    policy = load_policy(args.policy)
+    try:
+        record, _ = write_approval_record(
+            args.campaign, policy, candidate=args.candidate, note=args.note
+        )
+    except ValueError as e:
+        print(f"ledger approve: not approvable: {e}", file=sys.stderr)
+        return 1
+    print(f"approval record: {record}")
+    if not args.no_sign:
+        print(f"signed: {sign_file(record)}")
+    return 0
+
+
 def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     """Adds ``ledger audit DIR|URL --identity I --issuer X``."""
     audit = commands.add_parser(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import itertools
 import os
 import signal
 import time
@@ -31,8 +32,9 @@ from ledger import __version__, manifest
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.hashing import sha256_file
 from ledger.schema import read_document, write_document
+from runners import evidence, gpu
 from runners.client import EndpointClient
-from runners.plan import Arm, Cell, Plan, Stage
+from runners.plan import Arm, Cell, EvidenceStage, Plan, Stage
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
 from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
@@ -116,6 +118,10 @@ class CampaignRun:
         self.outcomes: list[CellOutcome] = []
         self.signal_name: str | None = None
         self.keys: dict[str, str | None] = {}
+        self.evidence: dict[tuple[str, str], str] = {}
+        """(arm, evidence stage) -> complete, incomplete or pending."""
+        self.before: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+        """arm -> its container's snapshot before the workload, and when it was taken."""
 
     # -- files ---------------------------------------------------------------------------
 
@@ -153,6 +159,30 @@ class CampaignRun:
             for stage in self.plan.stages:
                 for cell in stage.cells:
                     self._recover(arm, stage, cell)
+            for step in self.plan.evidence:
+                self._recover_evidence(arm, step)
+
+    def _recover_evidence(self, arm: Arm, step: EvidenceStage) -> None:
+        path = self.folder / evidence.artifact_path(arm, step)
+        key = (arm.name, step.name)
+        self.evidence[key] = "pending"
+        if not path.exists():
+            return
+        try:
+            document = read_document(path)
+        except (OSError, InvalidArtifact, SchemaError):
+            return  # written again
+        if step.kind == "telemetry":
+            during = next(s for s in self.plan.stages if s.name == step.settings["during"])
+            if any(self.cells[(arm.name, during.name, c.id)] != "complete" for c in during.cells):
+                self.evidence[key] = "incomplete"  # sampled again with the stage
+                return
+        if step.kind == "restoration" and document.get("after_at") is None:
+            # The "before" snapshot of an interrupted run is the one that counts.
+            self.before[arm.name] = (document.get("before"), document.get("before_at"))
+            self.evidence[key] = "incomplete"
+            return
+        self.evidence[key] = "complete"
 
     def _read(self, path: Path) -> dict[str, Any]:
         try:
@@ -230,7 +260,20 @@ class CampaignRun:
                             ],
                         }
                     )
-        complete = all(e["status"] == "complete" for e in entries)
+        steps = [
+            {
+                "arm": arm.name,
+                "stage": step.name,
+                "kind": step.kind,
+                "status": self.evidence[(arm.name, step.name)],
+                "artifact": self._reference(evidence.artifact_path(arm, step))
+                if self.evidence[(arm.name, step.name)] != "pending"
+                else None,
+            }
+            for arm in self.plan.arms
+            for step in self.plan.evidence
+        ]
+        complete = all(e["status"] == "complete" for e in entries + steps)
         write_document(
             self.folder / RUN_MANIFEST_NAME,
             {
@@ -243,6 +286,7 @@ class CampaignRun:
                 else None,
                 "runner": {"name": "anvil-ledger", "version": __version__},
                 "cells": entries,
+                "evidence": steps,
             },
         )
         return complete
@@ -265,7 +309,10 @@ class CampaignRun:
                         self.outcomes.append(
                             CellOutcome(arm.name, stage.name, cell.id, "skipped", None)
                         )
-            if not pending:
+            steps_left = any(
+                self.evidence[(arm.name, e.name)] != "complete" for e in self.plan.evidence
+            )
+            if not pending and not steps_left:
                 continue
             api_key = self.keys[arm.name]
             if arm.simulated is not None:
@@ -288,14 +335,110 @@ class CampaignRun:
     async def _run_arm(
         self, arm: Arm, base_url: str, api_key: str | None, pending: list[tuple[Stage, Cell]]
     ) -> None:
-        for stage, cell in pending:
-            async with EndpointClient(
-                base_url,
-                concurrency=cell.concurrency,
-                deadlines=self.plan.deadlines,
-                api_key=api_key,
-            ) as client:
-                await self._run_one(client, arm, stage, cell)
+        witness = evidence.ContainerWitness(arm.container) if arm.container else None
+        try:
+            if not await self._startup(arm, base_url, witness):
+                return
+            restoration = self.plan.evidence_of("restoration")
+            if restoration is not None and witness is not None:
+                await self._restoration_before(arm, restoration, witness)
+            telemetry = self.plan.evidence_of("telemetry")
+            during = None
+            if telemetry is not None and self.evidence[(arm.name, telemetry.name)] != "complete":
+                during = telemetry.settings["during"]
+            for stage, group in itertools.groupby(pending, key=lambda pair: pair[0]):
+                sampler = None
+                if telemetry is not None and stage.name == during:
+                    sampler = gpu.TelemetrySampler(telemetry.settings["interval_s"], arm.gpus)
+                    started_at = evidence.utc_now()
+                    await asyncio.to_thread(sampler.start)
+                try:
+                    for _, cell in group:
+                        async with EndpointClient(
+                            base_url,
+                            concurrency=cell.concurrency,
+                            deadlines=self.plan.deadlines,
+                            api_key=api_key,
+                        ) as client:
+                            await self._run_one(client, arm, stage, cell)
+                finally:
+                    # Interrupted during the sampled stage, the samples taken still count.
+                    if sampler is not None and telemetry is not None:
+                        await self._finish_telemetry(arm, telemetry, sampler, started_at)
+            reserve = self.plan.evidence_of("reserve")
+            if reserve is not None and self.evidence[(arm.name, reserve.name)] != "complete":
+                document = await asyncio.to_thread(
+                    evidence.reserve_document, self.plan, arm, reserve
+                )
+                self._write_evidence(arm, reserve, document, "complete")
+            if restoration is not None and witness is not None:
+                await self._restoration_after(arm, restoration, witness)
+        finally:
+            if witness is not None:
+                witness.close()
+
+    def _write_evidence(
+        self, arm: Arm, step: EvidenceStage, document: dict[str, Any], status: str
+    ) -> None:
+        path = self.folder / evidence.artifact_path(arm, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_document(path, document)
+        self.evidence[(arm.name, step.name)] = status
+        self.progress.note(f"{arm.name} {step.name}: {_evidence_line(document)}")
+
+    async def _startup(
+        self, arm: Arm, base_url: str, witness: evidence.ContainerWitness | None
+    ) -> bool:
+        """Runs the startup stage once; whether the arm may go on (its container is ready)."""
+        step = self.plan.evidence_of("startup")
+        if step is None or witness is None:
+            return True
+        key = (arm.name, step.name)
+        if self.evidence[key] == "complete":
+            path = self.folder / evidence.artifact_path(arm, step)
+            return bool(read_document(path).get("passed"))
+        assert arm.container is not None
+        ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
+        document = await asyncio.to_thread(
+            evidence.startup_document, self.plan, arm, step, witness, ready_url
+        )
+        self._write_evidence(arm, step, document, "complete")
+        return bool(document["passed"])
+
+    async def _restoration_before(
+        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+    ) -> None:
+        if self.evidence[(arm.name, step.name)] == "complete":
+            return
+        if arm.name not in self.before:
+            at = evidence.utc_now()
+            self.before[arm.name] = (await asyncio.to_thread(witness.snapshot), at)
+        before, before_at = self.before[arm.name]
+        document = evidence.restoration_document(
+            self.plan, arm, step, witness, before, before_at, None, None
+        )
+        self._write_evidence(arm, step, document, "incomplete")
+
+    async def _restoration_after(
+        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+    ) -> None:
+        if self.evidence[(arm.name, step.name)] == "complete":
+            return
+        before, before_at = self.before[arm.name]
+        at = evidence.utc_now()
+        after = await asyncio.to_thread(witness.snapshot)
+        document = evidence.restoration_document(
+            self.plan, arm, step, witness, before, before_at, after, at
+        )
+        self._write_evidence(arm, step, document, "complete")
+
+    async def _finish_telemetry(
+        self, arm: Arm, step: EvidenceStage, sampler: gpu.TelemetrySampler, started_at: str
+    ) -> None:
+        await asyncio.to_thread(sampler.stop)
+        status = "complete" if self.signal_name is None else "incomplete"
+        document = evidence.telemetry_document(self.plan, arm, step, sampler, started_at)
+        self._write_evidence(arm, step, document, status)
 
     async def _calibration(
         self, client: EndpointClient, arm: Arm, stage: Stage, cell: Cell
@@ -470,6 +613,20 @@ class CampaignRun:
             "metrics": run.metrics or None,
             "requests": list(run.records),
         }
+
+
+def _evidence_line(document: dict[str, Any]) -> str:
+    if "outcome" in document:
+        return f"{document['outcome']} ({document['detail']})"
+    if "samples" in document:
+        return f"{len(document['samples'])} samples"
+    failures = document.get("failures") or []
+    if document.get("passed"):
+        return "passed"
+    if not failures:
+        return "recorded"
+    first = failures[0]
+    return "failed: " + str(first["message"] if isinstance(first, dict) else first)
 
 
 def run_plan(

@@ -22,6 +22,8 @@ from runners.workload import PREFIX_MODES
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
 STAGE_KINDS = ("capacity", "endurance")
+EVIDENCE_KINDS = ("startup", "telemetry", "reserve", "restoration")
+DEFAULT_RESERVE_MIB = 3072
 _CAMPAIGN_ID = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -72,6 +74,39 @@ class Stage:
 
 
 @attrs.frozen
+class EvidenceStage:
+    """A stage that records the serving system's state rather than sending a workload.
+
+    ``startup`` starts the arm's container and waits for it to be ready, before anything
+    else; ``restoration`` snapshots the container before the workload and after it;
+    ``reserve`` reads GPU memory after the workload; ``telemetry`` samples the GPUs while
+    the workload stage named by ``during`` runs.
+    """
+
+    name: str
+    kind: str
+    settings: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """As recorded in ``run-plan.json``."""
+        return {"name": self.name, "kind": self.kind, **self.settings}
+
+
+@attrs.frozen
+class Container:
+    """The serving container of an arm, reached through the Docker Engine API."""
+
+    name: str
+    docker_host: str | None
+    """None: ``DOCKER_HOST`` and the SDK's defaults."""
+    ready_url: str | None
+    """None: the arm's ``base_url`` + ``/models``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
 class Arm:
     """One endpoint or configuration under test."""
 
@@ -83,6 +118,9 @@ class Arm:
     identity: dict[str, Any]
     extra_body: dict[str, Any]
     simulated: Profile | None
+    container: Container | None = None
+    gpus: tuple[int, ...] | None = None
+    """NVML indices of the cards the arm's server uses; None: every card."""
 
     def to_json(self) -> dict[str, Any]:
         """As recorded in ``run-plan.json`` (the key's variable name, never the key)."""
@@ -94,6 +132,8 @@ class Arm:
             "identity": self.identity,
             "extra_body": self.extra_body,
             "simulated": self.simulated.to_json() if self.simulated else None,
+            "container": self.container.to_json() if self.container else None,
+            "gpus": list(self.gpus) if self.gpus is not None else None,
         }
 
 
@@ -107,6 +147,11 @@ class Plan:
     deadlines: Deadlines
     arms: tuple[Arm, ...]
     stages: tuple[Stage, ...]
+    evidence: tuple[EvidenceStage, ...] = ()
+
+    def evidence_of(self, kind: str) -> EvidenceStage | None:
+        """The plan's stage of that evidence kind, if it has one."""
+        return next((e for e in self.evidence if e.kind == kind), None)
 
     def to_json(self) -> dict[str, Any]:
         """The ``run-plan.json`` document."""
@@ -118,6 +163,7 @@ class Plan:
             "deadlines": attrs.asdict(self.deadlines),
             "arms": [a.to_json() for a in self.arms],
             "stages": [s.to_json() for s in self.stages],
+            "evidence_stages": [e.to_json() for e in self.evidence],
         }
 
 
@@ -222,15 +268,73 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         raise reader.error("api_key_env", f"not an environment variable name: {key_env!r}")
     identity = reader.get("identity", (dict,), {})
     extra_body = reader.get("extra_body", (dict,), {})
+    gpus = reader.get("gpus", (list,), None, "a list of NVML card indices")
+    if gpus is not None and (
+        not gpus or not all(type(g) is int and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus)
+    ):
+        raise reader.error("gpus", f"expected distinct card indices (0, 1, ...), got {gpus!r}")
+    container = _container(source, index, reader.get("container", (dict,), None))
     reader.finish()
-    return Arm(name, base_url, model, key_env, identity, extra_body, profile)
+    return Arm(
+        name,
+        base_url,
+        model,
+        key_env,
+        identity,
+        extra_body,
+        profile,
+        container,
+        tuple(gpus) if gpus is not None else None,
+    )
 
 
-def _stage(source: str, index: int, table: Any, seed: int) -> Stage:
+def _container(source: str, index: int, table: Any) -> Container | None:
+    if table is None:
+        return None
+    reader = _Reader(source, f"arms[{index}].container", table)
+    name = reader.get("name", (str,), what="a container name or id")
+    if not name:
+        raise reader.error("name", "must not be empty")
+    host = reader.get("docker_host", (str,), None, "unix:///path or tcp://host:port")
+    ready_url = reader.get("ready_url", (str,), None, "a URL")
+    if ready_url is not None and not re.match(r"https?://", ready_url):
+        raise reader.error("ready_url", f"must start with http:// or https://, got {ready_url!r}")
+    reader.finish()
+    return Container(name, host, ready_url)
+
+
+def _evidence_stage(reader: _Reader, kind: str) -> EvidenceStage:
+    name = reader.name("name") if "name" in reader.table else kind
+    settings: dict[str, Any] = {}
+    if kind == "reserve":
+        free = reader.get("min_free_mib", (int,), DEFAULT_RESERVE_MIB, "MiB")
+        if free < 0:
+            raise reader.error("min_free_mib", f"must be >= 0, got {free}")
+        settings["min_free_mib"] = free
+    elif kind == "telemetry":
+        settings["during"] = reader.name("during")
+        interval = reader.get("interval_s", (int, float), 1.0, "seconds")
+        if interval <= 0:
+            raise reader.error("interval_s", f"must be > 0, got {interval}")
+        settings["interval_s"] = float(interval)
+    elif kind == "startup":
+        for key, default in (("deadline_s", 900.0), ("poll_s", 1.0)):
+            value = reader.get(key, (int, float), default, "seconds")
+            if value <= 0:
+                raise reader.error(key, f"must be > 0, got {value}")
+            settings[key] = float(value)
+    reader.finish()
+    return EvidenceStage(name, kind, settings)
+
+
+def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceStage:
     reader = _Reader(source, f"stages[{index}]", table)
-    kind = reader.get("kind", (str,), what="capacity or endurance")
-    if kind not in STAGE_KINDS:
-        raise reader.error("kind", f"expected one of {', '.join(STAGE_KINDS)}, got {kind!r}")
+    kinds = STAGE_KINDS + EVIDENCE_KINDS
+    kind = reader.get("kind", (str,), what="a stage kind")
+    if kind not in kinds:
+        raise reader.error("kind", f"expected one of {', '.join(kinds)}, got {kind!r}")
+    if kind in EVIDENCE_KINDS:
+        return _evidence_stage(reader, kind)
     name = reader.name("name") if "name" in reader.table else kind
     if kind == "capacity":
         targets = reader.int_list("context_targets")
@@ -283,12 +387,45 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
     if not stages_table:
         raise reader.error("stages", "at least one stage is required")
     arms = tuple(_arm(source, base, i, t) for i, t in enumerate(arms_table))
-    stages = tuple(_stage(source, i, t, seed) for i, t in enumerate(stages_table))
-    for label, names in (("arms", [a.name for a in arms]), ("stages", [s.name for s in stages])):
+    parsed = [_stage(source, i, t, seed) for i, t in enumerate(stages_table)]
+    stages = tuple(s for s in parsed if isinstance(s, Stage))
+    evidence = tuple(s for s in parsed if isinstance(s, EvidenceStage))
+    if not stages:
+        raise reader.error("stages", "at least one capacity or endurance stage is required")
+    for label, names in (("arms", [a.name for a in arms]), ("stages", [s.name for s in parsed])):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise reader.error(label, f"name {duplicates[0]!r} is used twice")
-    return Plan(campaign_id, seed, prefix, deadlines, arms, stages)
+    _check_evidence(reader, arms, stages, parsed)
+    return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence)
+
+
+def _check_evidence(
+    reader: _Reader,
+    arms: tuple[Arm, ...],
+    stages: tuple[Stage, ...],
+    parsed: list[Stage | EvidenceStage],
+) -> None:
+    workload = {s.name for s in stages}
+    seen: set[str] = set()
+    for index, stage in enumerate(parsed):
+        if not isinstance(stage, EvidenceStage):
+            continue
+        where = f"stages[{index}]"
+        if stage.kind in seen:
+            raise reader.error(where, f"a plan has at most one {stage.kind} stage")
+        seen.add(stage.kind)
+        if stage.kind == "telemetry" and stage.settings["during"] not in workload:
+            raise reader.error(
+                f"{where}.during",
+                f"names no capacity or endurance stage: {stage.settings['during']!r}",
+            )
+        if stage.kind in ("startup", "restoration"):
+            bare = [a.name for a in arms if a.container is None]
+            if bare:
+                raise reader.error(
+                    where, f"{stage.kind} needs an [arms.container] table on arm {bare[0]!r}"
+                )
 
 
 def load_plan(path: str | Path) -> Plan:

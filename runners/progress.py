@@ -24,6 +24,9 @@ class Progress(Protocol):
     def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
         """The cell ended; ``stats`` is None when it was skipped."""
 
+    def note(self, text: str) -> None:
+        """An evidence stage recorded its artifact."""
+
     def close(self) -> None:
         """The run is over."""
 
@@ -86,6 +89,9 @@ class LogProgress:
         detail = _stats_text(stats) if stats is not None else "already complete"
         self._print(f"{label}: {status}: {detail}")
 
+    def note(self, text: str) -> None:
+        self._print(text)
+
     def close(self) -> None:
         pass
 
@@ -130,6 +136,9 @@ class RichProgress:
             return
         if self._task is not None:
             self._bar.update(self._task, detail=f"{status}: {_stats_text(stats)}")
+
+    def note(self, text: str) -> None:
+        self._console.print(text)
 
     def close(self) -> None:
         self._bar.stop()

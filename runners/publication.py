@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import attrs
@@ -18,7 +19,7 @@ from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
 from ledger.errors import InvalidArtifact, RunnerError
 from ledger.hashing import sha256_file
-from ledger.signatures import UnusableInputError, verify_statement
+from ledger.signatures import verify_statement
 from ledger.verify import Report, verify_paths
 
 MAX_FILE_BYTES = 256 << 20
@@ -167,6 +168,21 @@ def _audit(
     return AuditResult(not problems, tuple(problems), report)
 
 
+def _signer_context() -> Any:
+    from sigstore.models import ClientTrustConfig
+    from sigstore.oidc import IdentityToken, detect_credential
+    from sigstore.sign import SigningContext
+
+    try:
+        token = detect_credential()
+    except Exception as e:  # noqa: BLE001 - sigstore's detectors raise several types
+        raise RunnerError(f"no ambient OIDC credential: {e}") from None
+    if token is None:
+        raise RunnerError("no ambient OIDC credential (in GitHub Actions, grant 'id-token: write')")
+    context = SigningContext.from_trust_config(ClientTrustConfig.production())
+    return context.signer(IdentityToken(token))
+
+
 def sign(folder: str | Path) -> Path:
     """Signs a campaign's statement with sigstore (keyless, ambient OIDC credential).
 
@@ -174,24 +190,16 @@ def sign(folder: str | Path) -> Path:
         RunnerError: no statement, no ambient credential, or sigstore failed.
     """
     from sigstore.dsse import Statement
-    from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken, detect_credential
-    from sigstore.sign import SigningContext
 
     root = Path(folder)
     statement_path = root / intoto.STATEMENT_NAME
     if not statement_path.exists():
         raise RunnerError(f"{root}: no {intoto.STATEMENT_NAME}; publish the campaign first")
     try:
-        token = detect_credential()
-    except Exception as e:  # noqa: BLE001 - sigstore's detectors raise several types
-        raise RunnerError(f"no ambient OIDC credential: {e}") from None
-    if token is None:
-        raise RunnerError("no ambient OIDC credential (in GitHub Actions, grant 'id-token: write')")
-    try:
-        context = SigningContext.from_trust_config(ClientTrustConfig.production())
-        with context.signer(IdentityToken(token)) as signer:
+        with _signer_context() as signer:
             bundle = signer.sign_dsse(Statement(statement_path.read_bytes()))
+    except RunnerError:
+        raise
     except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
         raise RunnerError(f"signing failed: {type(e).__name__}: {e}") from None
     target = root / intoto.BUNDLE_NAME
@@ -199,4 +207,21 @@ def sign(folder: str | Path) -> Path:
     return target
 
 
-__all__ = ["AuditInputError", "AuditResult", "UnusableInputError", "audit", "fetch", "sign"]
+def sign_file(path: str | Path) -> Path:
+    """Signs a file's bytes (message signature, keyless); the bundle goes beside it as
+    ``<file>.sigstore.json``, the name sigstore's own command line uses.
+
+    Raises:
+        RunnerError: no ambient credential, or sigstore failed.
+    """
+    source = Path(path)
+    try:
+        with _signer_context() as signer:
+            bundle = signer.sign_artifact(source.read_bytes())
+    except RunnerError:
+        raise
+    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
+        raise RunnerError(f"signing failed: {type(e).__name__}: {e}") from None
+    target = source.with_name(source.name + manifest.BUNDLE_SUFFIX)
+    jsonio.write_atomic(target, bundle.to_json().encode())
+    return target

@@ -11,6 +11,7 @@ import pytest
 from ledger._cli import main
 from runners.simulate.profile import Profile
 from runners.simulate.serve import SimulatorProcess
+from tests.components import nvml_shim, podman  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = Path(__file__).resolve().parent / "assets"

@@ -43,6 +43,8 @@ def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
     assert "ledger/_rules/sanitizer-v1.json" in names
     assert "ledger/_trust/production_trusted_root.json" in names
     assert "ledger/_trust/staging_trusted_root.json" in names
+    assert "ledger/_policy/default.toml" in names
+    assert "approve = runners._cli:register_approve" in declared
 
 
 def test_core_never_imports_runners() -> None:

@@ -126,7 +126,96 @@ BAD = {
         r"stages\[0\].rps: unknown key",
     ),
     "deadline_negative": (_plan(deadlines={"idle_s": -1}), "deadlines.idle_s: must be > 0"),
+    "only_evidence_stages": (
+        _plan(stages=[{"kind": "reserve"}]),
+        "stages: at least one capacity or endurance stage",
+    ),
+    "telemetry_during_nothing": (
+        _plan(stages=[*_plan()["stages"], {"kind": "telemetry", "during": "capacity"}]),
+        r"stages\[1\].during: names no capacity or endurance stage: 'capacity'",
+    ),
+    "restoration_without_container": (
+        _plan(stages=[*_plan()["stages"], {"kind": "restoration"}]),
+        r"stages\[1\]: restoration needs an \[arms.container\] table on arm 'a'",
+    ),
+    "two_reserve_stages": (
+        _plan(
+            stages=[
+                *_plan()["stages"],
+                {"kind": "reserve"},
+                {"kind": "reserve", "name": "reserve-again"},
+            ]
+        ),
+        r"stages\[2\]: a plan has at most one reserve stage",
+    ),
+    "reserve_negative": (
+        _plan(stages=[*_plan()["stages"], {"kind": "reserve", "min_free_mib": -1}]),
+        r"stages\[1\].min_free_mib: must be >= 0",
+    ),
+    "startup_deadline_zero": (
+        _plan(stages=[*_plan()["stages"], {"kind": "startup", "deadline_s": 0}]),
+        r"stages\[1\].deadline_s: must be > 0",
+    ),
+    "gpus_repeated": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "gpus": [0, 0]}]),
+        r"arms\[0\].gpus: expected distinct card indices",
+    ),
+    "container_ready_url": (
+        _plan(
+            arms=[
+                {
+                    "name": "a",
+                    "base_url": "http://x",
+                    "model": "m",
+                    "container": {"name": "c", "ready_url": "localhost:8001"},
+                }
+            ]
+        ),
+        r"arms\[0\].container.ready_url: must start with http",
+    ),
+    "container_unknown_key": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "container": {"id": "c"}}]),
+        r"arms\[0\].container.name: is required",
+    ),
 }
+
+
+def test_evidence_stages_are_recorded_with_their_settings() -> None:
+    arm = {
+        "name": "a",
+        "base_url": "http://127.0.0.1:1/v1",
+        "model": "m",
+        "gpus": [1, 0],
+        "container": {"name": "sglang", "docker_host": "unix:///run/podman.sock"},
+    }
+    plan = parse_plan(
+        _plan(
+            arms=[arm],
+            stages=[
+                {"kind": "startup"},
+                *_plan()["stages"],
+                {"kind": "telemetry", "during": "endurance", "interval_s": 2},
+                {"kind": "reserve", "name": "post-workload", "min_free_mib": 4096},
+                {"kind": "restoration"},
+            ],
+        )
+    )
+    recorded = plan.to_json()
+    validate(recorded)
+    assert [s["name"] for s in recorded["stages"]] == ["endurance"]
+    assert recorded["evidence_stages"] == [
+        {"name": "startup", "kind": "startup", "deadline_s": 900.0, "poll_s": 1.0},
+        {"name": "telemetry", "kind": "telemetry", "during": "endurance", "interval_s": 2.0},
+        {"name": "post-workload", "kind": "reserve", "min_free_mib": 4096},
+        {"name": "restoration", "kind": "restoration"},
+    ]
+    assert recorded["arms"][0]["gpus"] == [1, 0]
+    assert recorded["arms"][0]["container"] == {
+        "name": "sglang",
+        "docker_host": "unix:///run/podman.sock",
+        "ready_url": None,
+    }
+    assert plan.evidence_of("reserve") is not None and plan.evidence_of("nothing") is None
 
 
 @pytest.mark.parametrize("name", sorted(BAD))

@@ -65,13 +65,37 @@ CODES: dict[str, tuple[Severity, str]] = {
         "a headline result uses a population not performance-eligible",
     ),
     "decision-inconsistent": ("error", "identity and decision disagree on promotion_authorized"),
-    "promotion-incomplete": ("error", "promotion authorized on an incomplete campaign"),
+    "promotion-incomplete": (
+        "error",
+        (
+            "promotion authorized on an incomplete campaign, without a candidate, or with a "
+            "required gate missing or failed"
+        ),
+    ),
     "promotion-contradicts-label": (
         "error",
         "promotion authorized with a no-promotion/rejected label",
     ),
     "promotion-without-ab": ("error", "promotion authorized without an A/B comparison artifact"),
-    "promotion-without-reserve": ("error", "promotion authorized without a GPU reserve artifact"),
+    "promotion-without-reserve": (
+        "error",
+        (
+            "promotion authorized without post-workload GPU reserve evidence at the policy's "
+            "threshold on every card"
+        ),
+    ),
+    "promotion-unmatched-ab": (
+        "error",
+        "promotion authorized on an A/B comparison the policy does not count as matched",
+    ),
+    "promotion-without-restoration": (
+        "error",
+        "promotion authorized without evidence that the serving container was left unchanged",
+    ),
+    "promotion-without-approval": (
+        "error",
+        "promotion authorized without an approval of this summary signed by an allowed approver",
+    ),
     # publication
     "private-data": (
         "error",

@@ -387,6 +387,14 @@ _PROMOTE = _all(
     _set(["decision", "decision_labels"], ["verified"]),
 )
 
+_NO_EVIDENCE = {
+    "promotion-incomplete",
+    "promotion-without-ab",
+    "promotion-without-reserve",
+    "promotion-without-restoration",
+    "promotion-without-approval",
+}
+
 DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
     # integrity
     "hash_mismatch_edited_publication": ({"hash-mismatch", "size-mismatch"}, _tamper_publication),
@@ -550,16 +558,18 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
         {"decision-inconsistent"},
         _summary_defect(_set(["identity", "promotion_authorized"], True)),
     ),
+    # A promotion in a campaign with no evidence behind it: the policy (issue 6) names
+    # every rule it misses, the run manifest that records completeness first.
     "promotion_on_incomplete_campaign": (
-        {"promotion-incomplete", "promotion-without-ab", "promotion-without-reserve"},
+        {"promotion-incomplete", *_NO_EVIDENCE},
         _summary_defect(_all(_PROMOTE, _set(["complete"], False))),
     ),
     "promotion_with_no_promotion_label": (
-        {"promotion-contradicts-label", "promotion-without-ab", "promotion-without-reserve"},
+        {"promotion-contradicts-label", *_NO_EVIDENCE},
         _summary_defect(_all(_PROMOTE, _set(["decision", "decision_labels"], ["no-promotion"]))),
     ),
     "promotion_without_ab_or_reserve": (
-        {"promotion-without-ab", "promotion-without-reserve"},
+        _NO_EVIDENCE,
         _summary_defect(_PROMOTE),
     ),
     # publication

@@ -1,0 +1,309 @@
+"""``ledger decide``: a campaign's decision summary, written from its evidence under a policy.
+
+Gates come from the stage artifacts, headline results from the derived A/B comparison,
+failures and limitations from the data, and the decision from the policy's evaluation:
+``promotion_authorized`` is true only when every rule holds, an approval included.
+
+An approval names the sha256 of the exact summary it approves, so the summary that would
+authorize promotion is built first; when an allowed approver has signed its digest it is
+written, otherwise the summary says promotion is not authorized and names that digest as
+the one to approve. The same evidence and policy always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger import manifest
+from ledger._internal import jsonio
+from ledger.policy import Policy
+from ledger.promotion import Evaluation, Evidence, GateResult, Unmet, check_approvals, evaluate
+from ledger.schema import write_document
+
+SUMMARY_SCHEMA = "anvil-serving.benchmark-decision-summary/v1"
+POLICY_NAME = "policy.json"
+_STATISTICS = [
+    "per-request TTFT, decode rate, E2E and effective prefill; medians per cell",
+    "change of each median with a seeded bootstrap 95% interval (ledger derive)",
+    "failed requests counted and excluded from timing statistics",
+]
+
+
+@attrs.frozen
+class Decided:
+    """What ``ledger decide`` wrote."""
+
+    path: Path
+    summary: dict[str, Any]
+    evaluation: Evaluation
+    proposal_sha256: str | None
+    """Digest of the summary that would authorize promotion, when only approval is missing."""
+
+
+def _number(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _headlines(comparison: dict[str, Any] | None) -> list[str]:
+    if comparison is None:
+        return ["No A/B comparison: no performance claim."]
+    baseline = comparison["baseline"]["arm"]
+    candidate = comparison["candidate"]["arm"]
+    lines = []
+    for row in comparison["rows"]:
+        parts = []
+        for name, metric in sorted(row["metrics"].items()):
+            a, b = metric.get("baseline"), metric.get("candidate")
+            change = metric.get("change_percent")
+            if a is None or b is None or change is None:
+                continue
+            text = f"{name} {_number(a)} -> {_number(b)} ({change:+.1f}%"
+            interval = metric.get("change_ci95")
+            if interval is not None:
+                text += f", 95% CI {interval[0]:+.1f}% to {interval[1]:+.1f}%"
+            parts.append(text + ")")
+        lines.append(
+            f"{row['stage']}/{row['cell']} ({row['label']}), {candidate} vs {baseline}: "
+            + "; ".join(parts)
+        )
+    return lines
+
+
+def _comparison(evidence: Evidence, path: str | None) -> dict[str, Any] | None:
+    return next((d for p, d in evidence.comparisons if p == path), None)
+
+
+def _telemetry_notes(evidence: Evidence, arm: str) -> list[str]:
+    found = evidence.stages.get((arm, "telemetry"))
+    if found is None:
+        return []
+    _path, document = found
+    if not document["available"]:
+        error = next((s["nvml"]["error"] for s in document["samples"]), None)
+        return [f"GPU telemetry unavailable during {document['during']}: {error}"]
+    notes = []
+    for card in document["summary"]:
+        for reason, count in sorted(card["throttle_seen"].items()):
+            if reason == "gpu-idle":
+                continue
+            notes.append(
+                f"card {card['index']}: clocks limited by {reason} in {count} of "
+                f"{card['samples']} telemetry samples during {document['during']}"
+            )
+    return notes
+
+
+def _labels(
+    evaluation: Evaluation, evidence: Evidence, arm: str, comparison: dict[str, Any] | None
+) -> tuple[list[str], list[str]]:
+    gates = evaluation.gates
+    kinds = {g.kind for g in gates}
+    evidence_labels = []
+    if _simulated(evidence, arm):
+        evidence_labels.append("simulated-endpoint")
+    for kind in ("capacity", "endurance"):
+        if kind in kinds:
+            evidence_labels.append(f"local-{kind}")
+    if comparison is not None:
+        matched = not any(u.rule == "matched-ab" for u in evaluation.unmet)
+        evidence_labels.append("matched-ab" if matched else "descriptive-only")
+    if any(g.kind == "startup" and g.measured for g in gates):
+        evidence_labels.append("managed-startup")
+        if kinds == {"startup"}:
+            evidence_labels.append("compatibility-only")
+    if any(g.kind == "reserve" and g.measured for g in gates):
+        evidence_labels.append("gpu-reserve")
+    if (arm, "telemetry") in evidence.stages:
+        evidence_labels.append("gpu-telemetry")
+    if any(g.kind == "restoration" and g.passed for g in gates):
+        evidence_labels.append("exact-restoration")
+    failed = any(not g.passed and g.measured for g in gates)
+    complete = not any(u.rule == "complete" for u in evaluation.unmet)
+    if evaluation.allowed:
+        return evidence_labels, ["verified", "promoted"]
+    decision_labels = []
+    if failed:
+        decision_labels.append("rejected")
+    elif complete and gates:
+        decision_labels.extend(["verified", "challenger"])
+    decision_labels.append("no-promotion")
+    return evidence_labels, decision_labels
+
+
+def _simulated(evidence: Evidence, arm: str) -> bool:
+    return any(d["endpoint"]["simulated"] for _, d in evidence.cells.get(arm, ()))
+
+
+def _failures(gates: tuple[GateResult, ...]) -> list[str]:
+    return [f"{g.arm} {g.stage}: {g.detail}" for g in gates if not g.passed]
+
+
+def _limitations(
+    evidence: Evidence, arm: str, comparison: dict[str, Any] | None, unmet: tuple[Unmet, ...]
+) -> list[str]:
+    found = []
+    if _simulated(evidence, arm):
+        found.append(
+            "Measured on the embedded simulated endpoint: a timing model, not a serving "
+            "engine on a GPU."
+        )
+    if comparison is not None:
+        found.extend(comparison["limitations"])
+        if any(u.rule == "matched-ab" for u in unmet):
+            found.append("The A/B comparison is not matched under the policy: descriptive only.")
+    found.extend(_telemetry_notes(evidence, arm))
+    return list(dict.fromkeys(found))
+
+
+def _identity(evidence: Evidence, arm: str) -> dict[str, Any]:
+    cells = evidence.cells.get(arm)
+    if not cells:
+        return {"arm": arm}
+    document = cells[0][1]
+    identity = {k: v for k, v in document["identity"].items() if k != "schema"}
+    return {"arm": arm, "served_model": document["endpoint"]["model"], **identity}
+
+
+def _evidence_paths(evidence: Evidence, arm: str, evaluation: Evaluation) -> list[str]:
+    paths = [p for g in evaluation.gates for p in g.artifacts]
+    telemetry = evidence.stages.get((arm, "telemetry"))
+    if telemetry is not None:
+        paths.append(telemetry[0])
+    if evaluation.comparison is not None:
+        paths.append(evaluation.comparison)
+    return list(dict.fromkeys(paths))
+
+
+def _next_gate(evaluation: Evaluation) -> str:
+    if evaluation.allowed:
+        return f"promoted under policy {evaluation.policy.name!r}; re-qualify after any change"
+    first = evaluation.unmet[0]
+    return f"{first.rule}: {first.reason}"
+
+
+def build_summary(
+    evidence: Evidence, evaluation: Evaluation, *, authorized: bool
+) -> dict[str, Any]:
+    """The summary for an evaluation (``authorized`` only when every rule holds)."""
+    arm = evaluation.candidate or "unknown"
+    comparison = _comparison(evidence, evaluation.comparison)
+    run = evidence.run_manifest or {}
+    evidence_labels, decision_labels = _labels(evaluation, evidence, arm, comparison)
+    measured = sum(g.requests or 0 for g in evaluation.gates)
+    policy = evaluation.policy
+    decision: dict[str, Any] = {
+        "evidence_labels": evidence_labels,
+        "decision_labels": decision_labels,
+        "promotion_authorized": authorized,
+        "next_gate": _next_gate(evaluation),
+        "candidate": arm,
+        "policy": {"name": policy.name, "sha256": policy.sha256},
+        "unmet": [{"rule": u.rule, "reason": u.reason} for u in evaluation.unmet],
+    }
+    workload: dict[str, Any] = {"plan": "run-plan.json", "manifest": "workload-manifest.json"}
+    if comparison is not None:
+        workload.update(
+            baseline=comparison["baseline"]["arm"], candidate=comparison["candidate"]["arm"]
+        )
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "campaign_id": evidence.campaign_id,
+        "complete": bool(run.get("complete")),
+        "identity": _identity(evidence, arm),
+        "workload": workload,
+        "measurement": {
+            "path": "simulated endpoint" if _simulated(evidence, arm) else "online-direct",
+            "warm_cold_state": "warm server; warm-up requests recorded and excluded",
+            "sample_count": measured,
+            "statistics": _STATISTICS,
+        },
+        "gates": [g.to_json() for g in evaluation.gates],
+        "headline_results": _headlines(comparison),
+        "failures": _failures(evaluation.gates),
+        "limitations": _limitations(evidence, arm, comparison, evaluation.unmet),
+        "decision": decision,
+        "evidence": _evidence_paths(evidence, arm, evaluation),
+    }
+
+
+def decide(folder: str | Path, policy: Policy, *, candidate: str | None = None) -> Decided:
+    """Evaluates ``policy`` on a campaign folder, writes ``summary.json`` and ``policy.json``,
+    and re-seals the folder."""
+    from ledger.promotion import load_evidence
+
+    root = Path(folder)
+    evidence = load_evidence(root)
+    evaluation = evaluate(evidence, policy, candidate=candidate)
+    proposal_digest = None
+    if evaluation.allowed and policy.approval_required:
+        proposal = build_summary(evidence, evaluation, authorized=True)
+        proposal_bytes = jsonio.dumps_deterministic(proposal)
+        proposal_digest = hashlib.sha256(proposal_bytes).hexdigest()
+        assert evaluation.candidate is not None
+        approval, reasons = check_approvals(evidence, policy, evaluation.candidate, proposal_bytes)
+        if approval is None:
+            evaluation = attrs.evolve(
+                evaluation, unmet=tuple(Unmet("approval", r) for r in reasons)
+            )
+        else:
+            evaluation = attrs.evolve(evaluation, approval=approval)
+    summary = build_summary(evidence, evaluation, authorized=evaluation.allowed)
+    write_document(root / POLICY_NAME, policy.to_json())
+    target = root / manifest.SUMMARY_NAME
+    write_document(target, summary)
+    manifest.seal(root, jobs=1)
+    return Decided(target, summary, evaluation, proposal_digest)
+
+
+def proposal(
+    folder: str | Path, policy: Policy, *, candidate: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """The summary that would authorize promotion and its sha256, for an approver to sign.
+
+    Raises:
+        ValueError: a rule other than approval is unmet (with every such reason).
+    """
+    from ledger.promotion import load_evidence
+
+    evidence = load_evidence(folder)
+    evaluation = evaluate(evidence, policy, candidate=candidate)
+    if not evaluation.allowed:
+        raise ValueError("; ".join(f"{u.rule}: {u.reason}" for u in evaluation.unmet))
+    summary = build_summary(evidence, evaluation, authorized=True)
+    return summary, hashlib.sha256(jsonio.dumps_deterministic(summary)).hexdigest()
+
+
+APPROVAL_SCHEMA = "anvil-serving.approval/v1"
+
+
+def write_approval_record(
+    folder: str | Path, policy: Policy, *, candidate: str | None = None, note: str | None = None
+) -> tuple[Path, bytes]:
+    """Writes ``approvals/<arm>-<digest>.json``: consent to promote the summary that
+    :func:`proposal` gives. It approves nothing until an allowed approver signs it
+    (a sigstore bundle beside it, ``<record>.sigstore.json``).
+
+    Raises:
+        ValueError: a rule other than approval is unmet.
+    """
+    from ledger.promotion import APPROVALS_FOLDER
+
+    root = Path(folder)
+    summary, digest = proposal(root, policy, candidate=candidate)
+    arm = summary["decision"]["candidate"]
+    record: dict[str, Any] = {
+        "schema": APPROVAL_SCHEMA,
+        "campaign_id": summary["campaign_id"],
+        "summary_sha256": digest,
+        "decision": "promote",
+        "candidate": arm,
+    }
+    if note:
+        record["note"] = note
+    target = root / APPROVALS_FOLDER / f"{arm}-{digest[:16]}.json"
+    target.parent.mkdir(exist_ok=True)
+    return target, write_document(target, record)

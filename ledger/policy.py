@@ -1,0 +1,150 @@
+"""Promotion policies (``anvil-serving.promotion-policy/v1``): the rules a decision must meet.
+
+A policy is a TOML file, checked against its JSON Schema like any artifact. The default
+ships inside the package (``ledger/_policy/default.toml``); it names no approver, so as
+shipped it authorizes no promotion until an organization names its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger import schema
+from ledger._internal import jsonio
+from ledger.errors import InvalidArtifact
+
+POLICY_SCHEMA = "anvil-serving.promotion-policy/v1"
+PINNED_ROOTS = ("production", "staging")
+
+
+@attrs.frozen
+class MatchedAB:
+    """What makes an A/B comparison matched enough to promote on."""
+
+    equal_prompts: bool
+    equal_sampling: bool
+    equal_concurrency: bool
+    controlled_output: bool
+    equal_cache_state: bool
+    identity_within_declared: bool
+    min_samples_per_cell: int
+
+    def enforced_rules(self) -> frozenset[str]:
+        """The ``match_failures`` rules of a derived comparison this policy counts."""
+        rules = {
+            "prompt-digests": self.equal_prompts,
+            "prompt-tokens": self.equal_prompts,
+            "sampling": self.equal_sampling,
+            "concurrency": self.equal_concurrency,
+            "controlled-output": self.controlled_output,
+            "cache-state": self.equal_cache_state,
+            "identity": self.identity_within_declared,
+        }
+        return frozenset(rule for rule, on in rules.items() if on)
+
+
+@attrs.frozen
+class Approver:
+    """An identity allowed to approve, as its sigstore certificate names it."""
+
+    identity: str
+    issuer: str
+
+
+@attrs.frozen
+class Policy:
+    """A loaded policy."""
+
+    name: str
+    required_gates: tuple[str, ...]
+    reserve_min_free_mib: int
+    matched_ab: MatchedAB
+    restoration_required: bool
+    approval_required: bool
+    approvers: tuple[Approver, ...]
+    trusted_root: str
+    """``production``, ``staging`` or an absolute path to a trusted_root.json."""
+    source: str
+    """Where it was read from (a path, or ``default``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as a ``promotion-policy/v1`` document."""
+        return {
+            "schema": POLICY_SCHEMA,
+            "name": self.name,
+            "required_gates": list(self.required_gates),
+            "reserve_min_free_mib": self.reserve_min_free_mib,
+            "matched_ab": attrs.asdict(self.matched_ab),
+            "restoration": {"required": self.restoration_required},
+            "approval": {
+                "required": self.approval_required,
+                "trusted_root": self.trusted_root
+                if self.trusted_root in PINNED_ROOTS
+                else Path(self.trusted_root).name,
+                "approvers": [attrs.asdict(a) for a in self.approvers],
+            },
+        }
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of :meth:`to_json` in canonical form: which policy a decision used."""
+        return hashlib.sha256(jsonio.dumps_deterministic(self.to_json())).hexdigest()
+
+
+def parse_policy(data: dict[str, Any], *, source: str, base: Path | None = None) -> Policy:
+    """Checks a policy mapping against its schema and builds it.
+
+    Raises:
+        InvalidArtifact: the first problem, with its JSON pointer.
+    """
+    if data.get("schema") != POLICY_SCHEMA:
+        raise InvalidArtifact(
+            f"{source}: schema must be {POLICY_SCHEMA!r}, got {data.get('schema')!r}"
+        )
+    problems = schema.issues(data, schema.SchemaId.parse(POLICY_SCHEMA))
+    if problems:
+        first = problems[0]
+        raise InvalidArtifact(f"{source}: {first.pointer or '/'}: {first.message}")
+    approval = data["approval"]
+    root = approval["trusted_root"]
+    if root not in PINNED_ROOTS:
+        path = Path(root)
+        if not path.is_absolute():
+            path = (base or Path(".")) / path
+        root = str(path.resolve())
+    return Policy(
+        name=data["name"],
+        required_gates=tuple(data["required_gates"]),
+        reserve_min_free_mib=data["reserve_min_free_mib"],
+        matched_ab=MatchedAB(**data["matched_ab"]),
+        restoration_required=data["restoration"]["required"],
+        approval_required=approval["required"],
+        approvers=tuple(Approver(**a) for a in approval["approvers"]),
+        trusted_root=root,
+        source=source,
+    )
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Reads a policy TOML file, or the default one.
+
+    Raises:
+        InvalidArtifact: unreadable, not TOML, or not a valid policy.
+    """
+    if path is None:
+        text = (importlib.resources.files("ledger") / "_policy" / "default.toml").read_text()
+        return parse_policy(tomllib.loads(text), source="default")
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidArtifact(f"{path}: cannot read: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise InvalidArtifact(f"{path}: not TOML: {e}") from None
+    return parse_policy(data, source=str(path), base=path.parent)

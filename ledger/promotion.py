@@ -1,0 +1,513 @@
+"""Evaluating a campaign against a promotion policy, from its artifacts.
+
+The evaluation reads the evidence itself (run manifest, cell runs, GPU reserve,
+restoration and startup artifacts, derived A/B comparisons, approval records) and
+recomputes every verdict it rests on; nothing a summary says is taken as evidence. It
+returns every unmet rule with its reason, not only the first, each with the finding code
+``ledger verify`` reports for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ledger import manifest
+from ledger._internal import verdicts
+from ledger.errors import InvalidArtifact, SchemaError
+from ledger.policy import Policy
+from ledger.schema import read_document
+
+RUN_MANIFEST = "run-manifest.json"
+APPROVALS_FOLDER = "approvals"
+BUNDLE_SUFFIX = manifest.BUNDLE_SUFFIX
+
+RULE_CODES = {
+    "complete": "promotion-incomplete",
+    "candidate": "promotion-incomplete",
+    "required-gates": "promotion-incomplete",
+    "ab-present": "promotion-without-ab",
+    "matched-ab": "promotion-unmatched-ab",
+    "reserve": "promotion-without-reserve",
+    "restoration": "promotion-without-restoration",
+    "approval": "promotion-without-approval",
+}
+"""Each rule and the verify finding code of its failure."""
+
+_KIND_OF_SCHEMA = {
+    "anvil-serving.gpu-reserve/v1": "reserve",
+    "anvil-serving.gpu-telemetry/v1": "telemetry",
+    "anvil-serving.container-restoration/v1": "restoration",
+    "anvil-serving.startup-attempt/v1": "startup",
+}
+
+
+@attrs.frozen
+class Unmet:
+    """A rule the campaign does not meet."""
+
+    rule: str
+    reason: str
+
+    @property
+    def code(self) -> str:
+        """The verify finding code for it."""
+        return RULE_CODES[self.rule]
+
+
+@attrs.frozen
+class GateResult:
+    """One gate of one arm, computed from its stage's artifacts."""
+
+    arm: str
+    kind: str
+    """The stage kind: capacity, endurance, reserve, restoration, startup."""
+    stage: str
+    passed: bool
+    detail: str
+    artifacts: tuple[str, ...]
+    requests: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    measured: bool = True
+    """False when the reading could not be taken (no NVML, no container engine): a
+    failed gate then means missing evidence, not a failing configuration."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The gate as a decision summary lists it."""
+        gate: dict[str, Any] = {"name": f"{self.arm} {self.stage}"}
+        if len(self.artifacts) == 1:
+            gate["artifact"] = self.artifacts[0]
+        gate.update(status="passed" if self.passed else "failed", passed=self.passed)
+        gate["detail"] = self.detail
+        if self.requests is not None:
+            gate.update(requests=self.requests, completed=self.completed, failed=self.failed)
+        return gate
+
+
+@attrs.define
+class Evidence:
+    """What a campaign folder holds, read once."""
+
+    folder: Path
+    campaign_id: str
+    run_manifest: dict[str, Any] | None = None
+    cells: dict[str, list[tuple[str, dict[str, Any]]]] = attrs.Factory(dict)
+    """arm -> (path, cell-run document) in run-manifest order."""
+    stages: dict[tuple[str, str], tuple[str, dict[str, Any]]] = attrs.Factory(dict)
+    """(arm, evidence kind) -> (path, document)."""
+    comparisons: list[tuple[str, dict[str, Any]]] = attrs.Factory(list)
+    """(path, ab-comparison document)."""
+    approvals: list[tuple[str, bytes, dict[str, Any] | None]] = attrs.Factory(list)
+    """(path, record bytes, record or None when unreadable)."""
+    problems: list[str] = attrs.Factory(list)
+    """Artifacts that could not be read (their own findings come from verify)."""
+
+    @property
+    def arms(self) -> list[str]:
+        return list(self.cells)
+
+
+def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        return read_document(folder / rel)
+    except (OSError, InvalidArtifact, SchemaError) as e:
+        problems.append(f"{rel}: {e}")
+        return None
+
+
+def load_evidence(folder: str | Path) -> Evidence:
+    """Reads the evidence of a campaign folder (never raises for a bad artifact)."""
+    root = Path(folder)
+    evidence = Evidence(root, root.resolve().name)
+    problems = evidence.problems
+    if (root / RUN_MANIFEST).exists():
+        evidence.run_manifest = _read(root, RUN_MANIFEST, problems)
+    manifest = evidence.run_manifest or {}
+    for entry in manifest.get("cells", ()):
+        evidence.cells.setdefault(entry["arm"], [])
+        artifact = entry.get("artifact")
+        if artifact is None:
+            continue
+        document = _read(root, artifact["path"], problems)
+        if document is not None:
+            evidence.cells[entry["arm"]].append((artifact["path"], document))
+    for entry in manifest.get("evidence", ()):
+        artifact = entry.get("artifact")
+        if artifact is None:
+            continue
+        document = _read(root, artifact["path"], problems)
+        kind = _KIND_OF_SCHEMA.get(str((document or {}).get("schema")))
+        if document is not None and kind is not None:
+            evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
+    derived = root / "derived"
+    for path in sorted(derived.glob("*.json")) if derived.is_dir() else ():
+        rel = path.relative_to(root).as_posix()
+        document = _read(root, rel, problems)
+        if document is not None and document.get("schema") == "anvil-serving.ab-comparison/v1":
+            evidence.comparisons.append((rel, document))
+    approvals = root / APPROVALS_FOLDER
+    for path in sorted(approvals.glob("*.json")) if approvals.is_dir() else ():
+        if path.name.endswith(BUNDLE_SUFFIX):
+            continue
+        rel = path.relative_to(root).as_posix()
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            problems.append(f"{rel}: {e.strerror}")
+            continue
+        evidence.approvals.append((rel, data, _read(root, rel, problems)))
+    return evidence
+
+
+def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:
+    by_stage: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for path, document in evidence.cells.get(arm, ()):
+        by_stage.setdefault(document["stage"]["name"], []).append((path, document))
+    planned: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    for entry in (evidence.run_manifest or {}).get("cells", ()):
+        if entry["arm"] == arm:
+            planned[entry["stage"]] = planned.get(entry["stage"], 0) + 1
+    for _, document in evidence.cells.get(arm, ()):
+        kinds[document["stage"]["name"]] = document["stage"]["kind"]
+    gates = []
+    for stage, count in planned.items():
+        cells = by_stage.get(stage, [])
+        requests = completed = 0
+        incomplete = count - sum(1 for _, d in cells if d["status"] == "complete")
+        for _, document in cells:
+            measured = [r for r in document["requests"] if not r["warmup"]]
+            requests += len(measured)
+            completed += sum(1 for r in measured if r["error"] is None)
+        failed = requests - completed
+        passed = incomplete == 0 and failed == 0 and requests > 0
+        detail = (
+            f"{count} cell{'s' if count != 1 else ''}, {completed}/{requests} requests completed"
+        )
+        if incomplete:
+            detail += f", {incomplete} cells not complete"
+        gates.append(
+            GateResult(
+                arm,
+                kinds.get(stage, "workload"),
+                stage,
+                passed,
+                detail,
+                tuple(p for p, _ in cells),
+                requests,
+                completed,
+                failed,
+            )
+        )
+    return gates
+
+
+def _reserve_detail(document: dict[str, Any], failures: list[str], threshold: int) -> str:
+    if failures:
+        return "; ".join(failures) + f"; threshold {threshold} MiB"
+    free = [c["memory"]["free_mib"] for c in document["cards"]]
+    each = (
+        f"{free[0]} MiB free on each card"
+        if len(set(free)) == 1
+        else ("free per card " + ", ".join(f"{f} MiB" for f in free))
+    )
+    return f"{each}; threshold {threshold} MiB"
+
+
+def stage_gates(evidence: Evidence, arm: str, policy: Policy) -> list[GateResult]:
+    """Every gate of an arm: its workload stages, then startup, reserve and restoration.
+
+    Reserve is judged against the policy's threshold, not the stage's own; each verdict
+    is recomputed from the readings.
+    """
+    gates = _workload_gates(evidence, arm)
+    startup = evidence.stages.get((arm, "startup"))
+    if startup is not None:
+        path, document = startup
+        gates.insert(
+            0,
+            GateResult(
+                arm,
+                "startup",
+                document["stage"],
+                document["outcome"] == verdicts.STARTUP_PASSED,
+                f"{document['outcome']}: {document['detail']}",
+                (path,),
+                measured=document["outcome"] != "engine-unavailable",
+            ),
+        )
+    reserve = evidence.stages.get((arm, "reserve"))
+    if reserve is not None:
+        path, document = reserve
+        threshold = policy.reserve_min_free_mib
+        failures = verdicts.reserve_failures(document, threshold)
+        gates.append(
+            GateResult(
+                arm,
+                "reserve",
+                document["stage"],
+                not failures,
+                _reserve_detail(document, failures, threshold),
+                (path,),
+                measured=bool(document["nvml"]["available"]),
+            )
+        )
+    restoration = evidence.stages.get((arm, "restoration"))
+    if restoration is not None:
+        path, document = restoration
+        differences = _restoration_failures(document)
+        detail = (
+            "; ".join(f"{f['code']}: {f['message']}" for f in differences)
+            if differences
+            else "same container id, image and configuration; no restart, no OOM kill"
+        )
+        engine = document.get("engine") or {}
+        gates.append(
+            GateResult(
+                arm,
+                "restoration",
+                document["stage"],
+                not differences,
+                detail,
+                (path,),
+                measured=bool(engine.get("available", True)) and document.get("after") is not None,
+            )
+        )
+    return gates
+
+
+def _restoration_failures(document: dict[str, Any]) -> list[dict[str, str]]:
+    if document.get("after_at") is None:
+        return [{"code": "in-progress", "message": "no snapshot after the workload"}]
+    failures = verdicts.restoration_failures(document.get("before"), document.get("after"))
+    engine = document.get("engine") or {}
+    if not engine.get("available", True):
+        failures.insert(0, {"code": "engine-unavailable", "message": str(engine.get("error"))})
+    return failures
+
+
+def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
+    """Why an A/B comparison does not count as matched under the policy (empty: it does)."""
+    enforced = policy.matched_ab.enforced_rules()
+    reasons: list[str] = []
+    structured = document.get("match_failures")
+    if structured is None:
+        # Written before rules were named: every reason counts.
+        reasons.extend(document.get("match_reasons", ()))
+    else:
+        reasons.extend(f["reason"] for f in structured if f["rule"] in enforced)
+    minimum = policy.matched_ab.min_samples_per_cell
+    for row in document["rows"]:
+        for side in ("baseline", "candidate"):
+            ok = row["n"][side] - row["failed"][side]
+            if ok < minimum:
+                reasons.append(
+                    f"{row['stage']}/{row['cell']}: {ok} successful requests on "
+                    f"{document[side]['arm']}, the policy needs {minimum}"
+                )
+    return reasons
+
+
+@attrs.frozen
+class Evaluation:
+    """The outcome of a policy on a campaign."""
+
+    policy: Policy
+    candidate: str | None
+    gates: tuple[GateResult, ...]
+    unmet: tuple[Unmet, ...]
+    comparison: str | None
+    """Path of the A/B comparison that met the policy (or the closest one)."""
+    approval: str | None
+    """Path of the approval record that met the policy."""
+
+    @property
+    def allowed(self) -> bool:
+        """Whether every rule holds."""
+        return not self.unmet
+
+    def unmet_except(self, rule: str) -> tuple[Unmet, ...]:
+        return tuple(u for u in self.unmet if u.rule != rule)
+
+
+def pick_candidate(evidence: Evidence, named: str | None) -> tuple[str | None, str | None]:
+    """The arm under decision and, when none can be chosen, why."""
+    if named is not None:
+        if evidence.run_manifest is not None and named not in evidence.arms:
+            return None, f"the campaign has no arm {named!r}"
+        return named, None
+    candidates = sorted({d["candidate"]["arm"] for _, d in evidence.comparisons})
+    if len(candidates) == 1:
+        return candidates[0], None
+    if len(evidence.arms) == 1:
+        return evidence.arms[0], None
+    if candidates:
+        return None, f"A/B comparisons name several candidates ({', '.join(candidates)})"
+    return None, "no candidate arm: name one, or derive an A/B comparison"
+
+
+def evaluate(
+    evidence: Evidence,
+    policy: Policy,
+    *,
+    candidate: str | None = None,
+    summary_bytes: bytes | None = None,
+) -> Evaluation:
+    """Every rule of ``policy`` on the campaign, for ``candidate``.
+
+    Args:
+        summary_bytes: the exact ``summary.json`` whose promotion an approval must
+            name; None leaves the approval rule to the caller (``ledger decide`` checks
+            it against the summary it is about to write).
+    """
+    unmet: list[Unmet] = []
+
+    def fail(rule: str, reason: str) -> None:
+        unmet.append(Unmet(rule, reason))
+
+    run = evidence.run_manifest
+    if run is None:
+        fail(
+            "complete", f"no readable {RUN_MANIFEST}: the campaign's completeness is not on record"
+        )
+    elif not run["complete"]:
+        pending = [
+            f"{e['arm']}/{e['stage']}/{e['cell']}"
+            for e in run["cells"]
+            if e["status"] != "complete"
+        ] + [
+            f"{e['arm']}/{e['stage']}" for e in run.get("evidence", ()) if e["status"] != "complete"
+        ]
+        fail("complete", f"the campaign is not complete ({', '.join(pending[:5])} not complete)")
+    picked, why = pick_candidate(evidence, candidate)
+    if picked is None:
+        fail("candidate", str(why))
+    # Without a candidate every rule is still judged (for no arm), so each unmet one shows.
+    arm = picked or ""
+    gates = stage_gates(evidence, arm, policy) if picked else []
+    for kind in policy.required_gates:
+        mine = [g for g in gates if g.kind == kind]
+        if not mine:
+            fail("required-gates", f"required gate {kind!r}: arm {arm!r} has no {kind} stage")
+        for gate in mine:
+            if not gate.passed:
+                fail("required-gates", f"required gate {gate.stage!r} failed: {gate.detail}")
+    comparison = _check_comparisons(evidence, policy, arm, fail)
+    _check_reserve(evidence, policy, arm, fail)
+    if policy.restoration_required:
+        found = evidence.stages.get((arm, "restoration"))
+        if found is None:
+            fail("restoration", f"no container-restoration artifact for {_who(arm)}")
+        else:
+            for failure in _restoration_failures(found[1]):
+                fail("restoration", f"{found[0]}: {failure['code']}: {failure['message']}")
+    approval = None
+    if policy.approval_required and summary_bytes is not None:
+        approval, reasons = check_approvals(evidence, policy, arm, summary_bytes)
+        for reason in reasons:
+            fail("approval", reason)
+    return Evaluation(policy, picked, tuple(gates), tuple(unmet), comparison, approval)
+
+
+def _who(arm: str) -> str:
+    return f"arm {arm!r}" if arm else "the candidate (none chosen)"
+
+
+def _check_comparisons(evidence: Evidence, policy: Policy, arm: str, fail: Any) -> str | None:
+    mine = [(p, d) for p, d in evidence.comparisons if d["candidate"]["arm"] == arm]
+    if not mine:
+        fail(
+            "ab-present",
+            f"no A/B comparison with {_who(arm)} as the candidate (ledger derive --kind ab)",
+        )
+        return None
+    judged = [(p, comparison_failures(d, policy)) for p, d in mine]
+    for path, reasons in judged:
+        if not reasons:
+            return path
+    path, reasons = min(judged, key=lambda item: (len(item[1]), item[0]))
+    for reason in reasons:
+        fail("matched-ab", f"{path}: {reason}")
+    return path
+
+
+def _check_reserve(evidence: Evidence, policy: Policy, arm: str, fail: Any) -> None:
+    found = evidence.stages.get((arm, "reserve"))
+    if found is None:
+        fail(
+            "reserve",
+            f"no gpu-reserve artifact for {_who(arm)}: no post-workload GPU snapshot "
+            "(add a reserve stage to the plan)",
+        )
+        return
+    path, document = found
+    for reason in verdicts.reserve_failures(document, policy.reserve_min_free_mib):
+        fail("reserve", f"{path}: {reason}")
+
+
+def check_approvals(
+    evidence: Evidence, policy: Policy, arm: str, summary_bytes: bytes
+) -> tuple[str | None, list[str]]:
+    """The approval record that approves exactly these summary bytes, or why none does."""
+    from ledger import signatures
+
+    digest = hashlib.sha256(summary_bytes).hexdigest()
+    if not policy.approvers:
+        return None, ["the policy names no approver; no promotion can be approved under it"]
+    reasons = []
+    for rel, data, record in evidence.approvals:
+        if record is None or record.get("schema") != "anvil-serving.approval/v1":
+            continue
+        if record["campaign_id"] != evidence.campaign_id or record["candidate"] != arm:
+            reasons.append(f"{rel}: approves another campaign or arm")
+            continue
+        if record["summary_sha256"] != digest:
+            reasons.append(
+                f"{rel}: approves summary sha256 {record['summary_sha256'][:12]}…, not {digest[:12]}…"
+            )
+            continue
+        bundle_path = evidence.folder / (rel + BUNDLE_SUFFIX)
+        try:
+            bundle = bundle_path.read_bytes()
+        except OSError:
+            reasons.append(f"{rel}: no signature ({rel}{BUNDLE_SUFFIX})")
+            continue
+        outcomes = []
+        for approver in policy.approvers:
+            try:
+                result = signatures.verify_bundle(
+                    data,
+                    bundle,
+                    identity=approver.identity,
+                    issuer=approver.issuer,
+                    trusted_root=None
+                    if policy.trusted_root in ("production", "staging")
+                    else policy.trusted_root,
+                    staging=policy.trusted_root == "staging",
+                    name=Path(rel).name,
+                )
+            except signatures.UnusableInputError as e:
+                outcomes.append(str(e))
+                break
+            if result.ok:
+                return rel, []
+            outcomes.append(result.reason)
+        reasons.append(
+            f"{rel}: not signed by an allowed approver ({outcomes[-1] if outcomes else 'no check'})"
+        )
+    if not reasons:
+        reasons.append(
+            f"no approval record for summary sha256 {digest} (ledger approve, signed by one of "
+            + ", ".join(a.identity for a in policy.approvers)
+            + ")"
+        )
+    return None, reasons
+
+
+def gate_kinds(gates: Iterable[GateResult]) -> list[str]:
+    return sorted({g.kind for g in gates})

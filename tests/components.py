@@ -1,0 +1,179 @@
+"""Real components the GPU and container tests start: the NVML shim (compiled with gcc and
+loaded by the real pynvml bindings) and podman's Docker-compatible API.
+
+Where a component is missing the tests that need it skip, except in CI (``CI=true``),
+where they fail: CI installs gcc and podman (``.ci/run``), so a missing one is a broken CI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+SHIM_SOURCE = Path(__file__).resolve().parent / "nvml_shim" / "nvml_shim.c"
+SHIM_ENV = "ANVIL_NVML_SHIM_CONFIG"
+TINY_IMAGE = "localhost/anvil-tiny:test"
+
+
+def missing(what: str) -> None:
+    """Skips the test, or fails it in CI."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} (CI installs it: .ci/run)")
+    pytest.skip(what)
+
+
+@attrs.frozen
+class NvmlShim:
+    """The compiled shim: a folder holding ``libnvidia-ml.so.1``."""
+
+    folder: Path
+
+    def configure(self, path: Path, text: str) -> Path:
+        """Writes a shim configuration (see nvml_shim.c) and returns its path."""
+        path.write_text(text)
+        return path
+
+    def env(self, config: Path) -> dict[str, str]:
+        """The environment of a subprocess that loads the shim the way pynvml loads NVML."""
+        return {
+            **os.environ,
+            "LD_LIBRARY_PATH": str(self.folder),
+            SHIM_ENV: str(config),
+        }
+
+
+@pytest.fixture(scope="session")
+def nvml_shim(tmp_path_factory: pytest.TempPathFactory) -> NvmlShim:
+    """Compiles the shim and loads it into this process under NVML's soname.
+
+    pynvml calls ``CDLL("libnvidia-ml.so.1")``; the dynamic loader answers that with the
+    library already loaded under that soname, so the real bindings run against the shim.
+    """
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        missing("gcc is not installed; the NVML shim cannot be compiled")
+    folder = tmp_path_factory.mktemp("nvml-shim")
+    library = folder / "libnvidia-ml.so.1"
+    subprocess.run(
+        [
+            str(gcc),
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-Wl,-soname,libnvidia-ml.so.1",
+            "-o",
+            str(library),
+            str(SHIM_SOURCE),
+        ],
+        check=True,
+    )
+    ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+    return NvmlShim(folder)
+
+
+def _tiny_rootfs() -> bytes:
+    """A root filesystem of one file: enough to create containers, never to run one."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        payload = b"anvil-ledger test image\n"
+        info = tarfile.TarInfo("etc/anvil-test")
+        info.size = len(payload)
+        info.mtime = 0
+        tar.addfile(info, io.BytesIO(payload))
+    return buffer.getvalue()
+
+
+@attrs.frozen
+class Podman:
+    """A running ``podman system service`` with the tiny image imported."""
+
+    socket: str
+    """``unix:///...``: a docker_host."""
+    base: list[str]
+    """The podman command with this instance's storage options."""
+
+    def client(self) -> Any:
+        import docker
+
+        return docker.DockerClient(base_url=self.socket, timeout=30)
+
+    def fresh_container(self, client: Any, name: str, **settings: Any) -> Any:
+        """Creates ``name`` from the tiny image (command ``/bin/serve``, which the image lacks,
+        so no engine can start it), replacing a container of that name."""
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            client.containers.get(name).remove(force=True)
+        return client.containers.create(
+            TINY_IMAGE, settings.pop("command", ["/bin/serve"]), name=name, **settings
+        )
+
+
+@pytest.fixture(scope="session")
+def podman() -> Iterator[Podman]:
+    """podman's Docker-compatible API on a unix socket, with its own storage."""
+    binary = shutil.which("podman")
+    if binary is None:
+        missing("podman is not installed; the container tests need its Docker API")
+    # podman refuses a runroot longer than 50 characters; pytest's folders are longer.
+    folder = Path(tempfile.mkdtemp(prefix="anvil-pm-", dir="/tmp"))
+    base = [
+        str(binary),
+        "--root",
+        str(folder / "root"),
+        "--runroot",
+        str(folder / "run"),
+        "--storage-driver",
+        "vfs",
+    ]
+    rootfs = folder / "rootfs.tar"
+    rootfs.write_bytes(_tiny_rootfs())
+    imported = subprocess.run(
+        [*base, "import", "--quiet", str(rootfs), TINY_IMAGE],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if imported.returncode != 0:
+        pytest.fail(f"podman import failed: {imported.stderr.strip()}")
+    socket = folder / "podman.sock"
+    log = (folder / "service.log").open("wb")
+    service = subprocess.Popen(
+        [*base, "system", "service", "--time=0", f"unix://{socket}"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not socket.exists():
+            if service.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(
+                    f"podman system service did not start: {(folder / 'service.log').read_text()}"
+                )
+            time.sleep(0.05)
+        yield Podman(f"unix://{socket}", base)
+    finally:
+        service.terminate()
+        try:
+            service.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            service.kill()
+        log.close()
+        # vfs layers are owned by root inside podman's user namespace: podman removes them.
+        subprocess.run([*base, "system", "reset", "--force"], capture_output=True, check=False)
+        shutil.rmtree(folder, ignore_errors=True)

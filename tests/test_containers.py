@@ -1,0 +1,186 @@
+"""Container evidence through the docker SDK, against podman's Docker-compatible API.
+
+Containers are created from a one-file image and never run (the test machines cannot run
+them); what a started container would show is covered by feeding real inspect output,
+with its state changed, to the same classification.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import http.server
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import docker.errors
+import pytest
+
+from ledger._internal.verdicts import restoration_failures
+from runners import containers
+from tests.components import TINY_IMAGE, Podman
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def engine(podman: Podman) -> Iterator[Any]:
+    client = containers.connect(podman.socket)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def created(engine: Any, podman: Podman, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"anvil-{request.node.name[:40].replace('_', '-')}".lower()
+    container = _create(podman, engine, name)
+    yield name
+    with contextlib.suppress(docker.errors.NotFound):
+        container.remove(force=True)
+
+
+def _create(podman: Podman, engine: Any, name: str, **extra: Any) -> Any:
+    settings: dict[str, Any] = {
+        "command": ["/bin/serve", "--port", "8001"],
+        "environment": {"HF_TOKEN": "hf_not-a-real-secret-value", "NCCL_P2P_DISABLE": "1"},
+        "labels": {"anvil.role": "serving"},
+    }
+    settings.update(extra)
+    return podman.fresh_container(engine, name, **settings)
+
+
+def test_snapshot_records_identity_and_state_but_no_variable_value(
+    engine: Any, created: str
+) -> None:
+    snap = containers.snapshot(engine, created)
+    assert snap["name"] == created
+    assert len(snap["id"]) == 64
+    assert snap["image_id"].startswith("sha256:") or len(snap["image_id"]) == 64
+    assert snap["image"] == TINY_IMAGE
+    assert snap["command"] == ["/bin/serve", "--port", "8001"]
+    assert {"HF_TOKEN", "NCCL_P2P_DISABLE"} <= set(snap["env_names"])
+    assert snap["labels"] == {"anvil.role": "serving"}
+    assert snap["state"] == "created"
+    assert snap["restart_count"] == 0 and snap["oom_killed"] is False
+    assert snap["started_at"] is None
+    assert len(snap["config_sha256"]) == 64
+    assert "not-a-real-secret" not in repr(snap)
+
+
+def test_unchanged_container_restores(engine: Any, created: str) -> None:
+    before = containers.snapshot(engine, created)
+    after = containers.snapshot(engine, created)
+    assert restoration_failures(before, after) == []
+
+
+def test_replaced_container_is_a_named_failure(engine: Any, podman: Podman, created: str) -> None:
+    before = containers.snapshot(engine, created)
+    _create(podman, engine, created, environment={"HF_TOKEN": "x", "EXTRA": "1"})
+    after = containers.snapshot(engine, created)
+    codes = [f["code"] for f in restoration_failures(before, after)]
+    assert codes == ["container-replaced", "config-changed"]
+
+
+def test_value_change_alone_keeps_the_config_digest(
+    engine: Any, podman: Podman, created: str
+) -> None:
+    before = containers.snapshot(engine, created)
+    _create(podman, engine, created, environment={"HF_TOKEN": "other", "NCCL_P2P_DISABLE": "0"})
+    after = containers.snapshot(engine, created)
+    # Names only: a changed value is not seen (the price of never recording values).
+    assert after["config_sha256"] == before["config_sha256"]
+    assert [f["code"] for f in restoration_failures(before, after)] == ["container-replaced"]
+
+
+def test_restarts_oom_and_state_are_named(engine: Any, created: str) -> None:
+    before = containers.snapshot(engine, created)
+    after = copy.deepcopy(before)
+    after.update(restart_count=2, oom_killed=True, state="exited")
+    codes = [f["code"] for f in restoration_failures(before, after)]
+    assert codes == ["restarted", "oom-killed", "state-changed"]
+    assert [f["code"] for f in restoration_failures(before, None)] == ["container-missing"]
+
+
+def test_missing_container_and_missing_engine(engine: Any, tmp_path: Any) -> None:
+    with pytest.raises(LookupError, match="no container 'anvil-nowhere'"):
+        containers.snapshot(engine, "anvil-nowhere")
+    with pytest.raises(containers.EngineUnavailable):
+        containers.connect(f"unix://{tmp_path}/no.sock")
+
+
+def test_engine_refusing_to_start_is_start_failed(engine: Any, created: str) -> None:
+    # /bin/serve is not in the image: every engine refuses to start it.
+    attempt = containers.start_and_watch(
+        engine, created, "http://127.0.0.1:9/v1/models", deadline_s=5, poll_s=0.1
+    )
+    assert attempt["outcome"] == "start-failed"
+    assert attempt["detail"].startswith("the engine refused to start it")
+    assert (
+        containers.start_and_watch(engine, "anvil-nowhere", "http://x", deadline_s=1)["outcome"]
+        == "start-failed"
+    )
+
+
+class _Ready(http.server.BaseHTTPRequestHandler):
+    status = 503
+
+    def do_GET(self) -> None:
+        self.send_response(type(self).status)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def readiness() -> Iterator[tuple[str, type[_Ready]]]:
+    handler = type("Handler", (_Ready,), {"status": 503})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1/models", handler
+    server.shutdown()
+    server.server_close()
+
+
+def _observer(engine: Any, name: str, url: str, **state: Any) -> Any:
+    """Real inspect output of the container, its state set as a started one would show."""
+
+    def observe() -> containers.Observation:
+        attrs_ = engine.containers.get(name).attrs
+        current = {**attrs_["State"], **state}
+        running = current["Status"] == "running"
+        return containers.Observation(
+            current["Status"],
+            bool(current["OOMKilled"]),
+            current["ExitCode"],
+            containers.probe_ready(url) if running else None,
+        )
+
+    return observe
+
+
+def test_startup_classification(
+    engine: Any, created: str, readiness: tuple[str, type[_Ready]]
+) -> None:
+    url, handler = readiness
+    clock = iter(range(1000))
+
+    def watch(**state: Any) -> tuple[str, int, containers.Observation]:
+        return containers.watch_startup(
+            _observer(engine, created, url, **state),
+            deadline_s=3,
+            clock=lambda: float(next(clock)),
+            sleep=lambda _: None,
+        )
+
+    outcome, probes, last = watch(Status="running")
+    assert (outcome, last.probe) == ("not-ready", "HTTP 503")
+    assert probes >= 2
+    handler.status = 200
+    assert watch(Status="running")[0] == "ready"
+    assert watch(Status="exited", ExitCode=137)[0] == "exited"
+    assert watch(Status="exited", ExitCode=137, OOMKilled=True)[0] == "oom-killed"
+    unreachable = containers.probe_ready("http://127.0.0.1:9/v1/models", timeout_s=1)
+    assert unreachable.startswith("ConnectError")

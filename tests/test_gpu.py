@@ -1,0 +1,147 @@
+"""GPU evidence through the real pynvml bindings, against the NVML shim (gcc-compiled)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger._internal.verdicts import reserve_failures
+from runners import gpu
+from tests.components import SHIM_ENV, NvmlShim
+
+pytestmark = pytest.mark.gpu
+
+TWO_CARDS = """driver 550.54.15
+card name=NVIDIA H200 uuid=GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b total_mib=143771 used_mib=140699 temp_c=63 power_mw=612345 limit_mw=700000 sm_mhz=1755 reasons=0x4c
+card name=NVIDIA H200 uuid=GPU-1c6d4a2f-0b3e-4f70-9b2c-3d4e5f6a7b8c total_mib=143771 used_mib=140700 temp_c=58 power_mw=598000 limit_mw=700000 sm_mhz=1980 reasons=0x0 unsupported=power
+"""
+
+
+@pytest.fixture
+def two_cards(nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    config = nvml_shim.configure(tmp_path / "nvml.conf", TWO_CARDS)
+    monkeypatch.setenv(SHIM_ENV, str(config))
+    return config
+
+
+def test_snapshot_reads_every_field_of_every_card(two_cards: Path) -> None:
+    reading = gpu.snapshot()
+    assert reading["nvml"] == {"available": True, "error": None, "driver_version": "550.54.15"}
+    first, second = reading["cards"]
+    assert first == {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "uuid": "GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b",
+        "memory": {"total_mib": 143771, "used_mib": 140699, "free_mib": 3072},
+        "temperature_c": 63,
+        "power_w": 612.345,
+        "power_limit_w": 700.0,
+        "sm_clock_mhz": 1755,
+        "throttle": {
+            "mask": 0x4C,
+            "reasons": ["software-power-cap", "hardware-slowdown", "hardware-thermal-slowdown"],
+            "software_power_cap": True,
+            "hardware_slowdown": True,
+            "thermal": True,
+        },
+        "unsupported": {},
+    }
+    # A query the card refuses leaves the field empty and names NVML's error.
+    assert second["power_w"] is None and second["power_limit_w"] is None
+    assert second["unsupported"] == {
+        "power": "NVMLError_NotSupported: Not Supported",
+        "power_limit": "NVMLError_NotSupported: Not Supported",
+    }
+    assert second["throttle"]["reasons"] == [] and second["memory"]["free_mib"] == 3071
+
+
+def test_reserve_threshold_is_inclusive_and_names_each_card_below(two_cards: Path) -> None:
+    reading = gpu.snapshot()
+    assert reserve_failures(reading, 3071) == []
+    assert reserve_failures(reading, 3072) == ["card 1: 3071 MiB free, below the 3072 MiB reserve"]
+    # Only the arm's cards count.
+    assert reserve_failures(gpu.snapshot([0]), 3072) == []
+
+
+def test_a_card_outside_the_machine_is_an_unavailable_reading(two_cards: Path) -> None:
+    reading = gpu.snapshot([0, 5])
+    assert reading["nvml"]["available"] is False
+    assert reading["nvml"]["error"] == "no card 5: NVML sees 2"
+    assert reserve_failures(reading, 0) == ["no GPU reading: no card 5: NVML sees 2"]
+
+
+def test_a_driver_that_does_not_load_is_recorded_not_raised(
+    nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = nvml_shim.configure(tmp_path / "nvml.conf", "init_error 9\n")
+    monkeypatch.setenv(SHIM_ENV, str(config))
+    reading = gpu.snapshot()
+    assert reading == {
+        "nvml": {
+            "available": False,
+            "error": "NVMLError_DriverNotLoaded: Driver Not Loaded",
+            "driver_version": None,
+        },
+        "cards": [],
+    }
+
+
+def test_without_the_library_the_reading_says_unavailable(tmp_path: Path) -> None:
+    # A fresh process with no libnvidia-ml.so.1 to load (this one has the shim loaded).
+    script = "import json; from runners import gpu; print(json.dumps(gpu.snapshot()))"
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    reading = json.loads(done.stdout)
+    assert reading["nvml"]["available"] is False
+    assert reading["nvml"]["error"].startswith("NVMLError_LibraryNotFound")
+
+
+def test_telemetry_summarises_min_max_and_throttle_counts(
+    nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = nvml_shim.configure(
+        tmp_path / "nvml.conf",
+        "driver 1.0\ncard name=X uuid=GPU-x total_mib=1000 used_mib=100,700,400 temp_c=50 "
+        "power_mw=1500 limit_mw=2000 sm_mhz=900 reasons=0x20\n",
+    )
+    monkeypatch.setenv(SHIM_ENV, str(config))
+    sampler = gpu.TelemetrySampler(0.01)
+    sampler.start()
+    deadline = time.monotonic() + 10
+    while len(sampler.samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    sampler.stop()
+    samples = sampler.samples
+    assert len(samples) >= 4  # the first, at least two on the interval, the last
+    assert [s["t_s"] for s in samples] == sorted(s["t_s"] for s in samples)
+    used = [s["cards"][0]["memory"]["used_mib"] for s in samples]
+    (summary,) = gpu.telemetry_summary(samples)
+    assert summary["samples"] == len(samples)
+    assert summary["used_mib"] == {"min": min(used), "max": max(used)}
+    assert summary["free_mib"] == {"min": 1000 - max(used), "max": 1000 - min(used)}
+    assert summary["power_w"] == {"min": 1.5, "max": 1.5}
+    assert summary["throttle_seen"] == {"software-thermal-slowdown": len(samples)}
+    # The shim cycles 100, 700, 400 per query: four samples see both ends.
+    assert summary["used_mib"] == {"min": 100, "max": 700}
+
+
+def test_throttle_decoding_covers_every_nvml_reason() -> None:
+    everything = gpu.decode_throttle(0x1FF)
+    assert len(everything["reasons"]) == 9
+    assert gpu.decode_throttle(0x4) == {
+        "mask": 4,
+        "reasons": ["software-power-cap"],
+        "software_power_cap": True,
+        "hardware_slowdown": False,
+        "thermal": False,
+    }
+    assert gpu.decode_throttle(0x80)["hardware_slowdown"] is True
+    assert gpu.decode_throttle(0x20)["thermal"] is True

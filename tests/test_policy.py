@@ -1,0 +1,108 @@
+"""Promotion policies: the shipped default, TOML files and their errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import InvalidArtifact
+from ledger.policy import load_policy
+from tests.conftest import CliRun
+
+DEFAULT_TEXT = (Path(__file__).resolve().parent.parent / "ledger/_policy/default.toml").read_text()
+
+
+def test_default_policy_is_fail_closed() -> None:
+    policy = load_policy()
+    assert policy.source == "default"
+    assert policy.reserve_min_free_mib == 3072
+    assert policy.required_gates == ("capacity", "endurance")
+    assert policy.restoration_required and policy.approval_required
+    assert policy.approvers == ()  # nobody can approve until an organization names someone
+    assert policy.matched_ab.enforced_rules() == {
+        "prompt-digests",
+        "prompt-tokens",
+        "sampling",
+        "concurrency",
+        "controlled-output",
+        "cache-state",
+        "identity",
+    }
+    assert len(policy.sha256) == 64
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_policy_file_names_its_approvers_and_root(tmp_path: Path) -> None:
+    text = DEFAULT_TEXT.replace(
+        'trusted_root = "production"', 'trusted_root = "roots/trusted_root.json"'
+    ).replace(
+        "approvers = []", 'approvers = [{ identity = "a@example.com", issuer = "https://i" }]'
+    )
+    policy = load_policy(_write(tmp_path, text))
+    assert policy.trusted_root == str(tmp_path / "roots/trusted_root.json")
+    assert [(a.identity, a.issuer) for a in policy.approvers] == [("a@example.com", "https://i")]
+    # Recorded in a campaign, a root path keeps only its name: no host path in evidence.
+    assert policy.to_json()["approval"]["trusted_root"] == "trusted_root.json"
+    assert policy.sha256 != load_policy().sha256
+
+
+def test_relaxing_a_rule_changes_the_digest(tmp_path: Path) -> None:
+    relaxed = load_policy(
+        _write(
+            tmp_path, DEFAULT_TEXT.replace("equal_cache_state = true", "equal_cache_state = false")
+        )
+    )
+    assert "cache-state" not in relaxed.matched_ab.enforced_rules()
+    assert relaxed.sha256 != load_policy().sha256
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda t: t.replace("reserve_min_free_mib = 3072", 'reserve_min_free_mib = "3 GiB"'),
+            r"/reserve_min_free_mib: .*not of type 'integer'|/reserve_min_free_mib: ",
+        ),
+        (
+            lambda t: t.replace("[restoration]", "colour = 'red'\n[restoration]"),
+            r"policy.toml: /matched_ab: .*colour",
+        ),
+        (
+            lambda t: t.replace(
+                "anvil-serving.promotion-policy/v1", "anvil-serving.promotion-policy/v9"
+            ),
+            r"schema must be 'anvil-serving.promotion-policy/v1'",
+        ),
+        (
+            lambda t: t.replace("min_samples_per_cell = 10", "min_samples_per_cell = 0"),
+            r"/matched_ab/min_samples_per_cell",
+        ),
+        (lambda t: t + "\n[[[broken", r"not TOML"),
+    ],
+)
+def test_bad_policies_are_one_line_errors(tmp_path: Path, edit: object, message: str) -> None:
+    path = _write(tmp_path, edit(DEFAULT_TEXT))  # type: ignore[operator]
+    with pytest.raises(InvalidArtifact, match=message) as raised:
+        load_policy(path)
+    assert "\n" not in str(raised.value)
+    assert str(raised.value).startswith(str(path))
+
+
+def test_commands_refuse_an_unusable_policy(
+    tmp_path: Path, cli: CliRun, two_arm_campaign: Path
+) -> None:
+    missing = tmp_path / "nope.toml"
+    for command in ("decide", "gate"):
+        status, _, err = cli(command, str(two_arm_campaign), "--policy", str(missing))
+        assert status == 2
+        assert err.strip().count("\n") == 0 and "cannot read" in err
+    status, _, err = cli("verify", str(two_arm_campaign), "--policy", str(missing))
+    assert status == 2 and "cannot read" in err
+    status, _, err = cli("decide", str(tmp_path / "no-campaign"))
+    assert status == 2 and "not a folder" in err

@@ -1,0 +1,532 @@
+"""Promotion gating end to end: a two-arm simulated campaign with GPU reserve (NVML shim),
+telemetry and restoration (podman) evidence, decided under a policy, approved with a real
+sigstore bundle (a private instance's trusted root), gated and verified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import manifest
+from ledger.decide import decide, write_approval_record
+from ledger.derive import derive_into
+from ledger.policy import load_policy
+from ledger.promotion import evaluate, load_evidence
+from runners.campaign import run_plan
+from runners.plan import parse_plan
+from runners.progress import LogProgress
+from tests.components import SHIM_ENV, NvmlShim, Podman
+from tests.conftest import CliRun, verify_json
+from tests.private_sigstore import PrivateSigstore
+
+pytestmark = [pytest.mark.gpu, pytest.mark.docker]
+
+APPROVER = "release-manager@example.com"
+ISSUER = "https://accounts.example.com"
+GPUS = """driver 550.54.15
+card name=NVIDIA H200 uuid=GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b total_mib=143771 used_mib=139771 temp_c=60 power_mw=500000 limit_mw=700000 sm_mhz=1980 reasons=0x0
+card name=NVIDIA H200 uuid=GPU-1c6d4a2f-0b3e-4f70-9b2c-3d4e5f6a7b8c total_mib=143771 used_mib=139500 temp_c=61 power_mw=510000 limit_mw=700000 sm_mhz=1980 reasons=0x4
+"""
+
+PLAN = """
+campaign_id = "2026-11-29-promotion"
+seed = 5
+[[arms]]
+name = "baseline"
+[arms.simulated]
+decode_tok_s = 400.0
+prefill_tok_s = 250000.0
+[arms.identity]
+engine = "simulated 400"
+[arms.container]
+name = "anvil-promo-baseline"
+docker_host = "{socket}"
+[[arms]]
+name = "candidate"
+[arms.simulated]
+decode_tok_s = 500.0
+prefill_tok_s = 250000.0
+[arms.identity]
+engine = "simulated 500"
+[arms.container]
+name = "anvil-promo-candidate"
+docker_host = "{socket}"
+[[stages]]
+kind = "capacity"
+context_targets = [256]
+requests = 10
+max_tokens = 16
+controlled_output = true
+warmup = 1
+[[stages]]
+kind = "endurance"
+context_target = 256
+requests = 10
+max_tokens = 16
+controlled_output = true
+[[stages]]
+kind = "telemetry"
+during = "endurance"
+interval_s = 0.05
+[[stages]]
+kind = "reserve"
+[[stages]]
+kind = "restoration"
+"""
+
+POLICY = """
+schema = "anvil-serving.promotion-policy/v1"
+name = "test release policy"
+required_gates = ["capacity", "endurance"]
+reserve_min_free_mib = {reserve}
+[matched_ab]
+equal_prompts = true
+equal_sampling = true
+equal_concurrency = true
+controlled_output = true
+equal_cache_state = true
+identity_within_declared = true
+min_samples_per_cell = 10
+[restoration]
+required = true
+[approval]
+required = true
+trusted_root = "root.json"
+approvers = [{{ identity = "{approver}", issuer = "{issuer}" }}]
+"""
+
+
+def _quiet_run(plan_text: str, raw: Path, env: dict[str, str], *, resume: bool = False) -> Path:
+    plan = parse_plan(tomllib.loads(plan_text))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with open(os.devnull, "w") as quiet:
+            run_plan(plan, raw, resume=resume, progress=LogProgress(quiet))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return raw / plan.campaign_id
+
+
+@pytest.fixture(scope="module")
+def sigstore() -> PrivateSigstore:
+    return PrivateSigstore()
+
+
+@pytest.fixture(scope="module")
+def promotion_campaign(
+    tmp_path_factory: pytest.TempPathFactory, nvml_shim: NvmlShim, podman: Podman
+) -> Iterator[Path]:
+    """Raw campaign: both arms with reserve, telemetry and restoration evidence (built once)."""
+    client = podman.client()
+    for arm in ("baseline", "candidate"):
+        podman.fresh_container(client, f"anvil-promo-{arm}")
+    folder = tmp_path_factory.mktemp("promotion")
+    config = nvml_shim.configure(folder / "nvml.conf", GPUS)
+    campaign = _quiet_run(
+        PLAN.format(socket=podman.socket), folder / "raw", {SHIM_ENV: str(config)}
+    )
+    derive_into(campaign, "baseline", "candidate", differs=["engine", "simulated_profile"])
+    yield campaign
+    client.close()
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, promotion_campaign: Path) -> Path:
+    copy = tmp_path / "raw" / promotion_campaign.name
+    shutil.copytree(promotion_campaign, copy)
+    return copy
+
+
+@pytest.fixture
+def policy_file(tmp_path: Path, sigstore: PrivateSigstore) -> Path:
+    sigstore.write_trusted_root(tmp_path / "root.json")
+    path = tmp_path / "policy.toml"
+    path.write_text(POLICY.format(reserve=3072, approver=APPROVER, issuer=ISSUER))
+    return path
+
+
+def _approve(campaign: Path, policy_file: Path, sigstore: PrivateSigstore, **who: str) -> Path:
+    record, data = write_approval_record(campaign, load_policy(policy_file))
+    bundle = sigstore.sign(
+        data, identity=who.get("identity", APPROVER), issuer=who.get("issuer", ISSUER)
+    )
+    record.with_name(record.name + manifest.BUNDLE_SUFFIX).write_bytes(bundle)
+    return record
+
+
+def _codes(report: dict[str, Any]) -> list[str]:
+    return sorted(f["code"] for f in report["findings"] if f["severity"] == "error")
+
+
+def _forge(campaign: Path, rel: str, edit: Any) -> None:
+    """Edits an artifact the way a careful forger would: the run manifest's reference to it
+    gets the new digest, and the folder is re-sealed, so every digest agrees."""
+    path = campaign / rel
+    document = json.loads(path.read_text())
+    edit(document)
+    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    path.write_bytes(data)
+    run_path = campaign / "run-manifest.json"
+    run = json.loads(run_path.read_text())
+    for entry in run["evidence"]:
+        if entry["artifact"] and entry["artifact"]["path"] == rel:
+            entry["artifact"]["sha256"] = hashlib.sha256(data).hexdigest()
+    run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+    manifest.seal(campaign, jobs=1)
+
+
+def _claim_promotion(campaign: Path) -> None:
+    """What a hand-edit does: flip the decision, then re-seal so every digest agrees."""
+    path = campaign / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["decision"].update(
+        promotion_authorized=True, decision_labels=["verified", "promoted"], unmet=[]
+    )
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    manifest.seal(campaign, jobs=1)
+
+
+def test_evidence_stages_wrote_their_artifacts(promotion_campaign: Path) -> None:
+    run = json.loads((promotion_campaign / "run-manifest.json").read_text())
+    assert run["complete"] is True
+    assert {(e["arm"], e["kind"], e["status"]) for e in run["evidence"]} == {
+        (arm, kind, "complete")
+        for arm in ("baseline", "candidate")
+        for kind in ("telemetry", "reserve", "restoration")
+    }
+    reserve = json.loads((promotion_campaign / "candidate/reserve.json").read_text())
+    assert reserve["passed"] is True and reserve["threshold_mib"] == 3072
+    assert [c["memory"]["free_mib"] for c in reserve["cards"]] == [4000, 4271]
+    telemetry = json.loads((promotion_campaign / "candidate/telemetry.json").read_text())
+    assert telemetry["during"] == "endurance" and len(telemetry["samples"]) >= 2
+    assert telemetry["summary"][1]["throttle_seen"]["software-power-cap"] >= 2
+    restoration = json.loads((promotion_campaign / "candidate/restoration.json").read_text())
+    assert restoration["passed"] is True and restoration["failures"] == []
+    assert restoration["before"]["id"] == restoration["after"]["id"]
+
+
+def test_without_approval_no_promotion_and_the_digest_to_sign(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    status, out, _ = cli("decide", str(campaign), "--policy", str(policy_file))
+    assert status == 0
+    summary = json.loads((campaign / "summary.json").read_text())
+    decision = summary["decision"]
+    assert decision["promotion_authorized"] is False
+    assert decision["decision_labels"] == ["verified", "challenger", "no-promotion"]
+    assert [u["rule"] for u in decision["unmet"]] == ["approval"]
+    assert "to approve: sign an approval of summary sha256" in out
+    assert "matched-ab" in decision["evidence_labels"]
+    assert "exact-restoration" in decision["evidence_labels"]
+    status, out, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and "FAIL approval" in out and "promotion NOT allowed" in out
+
+
+def test_signed_approval_allows_promotion(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, cli: CliRun
+) -> None:
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    decided = decide(campaign, policy)
+    assert decided.evaluation.allowed, decided.evaluation.unmet
+    summary = decided.summary
+    assert summary["decision"]["promotion_authorized"] is True
+    assert summary["decision"]["decision_labels"] == ["verified", "promoted"]
+    assert summary["decision"]["candidate"] == "candidate"
+    assert hashlib.sha256((campaign / "summary.json").read_bytes()).hexdigest() == (
+        decided.proposal_sha256
+    )
+    reserve_gate = next(g for g in summary["gates"] if g["name"] == "candidate reserve")
+    assert reserve_gate == {
+        "artifact": "candidate/reserve.json",
+        "detail": reserve_gate["detail"],
+        "name": "candidate reserve",
+        "passed": True,
+        "status": "passed",
+    }
+    assert reserve_gate["detail"].endswith("threshold 3072 MiB")
+    status, out, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 0, out
+    assert "promotion allowed" in out
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 0, report
+    # Under the shipped policy (no approver named) the same promotion does not verify.
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert _codes(report) == ["promotion-without-approval"]
+
+
+def test_approval_by_someone_else_or_of_another_summary_does_not_count(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore
+) -> None:
+    policy = load_policy(policy_file)
+    record = _approve(campaign, policy_file, sigstore, identity="intern@example.com")
+    decided = decide(campaign, policy)
+    assert not decided.evaluation.allowed
+    (reason,) = [u.reason for u in decided.evaluation.unmet]
+    assert "not signed by an allowed approver" in reason and "intern@example.com" in reason
+    # A valid signature over a record naming another summary digest.
+    data = json.loads(record.read_text())
+    data["summary_sha256"] = "0" * 64
+    record.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    record.with_name(record.name + manifest.BUNDLE_SUFFIX).write_bytes(
+        sigstore.sign(record.read_bytes(), identity=APPROVER, issuer=ISSUER)
+    )
+    decided = decide(campaign, policy)
+    (reason,) = [u.reason for u in decided.evaluation.unmet]
+    assert "approves summary sha256 000000000000" in reason
+
+
+def test_a_tampered_approval_record_fails_its_signature(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore
+) -> None:
+    policy = load_policy(policy_file)
+    record = _approve(campaign, policy_file, sigstore)
+    record.write_text(record.read_text().replace('"promote"', '"promote" '))
+    decided = decide(campaign, policy)
+    (unmet,) = decided.evaluation.unmet
+    assert unmet.rule == "approval" and "digest mismatch" in unmet.reason
+
+
+def test_hand_edited_promotion_is_rejected_with_every_code(
+    tmp_path: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    # No A/B, no reserve, no restoration: decided without promotion, then hand-edited.
+    decided = decide(campaign, load_policy(), candidate="linux")
+    assert decided.summary["decision"]["promotion_authorized"] is False
+    assert {u.rule for u in decided.evaluation.unmet} == {
+        "ab-present",
+        "reserve",
+        "restoration",
+    }
+    _claim_promotion(campaign)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert _codes(report) == [
+        "promotion-without-ab",
+        "promotion-without-approval",
+        "promotion-without-reserve",
+        "promotion-without-restoration",
+    ]
+    reasons = {f["code"]: f["message"] for f in report["findings"]}
+    assert "no gpu-reserve artifact for arm 'linux'" in reasons["promotion-without-reserve"]
+    assert all(f["pointer"] == "/decision/promotion_authorized" for f in report["findings"])
+
+
+def test_simulated_campaign_without_reserve_decides_no_promotion(
+    tmp_path: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    derive_into(campaign, "windows", "linux", differs=["os", "simulated_profile"])
+    status, out, _ = cli("decide", str(campaign))
+    assert status == 0
+    decision = json.loads((campaign / "summary.json").read_text())["decision"]
+    assert decision["promotion_authorized"] is False
+    assert "no-promotion" in decision["decision_labels"]
+    reserve = [u["reason"] for u in decision["unmet"] if u["rule"] == "reserve"]
+    assert reserve == [
+        (
+            "no gpu-reserve artifact for arm 'linux': no post-workload GPU snapshot "
+            "(add a reserve stage to the plan)"
+        )
+    ]
+    assert "unmet reserve: no gpu-reserve artifact" in out
+    status, report = verify_json(cli, campaign)
+    assert status == 0, report
+
+
+def test_verify_recomputes_reserve_and_restoration_verdicts(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, cli: CliRun
+) -> None:
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, policy).evaluation.allowed
+    # The readings are edited, the verdicts left saying "passed": the policy reads readings.
+    _forge(
+        campaign,
+        "candidate/reserve.json",
+        lambda d: d["cards"][1]["memory"].update(free_mib=2101),
+    )
+    _forge(
+        campaign,
+        "candidate/restoration.json",
+        lambda d: d["after"].update(restart_count=1),
+    )
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    messages = {f["code"]: f["message"] for f in report["findings"]}
+    assert _codes(report) == ["promotion-without-reserve", "promotion-without-restoration"]
+    assert (
+        "card 1: 2101 MiB free, below the 3072 MiB reserve" in messages["promotion-without-reserve"]
+    )
+    assert "restarted: restart count 0 became 1" in messages["promotion-without-restoration"]
+
+
+def test_policy_threshold_applies_not_the_stage_threshold(
+    campaign: Path, tmp_path: Path, sigstore: PrivateSigstore
+) -> None:
+    sigstore.write_trusted_root(tmp_path / "root.json")
+    strict = tmp_path / "strict.toml"
+    strict.write_text(POLICY.format(reserve=8192, approver=APPROVER, issuer=ISSUER))
+    decided = decide(campaign, load_policy(strict))
+    rules = [u.rule for u in decided.evaluation.unmet]
+    assert (
+        rules[0] == "reserve" and "below the 8192 MiB reserve" in decided.evaluation.unmet[0].reason
+    )
+    assert "rejected" in decided.summary["decision"]["decision_labels"]
+    assert any("threshold 8192 MiB" in f for f in decided.summary["failures"])
+
+
+def test_unmatched_ab_is_named_and_rejected_by_verify(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, cli: CliRun
+) -> None:
+    # Derived without declaring the engine: the arms' identities differ undeclared.
+    shutil.rmtree(campaign / "derived")
+    derive_into(campaign, "baseline", "candidate", differs=["simulated_profile"])
+    decided = decide(campaign, load_policy(policy_file))
+    unmet = [u for u in decided.evaluation.unmet if u.rule == "matched-ab"]
+    assert unmet and all("identities differ in undeclared engine" in u.reason for u in unmet)
+    assert "descriptive-only" in decided.summary["decision"]["evidence_labels"]
+    _claim_promotion(campaign)
+    _status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert "promotion-unmatched-ab" in _codes(report)
+
+
+def test_a_policy_can_relax_only_what_it_names(campaign: Path, tmp_path: Path) -> None:
+    relaxed = tmp_path / "relaxed.toml"
+    text = POLICY.format(reserve=3072, approver=APPROVER, issuer=ISSUER)
+    relaxed.write_text(
+        text.replace("required = true\ntrusted_root", "required = false\ntrusted_root")
+    )
+    decided = decide(campaign, load_policy(relaxed))
+    assert decided.evaluation.allowed
+    assert decided.summary["decision"]["promotion_authorized"] is True
+
+
+def test_every_unmet_rule_is_returned(campaign: Path, policy_file: Path) -> None:
+    (campaign / "candidate/reserve.json").unlink()
+    (campaign / "candidate/restoration.json").unlink()
+    shutil.rmtree(campaign / "derived")
+    run = json.loads((campaign / "run-manifest.json").read_text())
+    run["complete"] = False
+    (campaign / "run-manifest.json").write_text(json.dumps(run))
+    evaluation = evaluate(load_evidence(campaign), load_policy(policy_file), candidate="candidate")
+    assert [u.rule for u in evaluation.unmet] == [
+        "complete",
+        "ab-present",
+        "reserve",
+        "restoration",
+    ]
+
+
+def test_decide_is_deterministic(campaign: Path, policy_file: Path) -> None:
+    policy = load_policy(policy_file)
+    first = decide(campaign, policy).path.read_bytes()
+    second = decide(campaign, policy).path.read_bytes()
+    assert first == second
+
+
+def test_promoted_campaign_publishes_and_still_verifies(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path, cli: CliRun
+) -> None:
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, policy).evaluation.allowed
+    status, out, err = cli("publish", str(campaign), "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    public = tmp_path / "public" / campaign.name
+    reserve = (public / "candidate/reserve.json").read_text()
+    assert "GPU-0b5c3f1e" not in reserve  # GPU UUIDs are private
+    status, report = verify_json(cli, "--policy", str(policy_file), public)
+    assert status == 0, report
+    status, out, _ = cli("gate", str(public), "--policy", str(policy_file))
+    assert status == 0, out
+
+
+def test_resume_keeps_the_before_snapshot_and_takes_missing_readings(
+    campaign: Path, nvml_shim: NvmlShim, podman: Podman, tmp_path: Path
+) -> None:
+    # As a run stopped after its workload leaves them: restoration half-written, no reserve.
+    path = campaign / "candidate/restoration.json"
+    original = json.loads(path.read_text())
+    half = dict(original, after=None, after_at=None, passed=False)
+    half["failures"] = [{"code": "in-progress", "message": "the workload has not finished"}]
+    path.write_text(json.dumps(half, indent=2, sort_keys=True) + "\n")
+    (campaign / "candidate/reserve.json").unlink()
+    cell = "candidate/capacity/ctx256-c1-nothink.json"
+    cell_before = (campaign / cell).read_bytes()
+    config = nvml_shim.configure(tmp_path / "nvml.conf", GPUS)
+    _quiet_run(
+        PLAN.format(socket=podman.socket), campaign.parent, {SHIM_ENV: str(config)}, resume=True
+    )
+    resumed = json.loads(path.read_text())
+    assert resumed["before_at"] == original["before_at"]
+    assert resumed["before"] == original["before"]
+    assert resumed["after_at"] != original["after_at"] and resumed["passed"] is True
+    assert json.loads((campaign / "candidate/reserve.json").read_text())["passed"] is True
+    run = json.loads((campaign / "run-manifest.json").read_text())
+    assert run["complete"] is True
+    # The workload was not run again.
+    assert (campaign / cell).read_bytes() == cell_before
+
+
+STARTUP_PLAN = """
+campaign_id = "2026-11-29-startup"
+[[arms]]
+name = "candidate"
+[arms.simulated]
+decode_tok_s = 500.0
+[arms.container]
+name = "anvil-startup-candidate"
+docker_host = "{socket}"
+[[stages]]
+kind = "startup"
+deadline_s = 5
+poll_s = 0.1
+[[stages]]
+kind = "capacity"
+context_targets = [256]
+requests = 2
+max_tokens = 8
+"""
+
+
+def test_a_failed_startup_stops_the_arm_and_rejects(
+    tmp_path: Path, podman: Podman, cli: CliRun
+) -> None:
+    client = podman.client()
+    podman.fresh_container(client, "anvil-startup-candidate")
+    campaign = _quiet_run(STARTUP_PLAN.format(socket=podman.socket), tmp_path / "raw", {})
+    client.close()
+    attempt = json.loads((campaign / "candidate/startup.json").read_text())
+    assert attempt["outcome"] == "start-failed" and attempt["passed"] is False
+    assert attempt["before"]["state"] == "created"
+    run = json.loads((campaign / "run-manifest.json").read_text())
+    assert run["complete"] is False
+    assert [c["status"] for c in run["cells"]] == ["pending"]
+    decided = decide(campaign, load_policy())
+    decision = decided.summary["decision"]
+    assert decision["decision_labels"] == ["rejected", "no-promotion"]
+    assert decided.summary["failures"][0].startswith("candidate startup: start-failed")
+    assert decided.summary["complete"] is False
+    status, report = verify_json(cli, campaign)
+    assert status == 0, report
