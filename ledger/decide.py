@@ -20,6 +20,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import jsonio
+from ledger.errors import Error
 from ledger.policy import Policy
 from ledger.promotion import Evaluation, Evidence, GateResult, Unmet, check_approvals, evaluate
 from ledger.schema import write_document
@@ -31,6 +32,10 @@ _STATISTICS = [
     "change of each median with a seeded bootstrap 95% interval (ledger derive)",
     "failed requests counted and excluded from timing statistics",
 ]
+
+
+class DecideError(Error):
+    """The folder cannot be decided on."""
 
 
 @attrs.frozen
@@ -237,6 +242,10 @@ def decide(folder: str | Path, policy: Policy, *, candidate: str | None = None) 
 
     root = Path(folder)
     evidence = load_evidence(root)
+    if evidence.run_manifest is None:
+        raise DecideError(
+            f"{root}: not a campaign folder written by ledger run (no readable run-manifest.json)"
+        )
     evaluation = evaluate(evidence, policy, candidate=candidate)
     proposal_digest = None
     if evaluation.allowed and policy.approval_required:

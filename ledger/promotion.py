@@ -17,7 +17,8 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import verdicts
+from ledger._internal import tree, verdicts
+from ledger._internal.findings import Issue
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.policy import Policy
 from ledger.schema import read_document
@@ -113,8 +114,15 @@ class Evidence:
 
 
 def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
+    issue = tree.check_relative_path(rel)
+    path = folder / rel
+    if issue is None and not path.resolve().is_relative_to(folder.resolve()):
+        issue = Issue("path-escape", "", f"{rel!r} leads out of the campaign folder")
+    if issue is not None:
+        problems.append(f"{rel}: {issue.message}")
+        return None
     try:
-        return read_document(folder / rel)
+        return read_document(path)
     except (OSError, InvalidArtifact, SchemaError) as e:
         problems.append(f"{rel}: {e}")
         return None

@@ -530,3 +530,64 @@ def test_a_failed_startup_stops_the_arm_and_rejects(
     assert decided.summary["complete"] is False
     status, report = verify_json(cli, campaign)
     assert status == 0, report
+
+
+def test_approve_writes_the_record_an_approver_signs(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, cli: CliRun
+) -> None:
+    status, out, err = cli(
+        "approve",
+        str(campaign),
+        "--policy",
+        str(policy_file),
+        "--no-sign",
+        "--note",
+        "reviewed the A/B and reserve",
+    )
+    assert status == 0, err
+    (record_path,) = (campaign / "approvals").glob("*.json")
+    assert f"approval record: {record_path}" in out
+    record = json.loads(record_path.read_text())
+    assert record["decision"] == "promote" and record["candidate"] == "candidate"
+    assert record["note"] == "reviewed the A/B and reserve"
+    # The digest is that of the summary decide writes once the record is signed.
+    record_path.with_name(record_path.name + manifest.BUNDLE_SUFFIX).write_bytes(
+        sigstore.sign(record_path.read_bytes(), identity=APPROVER, issuer=ISSUER)
+    )
+    decided = decide(campaign, load_policy(policy_file))
+    assert decided.evaluation.allowed
+    assert hashlib.sha256(decided.path.read_bytes()).hexdigest() == record["summary_sha256"]
+    # A campaign that fails another rule cannot be approved at all.
+    (campaign / "candidate/reserve.json").unlink()
+    status, _, err = cli("approve", str(campaign), "--policy", str(policy_file), "--no-sign")
+    assert status == 1 and "not approvable: reserve:" in err
+
+
+def test_decide_refuses_a_folder_without_a_run(tmp_path: Path, cli: CliRun) -> None:
+    status, _, err = cli("decide", str(tmp_path))
+    assert status == 1
+    assert err.strip() == (
+        f"error: {tmp_path}: not a campaign folder written by ledger run "
+        "(no readable run-manifest.json)"
+    )
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_private_bundles_fail_against_the_pinned_production_root(
+    sigstore: PrivateSigstore, tmp_path: Path
+) -> None:
+    from ledger.signatures import verify_bundle
+
+    data = b"an approval record\n"
+    bundle = sigstore.sign(data, identity=APPROVER, issuer=ISSUER)
+    root = sigstore.write_trusted_root(tmp_path / "root.json")
+    ours = verify_bundle(data, bundle, identity=APPROVER, issuer=ISSUER, trusted_root=root)
+    assert ours.ok, ours.reason
+    pinned = verify_bundle(data, bundle, identity=APPROVER, issuer=ISSUER)
+    assert not pinned.ok
+    assert (
+        verify_bundle(
+            data, bundle, identity=APPROVER, issuer="https://elsewhere", trusted_root=root
+        ).ok
+        is False
+    )
