@@ -77,7 +77,7 @@ def _decide(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     from ledger import manifest
-    from ledger.promotion import RULE_CODES, evaluate, load_evidence
+    from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence
     from ledger.verify import verify_paths
 
     policy = _load(args, "gate")
@@ -94,7 +94,7 @@ def _gate(args: argparse.Namespace) -> int:
     unmet = list(evaluation.unmet)
     print(f"policy {policy.name!r} ({policy.source}), candidate {evaluation.candidate}")
     if summary_bytes is None and policy.approval_required:
-        unmet.append(_no_summary())
+        unmet.append(Unmet("approval", "no summary.json to approve (run ledger decide)"))
     if not report.ok:
         print(f"  FAIL evidence: {report.errors} error findings (run ledger verify)")
     failed_rules = {u.rule for u in unmet}
@@ -111,9 +111,3 @@ def _gate(args: argparse.Namespace) -> int:
     allowed = report.ok and not unmet
     print("promotion allowed" if allowed else "promotion NOT allowed")
     return 0 if allowed else 1
-
-
-def _no_summary() -> Any:
-    from ledger.promotion import Unmet
-
-    return Unmet("approval", "no summary.json to approve (run ledger decide)")

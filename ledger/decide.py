@@ -22,7 +22,16 @@ from ledger import manifest
 from ledger._internal import jsonio
 from ledger.errors import Error
 from ledger.policy import Policy
-from ledger.promotion import Evaluation, Evidence, GateResult, Unmet, check_approvals, evaluate
+from ledger.promotion import (
+    APPROVALS_FOLDER,
+    Evaluation,
+    Evidence,
+    GateResult,
+    Unmet,
+    check_approvals,
+    evaluate,
+    load_evidence,
+)
 from ledger.schema import write_document
 
 SUMMARY_SCHEMA = "anvil-serving.benchmark-decision-summary/v1"
@@ -238,8 +247,6 @@ def build_summary(
 def decide(folder: str | Path, policy: Policy, *, candidate: str | None = None) -> Decided:
     """Evaluates ``policy`` on a campaign folder, writes ``summary.json`` and ``policy.json``,
     and re-seals the folder."""
-    from ledger.promotion import load_evidence
-
     root = Path(folder)
     evidence = load_evidence(root)
     if evidence.run_manifest is None:
@@ -276,8 +283,6 @@ def proposal(
     Raises:
         ValueError: a rule other than approval is unmet (with every such reason).
     """
-    from ledger.promotion import load_evidence
-
     evidence = load_evidence(folder)
     evaluation = evaluate(evidence, policy, candidate=candidate)
     if not evaluation.allowed:
@@ -299,8 +304,6 @@ def write_approval_record(
     Raises:
         ValueError: a rule other than approval is unmet.
     """
-    from ledger.promotion import APPROVALS_FOLDER
-
     root = Path(folder)
     summary, digest = proposal(root, policy, candidate=candidate)
     arm = summary["decision"]["candidate"]

@@ -141,8 +141,12 @@ def publish(
     for rel in _order(documents, sorted(raw_digests)):
         if rel in bundles:
             # A signature is published as it is: its certificate and log entry are already
-            # public in the transparency log, and a changed byte would break it.
+            # public in the transparency log, and a changed byte would break it. It is
+            # still scanned, and refused if a detector fires.
             data = bundles[rel]
+            hits = sanitizer.detect(data.decode("utf-8", "replace"))
+            if hits:
+                raise PublishError(f"{rel}: {hits[0].category} in a signature bundle")
         elif rel in documents:
             cleaned = sanitizer.document(documents[rel])
             cleaned = _rewrite_references(cleaned, digests)

@@ -155,7 +155,7 @@ _SIGNATURE_FILES = frozenset({manifest.STATEMENT_NAME, manifest.BUNDLE_NAME})
 
 
 def _is_signature(rel: str) -> bool:
-    """A sigstore bundle: not an anvil artifact, and public by design (it is in Rekor)."""
+    """A sigstore bundle: not an anvil artifact (no schema field); scanned as text."""
     return rel in _SIGNATURE_FILES or rel.endswith(manifest.BUNDLE_SUFFIX)
 
 
@@ -198,7 +198,7 @@ def verify_paths(
                 e.rel,
                 e.rel.endswith(".json") and not _is_signature(e.rel),
                 e.identity,
-                public and e.rel not in manifest.SEAL_FILES and not _is_signature(e.rel),
+                public and e.rel not in manifest.SEAL_FILES,
             )
             for e in listing.entries
         )

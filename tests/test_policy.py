@@ -106,3 +106,12 @@ def test_commands_refuse_an_unusable_policy(
     assert status == 2 and "cannot read" in err
     status, _, err = cli("decide", str(tmp_path / "no-campaign"))
     assert status == 2 and "not a folder" in err
+
+
+def test_policy_rules_name_every_match_rule_derive_writes() -> None:
+    from ledger.derive import MATCH_RULES
+    from ledger.schema import SchemaId, load_schema
+
+    schema = load_schema(SchemaId.parse("anvil-serving.ab-comparison/v1"))
+    enum = schema["properties"]["match_failures"]["items"]["properties"]["rule"]["enum"]
+    assert set(enum) == set(MATCH_RULES) == load_policy().matched_ab.enforced_rules()
