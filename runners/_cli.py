@@ -19,7 +19,7 @@ def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         parents=[common],
-        help="run a plan's capacity and endurance stages against its endpoints",
+        help="run a plan's workload and evidence stages against its endpoints",
         description="Measure every arm x stage x cell of PLAN.toml and write the raw "
         "campaign folder DIR/<campaign_id>/. Exit 0 when every cell completed (failed "
         "requests are evidence, not errors), 1 on an error, 130/143 when interrupted.",
