@@ -72,6 +72,10 @@ class Policy:
     """``production``, ``staging`` or an absolute path to a trusted_root.json."""
     source: str
     """Where it was read from (a path, or ``default``)."""
+    context_pass_fraction: float = 0.9
+    """Each depth of a context-quality sweep must pass at least this fraction."""
+    coding_pass_rate: float = 1.0
+    """A coding-quality gate passes at this fraction of attempts or more."""
 
     def to_json(self) -> dict[str, Any]:
         """The policy as a ``promotion-policy/v1`` document."""
@@ -82,6 +86,10 @@ class Policy:
             "reserve_min_free_mib": self.reserve_min_free_mib,
             "matched_ab": attrs.asdict(self.matched_ab),
             "restoration": {"required": self.restoration_required},
+            "quality": {
+                "context_pass_fraction": self.context_pass_fraction,
+                "coding_pass_rate": self.coding_pass_rate,
+            },
             "approval": {
                 "required": self.approval_required,
                 "trusted_root": self.trusted_root
@@ -112,6 +120,7 @@ def parse_policy(data: dict[str, Any], *, source: str, base: Path | None = None)
         first = problems[0]
         raise InvalidArtifact(f"{source}: {first.pointer or '/'}: {first.message}")
     approval = data["approval"]
+    quality = data.get("quality") or {}
     root = approval["trusted_root"]
     if root not in PINNED_ROOTS:
         path = Path(root)
@@ -128,6 +137,8 @@ def parse_policy(data: dict[str, Any], *, source: str, base: Path | None = None)
         approvers=tuple(Approver(**a) for a in approval["approvers"]),
         trusted_root=root,
         source=source,
+        context_pass_fraction=float(quality.get("context_pass_fraction", 0.9)),
+        coding_pass_rate=float(quality.get("coding_pass_rate", 1.0)),
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import tree, verdicts
+from ledger._internal import functional, tree, verdicts
 from ledger._internal.findings import Issue
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.policy import Policy
@@ -74,6 +74,8 @@ class GateResult:
     requests: int | None = None
     completed: int | None = None
     failed: int | None = None
+    counts: dict[str, Any] = attrs.Factory(dict)
+    """A functional gate's counts, in the seeds' field names."""
     measured: bool = True
     """False when the reading could not be taken (no NVML, no container engine): a
     failed gate then means missing evidence, not a failing configuration."""
@@ -87,6 +89,7 @@ class GateResult:
         gate["detail"] = self.detail
         if self.requests is not None:
             gate.update(requests=self.requests, completed=self.completed, failed=self.failed)
+        gate.update(self.counts)
         return gate
 
 
@@ -149,7 +152,10 @@ def load_evidence(folder: str | Path) -> Evidence:
         if artifact is None:
             continue
         document = _read(root, artifact["path"], problems)
-        kind = _KIND_OF_SCHEMA.get(str((document or {}).get("schema")))
+        schema = str((document or {}).get("schema"))
+        kind = _KIND_OF_SCHEMA.get(schema)
+        if schema == functional.SCHEMA and document is not None:
+            kind = str(document["kind"])
         if document is not None and kind is not None:
             evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
     derived = root / "derived"
@@ -227,13 +233,42 @@ def _reserve_detail(document: dict[str, Any], failures: list[str], threshold: in
     return f"{each}; threshold {threshold} MiB"
 
 
+def _functional_gates(evidence: Evidence, arm: str, policy: Policy) -> list[GateResult]:
+    gates = []
+    for kind in functional.KINDS:
+        found = evidence.stages.get((arm, kind))
+        if found is None:
+            continue
+        path, document = found
+        settings = dict(document["settings"])
+        # The policy's bar, not the one the plan happened to set.
+        settings.update(
+            pass_fraction=policy.context_pass_fraction,
+            required_pass_rate=policy.coding_pass_rate,
+        )
+        summary = functional.summarize(kind, document["records"], settings)
+        gates.append(
+            GateResult(
+                arm,
+                kind,
+                document["stage"],
+                bool(summary["passed"]),
+                functional.gate_detail(kind, summary, document["records"]),
+                (path,),
+                counts=functional.gate_counts(kind, summary),
+            )
+        )
+    return gates
+
+
 def stage_gates(evidence: Evidence, arm: str, policy: Policy) -> list[GateResult]:
-    """Every gate of an arm: its workload stages, then startup, reserve and restoration.
+    """Every gate of an arm: functional and quality gates, workload stages, then startup,
+    reserve and restoration.
 
     Reserve is judged against the policy's threshold, not the stage's own; each verdict
     is recomputed from the readings.
     """
-    gates = _workload_gates(evidence, arm)
+    gates = _functional_gates(evidence, arm, policy) + _workload_gates(evidence, arm)
     startup = evidence.stages.get((arm, "startup"))
     if startup is not None:
         path, document = startup

@@ -32,9 +32,9 @@ from ledger import __version__, manifest
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.hashing import sha256_file
 from ledger.schema import read_document, write_document
-from runners import evidence, gpu
+from runners import evidence, functional, gpu
 from runners.client import EndpointClient
-from runners.plan import Arm, Cell, EvidenceStage, Plan, Stage
+from runners.plan import FUNCTIONAL_KINDS, Arm, Cell, EvidenceStage, Plan, Stage
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
 from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
@@ -342,6 +342,9 @@ class CampaignRun:
             restoration = self.plan.evidence_of("restoration")
             if restoration is not None and witness is not None:
                 await self._restoration_before(arm, restoration, witness)
+            for step in self.plan.evidence:
+                if step.kind in FUNCTIONAL_KINDS:
+                    await self._functional(arm, step, base_url, api_key)
             telemetry = self.plan.evidence_of("telemetry")
             during = None
             if telemetry is not None and self.evidence[(arm.name, telemetry.name)] != "complete":
@@ -376,6 +379,21 @@ class CampaignRun:
         finally:
             if witness is not None:
                 witness.close()
+
+    async def _functional(
+        self, arm: Arm, step: EvidenceStage, base_url: str, api_key: str | None
+    ) -> None:
+        """Runs one functional or quality gate; an interrupted one leaves no artifact."""
+        if self.evidence[(arm.name, step.name)] == "complete":
+            return
+        started_at = evidence.utc_now()
+        async with EndpointClient(
+            base_url, concurrency=1, deadlines=self.plan.deadlines, api_key=api_key
+        ) as client:
+            session = functional.Session(client, arm, step, self.plan.seed)
+            records = await functional.RUNNERS[step.kind](session)
+        document = evidence.functional_document(self.plan, arm, step, records, started_at)
+        self._write_evidence(arm, step, document, "complete")
 
     def _write_evidence(
         self, arm: Arm, step: EvidenceStage, document: dict[str, Any], status: str
@@ -616,6 +634,21 @@ class CampaignRun:
 
 
 def _evidence_line(document: dict[str, Any]) -> str:
+    if "records" in document:
+        counts = ", ".join(
+            f"{key} {document[key]}"
+            for key in (
+                "checks_passed",
+                "checks",
+                "completed",
+                "requests",
+                "passed_attempts",
+                "attempts",
+                "effective_context",
+            )
+            if key in document
+        )
+        return f"{'passed' if document['passed'] else 'failed'} ({counts})"
     if "outcome" in document:
         return f"{document['outcome']} ({document['detail']})"
     if "samples" in document:

@@ -349,6 +349,32 @@ class EndpointClient:
         except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:
             return self._redact(f"{url}: {type(e).__name__}: {e}")
 
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, max_bytes: int = 4 << 20
+    ) -> tuple[int, Any] | str:
+        """A bounded, non-streaming POST under the base URL: ``(status, parsed JSON or
+        None)``, or a one-line reason it failed."""
+        url = self.base_url + path
+        try:
+            async with asyncio.timeout(self.deadlines.first_byte_s + self.deadlines.idle_s):
+                async with self._client.stream(
+                    "POST", url, content=orjson.dumps(body), headers={"accept": "application/json"}
+                ) as response:
+                    data = bytearray()
+                    async for chunk in response.aiter_raw():
+                        data += chunk
+                        if len(data) > max_bytes:
+                            return f"{url}: body larger than {max_bytes} bytes"
+        except TimeoutError:
+            return f"{url}: no answer in time"
+        except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:
+            return self._redact(f"{url}: {type(e).__name__}: {e}")
+        try:
+            parsed = orjson.loads(bytes(data)) if data else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        return response.status_code, parsed
+
     async def chat(self, body: dict[str, Any], *, origin_ns: int) -> RequestRecord:
         """Streams one chat completion; never raises for anything the server does.
 

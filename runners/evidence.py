@@ -8,10 +8,12 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from ledger._internal import functional
 from ledger._internal.verdicts import STARTUP_PASSED, reserve_failures, restoration_failures
 from runners import containers, gpu
 from runners.plan import Arm, Container, EvidenceStage, Plan
 
+FUNCTIONAL_SCHEMA = functional.SCHEMA
 RESERVE_SCHEMA = "anvil-serving.gpu-reserve/v1"
 TELEMETRY_SCHEMA = "anvil-serving.gpu-telemetry/v1"
 RESTORATION_SCHEMA = "anvil-serving.container-restoration/v1"
@@ -174,4 +176,18 @@ def startup_document(
         "last_probe": attempt.get("last_probe"),
         "before": before,
         "after": after,
+    }
+
+
+def functional_document(
+    plan: Plan, arm: Arm, stage: EvidenceStage, records: list[dict[str, Any]], started_at: str
+) -> dict[str, Any]:
+    """A functional or quality gate: its check records and the counts they give."""
+    return {
+        **_head(plan, arm, stage, FUNCTIONAL_SCHEMA),
+        "kind": stage.kind,
+        "started_at": started_at,
+        "settings": stage.settings,
+        "records": records,
+        **functional.summarize(stage.kind, records, stage.settings),
     }

@@ -22,7 +22,37 @@ from runners.workload import PREFIX_MODES
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
 STAGE_KINDS = ("capacity", "endurance")
-EVIDENCE_KINDS = ("startup", "telemetry", "reserve", "restoration")
+FUNCTIONAL_KINDS = (
+    "preflight",
+    "thinking-control",
+    "strict-output",
+    "canary",
+    "context-quality",
+    "coding-quality",
+)
+"""Functional and quality gates: each writes one artifact per arm (``runners/functional.py``)."""
+EVIDENCE_KINDS = ("startup", "telemetry", "reserve", "restoration", *FUNCTIONAL_KINDS)
+PREFLIGHT_CHECKS = (
+    "text",
+    "json-object",
+    "json-schema",
+    "retrieval",
+    "tools",
+    "long-tool-prompt",
+    "streaming-tool-deltas",
+    "tool-result-continuation",
+    "responses-api",
+    "image-ocr",
+)
+CONTEXT_FAMILIES = ("number", "phrase", "key-value")
+CODING_TASKS = 5
+"""How many coding tasks ``runners/coding.py`` holds."""
+DEFAULT_THINKING = {
+    "enabled": {"chat_template_kwargs": {"enable_thinking": True}},
+    "disabled": {"chat_template_kwargs": {"enable_thinking": False}},
+}
+"""How thinking is switched unless an arm says otherwise (SGLang's and vLLM's chat
+template argument)."""
 DEFAULT_RESERVE_MIB = 3072
 _CAMPAIGN_ID = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -121,6 +151,12 @@ class Arm:
     container: Container | None = None
     gpus: tuple[int, ...] | None = None
     """NVML indices of the cards the arm's server uses; None: every card."""
+    thinking: dict[str, dict[str, Any]] = attrs.field(factory=lambda: dict(DEFAULT_THINKING))
+    """Request fields that switch thinking ``enabled`` and ``disabled`` on this server."""
+
+    def thinking_fields(self, enabled: bool) -> dict[str, Any]:
+        """The fields to merge into a request for that thinking mode."""
+        return dict(self.thinking["enabled" if enabled else "disabled"])
 
     def to_json(self) -> dict[str, Any]:
         """As recorded in ``run-plan.json`` (the key's variable name, never the key)."""
@@ -134,6 +170,7 @@ class Arm:
             "simulated": self.simulated.to_json() if self.simulated else None,
             "container": self.container.to_json() if self.container else None,
             "gpus": list(self.gpus) if self.gpus is not None else None,
+            "thinking": self.thinking,
         }
 
 
@@ -274,6 +311,7 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
     ):
         raise reader.error("gpus", f"expected distinct card indices (0, 1, ...), got {gpus!r}")
     container = _container(source, index, reader.get("container", (dict,), None))
+    thinking = _thinking(source, index, reader.get("thinking", (dict,), None))
     reader.finish()
     return Arm(
         name,
@@ -285,7 +323,20 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         profile,
         container,
         tuple(gpus) if gpus is not None else None,
+        thinking,
     )
+
+
+def _thinking(source: str, index: int, table: Any) -> dict[str, dict[str, Any]]:
+    if table is None:
+        return dict(DEFAULT_THINKING)
+    reader = _Reader(source, f"arms[{index}].thinking", table)
+    switch = {
+        mode: reader.get(mode, (dict,), what="a table of request fields")
+        for mode in ("enabled", "disabled")
+    }
+    reader.finish()
+    return switch
 
 
 def _container(source: str, index: int, table: Any) -> Container | None:
@@ -323,8 +374,72 @@ def _evidence_stage(reader: _Reader, kind: str) -> EvidenceStage:
             if value <= 0:
                 raise reader.error(key, f"must be > 0, got {value}")
             settings[key] = float(value)
+    elif kind in FUNCTIONAL_KINDS:
+        settings = _functional_settings(reader, kind)
     reader.finish()
     return EvidenceStage(name, kind, settings)
+
+
+_FUNCTIONAL_COUNTS: dict[str, tuple[tuple[str, int, int, int], ...]] = {
+    # kind: (key, default, lowest, highest)
+    "preflight": (("tools", 20, 1, 20), ("long_tool_tokens", 100000, 0, 10_000_000)),
+    "thinking-control": (("repetitions", 2, 1, 100),),
+    "strict-output": (("requests", 3, 1, 1000), ("word_limit", 12, 3, 1000)),
+    "canary": (("requests", 10, 1, 1000),),
+    "context-quality": (("positions", 5, 1, 100), ("repetitions", 2, 1, 100)),
+    "coding-quality": (("tasks", CODING_TASKS, 1, CODING_TASKS), ("repetitions", 3, 1, 100)),
+}
+_FUNCTIONAL_MAX_TOKENS = {
+    "preflight": 256,
+    "thinking-control": 256,
+    "strict-output": 64,
+    "canary": 64,
+    "context-quality": 32,
+    "coding-quality": 512,
+}
+
+
+def _functional_settings(reader: _Reader, kind: str) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "max_tokens": reader.positive("max_tokens", _FUNCTIONAL_MAX_TOKENS[kind])
+    }
+    for key, default, lowest, highest in _FUNCTIONAL_COUNTS[kind]:
+        value = reader.get(key, (int,), default, "a whole number")
+        if not lowest <= value <= highest:
+            raise reader.error(key, f"must be between {lowest} and {highest}, got {value}")
+        settings[key] = value
+    if kind == "preflight":
+        skip = reader.get("skip", (list,), [], "a list of check names")
+        unknown = [s for s in skip if s not in PREFLIGHT_CHECKS]
+        if unknown:
+            raise reader.error(
+                "skip", f"unknown check {unknown[0]!r} (one of {', '.join(PREFLIGHT_CHECKS)})"
+            )
+        settings["skip"] = list(dict.fromkeys(skip))
+    elif kind == "context-quality":
+        settings["depths"] = sorted(set(reader.int_list("depths")))
+        families = reader.get("families", (list,), list(CONTEXT_FAMILIES), "a list of families")
+        unknown = [f for f in families if f not in CONTEXT_FAMILIES]
+        if unknown or not families:
+            raise reader.error(
+                "families", f"expected some of {', '.join(CONTEXT_FAMILIES)}, got {families!r}"
+            )
+        settings["families"] = list(dict.fromkeys(families))
+        settings["pass_fraction"] = _fraction(reader, "pass_fraction", 0.9)
+    elif kind == "coding-quality":
+        timeout = reader.get("timeout_s", (int, float), 10.0, "seconds")
+        if not 0 < timeout <= 600:
+            raise reader.error("timeout_s", f"must be > 0 and at most 600, got {timeout}")
+        settings["timeout_s"] = float(timeout)
+        settings["required_pass_rate"] = _fraction(reader, "required_pass_rate", 1.0)
+    return settings
+
+
+def _fraction(reader: _Reader, key: str, default: float) -> float:
+    value = float(reader.get(key, (int, float), default, "a fraction"))
+    if not 0 <= value <= 1:
+        raise reader.error(key, f"must be between 0 and 1, got {value}")
+    return value
 
 
 def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceStage:

@@ -35,13 +35,13 @@ def request_body(
 ) -> dict[str, Any]:
     """The chat-completions request of a cell (without the streaming options)."""
     body: dict[str, Any] = dict(arm.extra_body)
+    body.update(arm.thinking_fields(cell.thinking))
     body.update(
         model=arm.model,
         messages=messages,
         max_tokens=stage.max_tokens,
         temperature=stage.temperature,
         seed=stage.seed,
-        chat_template_kwargs={"enable_thinking": cell.thinking},
     )
     if stage.controlled_output:
         body.update(ignore_eos=True, min_tokens=stage.max_tokens)

@@ -173,6 +173,53 @@ BAD = {
         ),
         r"arms\[0\].container.ready_url: must start with http",
     ),
+    "preflight_unknown_skip": (
+        _plan(stages=[*_plan()["stages"], {"kind": "preflight", "skip": ["vision"]}]),
+        r"stages\[1\].skip: unknown check 'vision'",
+    ),
+    "preflight_too_many_tools": (
+        _plan(stages=[*_plan()["stages"], {"kind": "preflight", "tools": 21}]),
+        r"stages\[1\].tools: must be between 1 and 20, got 21",
+    ),
+    "context_without_depths": (
+        _plan(stages=[*_plan()["stages"], {"kind": "context-quality"}]),
+        r"stages\[1\].depths: is required",
+    ),
+    "context_bad_family": (
+        _plan(
+            stages=[
+                *_plan()["stages"],
+                {"kind": "context-quality", "depths": [1024], "families": ["date"]},
+            ]
+        ),
+        r"stages\[1\].families: expected some of number, phrase, key-value",
+    ),
+    "context_fraction": (
+        _plan(
+            stages=[
+                *_plan()["stages"],
+                {"kind": "context-quality", "depths": [1024], "pass_fraction": 1.5},
+            ]
+        ),
+        r"stages\[1\].pass_fraction: must be between 0 and 1",
+    ),
+    "coding_tasks": (
+        _plan(stages=[*_plan()["stages"], {"kind": "coding-quality", "tasks": 9}]),
+        r"stages\[1\].tasks: must be between 1 and 5, got 9",
+    ),
+    "thinking_switch_partial": (
+        _plan(
+            arms=[
+                {
+                    "name": "a",
+                    "base_url": "http://x",
+                    "model": "m",
+                    "thinking": {"enabled": {"reasoning_effort": "high"}},
+                }
+            ]
+        ),
+        r"arms\[0\].thinking.disabled: is required",
+    ),
     "container_unknown_key": (
         _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "container": {"id": "c"}}]),
         r"arms\[0\].container.name: is required",

@@ -17,7 +17,8 @@ def test_default_policy_is_fail_closed() -> None:
     policy = load_policy()
     assert policy.source == "default"
     assert policy.reserve_min_free_mib == 3072
-    assert policy.required_gates == ("capacity", "endurance")
+    assert policy.required_gates == ("preflight", "thinking-control", "capacity", "endurance")
+    assert (policy.context_pass_fraction, policy.coding_pass_rate) == (0.9, 1.0)
     assert policy.restoration_required and policy.approval_required
     assert policy.approvers == ()  # nobody can approve until an organization names someone
     assert policy.matched_ab.enforced_rules() == {
@@ -71,7 +72,7 @@ def test_relaxing_a_rule_changes_the_digest(tmp_path: Path) -> None:
         ),
         (
             lambda t: t.replace("[restoration]", "colour = 'red'\n[restoration]"),
-            r"policy.toml: /matched_ab: .*colour",
+            r"policy.toml: /quality: .*colour",
         ),
         (
             lambda t: t.replace(

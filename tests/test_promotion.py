@@ -60,6 +60,12 @@ engine = "simulated 500"
 name = "anvil-promo-candidate"
 docker_host = "{socket}"
 [[stages]]
+kind = "preflight"
+long_tool_tokens = 1000
+[[stages]]
+kind = "thinking-control"
+repetitions = 1
+[[stages]]
 kind = "capacity"
 context_targets = [256]
 requests = 10
@@ -85,7 +91,7 @@ kind = "restoration"
 POLICY = """
 schema = "anvil-serving.promotion-policy/v1"
 name = "test release policy"
-required_gates = ["capacity", "endurance"]
+required_gates = ["preflight", "thinking-control", "capacity", "endurance"]
 reserve_min_free_mib = {reserve}
 [matched_ab]
 equal_prompts = true
@@ -205,7 +211,7 @@ def test_evidence_stages_wrote_their_artifacts(promotion_campaign: Path) -> None
     assert {(e["arm"], e["kind"], e["status"]) for e in run["evidence"]} == {
         (arm, kind, "complete")
         for arm in ("baseline", "candidate")
-        for kind in ("telemetry", "reserve", "restoration")
+        for kind in ("preflight", "thinking-control", "telemetry", "reserve", "restoration")
     }
     reserve = json.loads((promotion_campaign / "candidate/reserve.json").read_text())
     assert reserve["passed"] is True and reserve["threshold_mib"] == 3072
@@ -311,6 +317,7 @@ def test_hand_edited_promotion_is_rejected_with_every_code(
     decided = decide(campaign, load_policy(), candidate="linux")
     assert decided.summary["decision"]["promotion_authorized"] is False
     assert {u.rule for u in decided.evaluation.unmet} == {
+        "required-gates",
         "ab-present",
         "reserve",
         "restoration",
@@ -319,6 +326,8 @@ def test_hand_edited_promotion_is_rejected_with_every_code(
     status, report = verify_json(cli, campaign)
     assert status == 1
     assert _codes(report) == [
+        "promotion-incomplete",
+        "promotion-incomplete",
         "promotion-without-ab",
         "promotion-without-approval",
         "promotion-without-reserve",

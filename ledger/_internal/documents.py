@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from ledger import gate, schema
-from ledger._internal import runs
+from ledger._internal import functional, runs
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import json_pointer
 from ledger.errors import SchemaError
@@ -194,6 +194,8 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
         found.extend(runs.check_cell_run(document))
     elif not found and schema_id.kind == "run-manifest":
         found.extend(runs.check_run_manifest(document))
+    elif not found and schema_id.kind == "functional-gate":
+        found.extend(functional.check_functional_gate(document))
     is_manifest = schema_id.kind == "manifest"
     references = () if is_manifest or not may_reference else tuple(find_references(document))
     return DocumentResult(name, tuple(found), references, summary)

@@ -92,6 +92,8 @@ class SimulatedEndpoint:
         method = scope["method"]
         if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
+        elif path == "/v1/responses" and method == "POST" and self.profile.responses_api:
+            await self._responses(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
             await self._json(send, 200, self._models())
         elif path == "/metrics" and method == "GET":
@@ -252,7 +254,12 @@ class SimulatedEndpoint:
             max_tokens = limit - prompt_tokens
         digest = hashlib.sha256("\x00".join(tokens).encode()).digest()
         reply = plan_reply(
-            self.profile, body, prompt_digest=digest, max_tokens=max_tokens, thinking=thinking
+            self.profile,
+            body,
+            prompt_digest=digest,
+            max_tokens=max_tokens,
+            thinking=thinking,
+            prompt_tokens=prompt_tokens,
         )
         entry.update(completion_tokens=reply.tokens, decode_tok_s=self.profile.decode_tok_s)
         if self._slots is None:
@@ -298,6 +305,82 @@ class SimulatedEndpoint:
             self._running -= 1
             self._slots.release()
 
+    async def _responses(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A minimal, non-streaming ``POST /v1/responses``: one message in, one out.
+
+        It shares the answering mode and the timing model's rates, not the scheduler:
+        requests here neither queue for a slot nor touch the prefix cache or counters.
+        """
+        body_bytes = await self._read_body(scope, receive)
+        try:
+            body = orjson.loads(body_bytes or b"")
+        except orjson.JSONDecodeError as e:
+            await self._error(send, 400, f"request body is not JSON: {e}", "BadRequestError")
+            return
+        if not isinstance(body, dict) or body.get("model") != self.profile.model:
+            model = body.get("model") if isinstance(body, dict) else None
+            await self._error(send, 404, f"The model `{model}` does not exist.", "NotFoundError")
+            return
+        given = body.get("input")
+        if isinstance(given, str):
+            messages = [{"role": "user", "content": given}]
+        elif isinstance(given, list):
+            messages = [
+                {"role": m.get("role", "user"), "content": _input_text(m.get("content"))}
+                for m in given
+                if isinstance(m, dict)
+            ]
+        else:
+            await self._error(send, 400, "input must be a string or a list", "BadRequestError")
+            return
+        chat = {"model": self.profile.model, "messages": messages}
+        tokens = tokenize(render_prompt(chat, thinking=False))
+        prompt_tokens = count_prompt_tokens(tokens)
+        requested = body.get("max_output_tokens")
+        max_tokens = requested if isinstance(requested, int) and requested > 0 else 256
+        digest = hashlib.sha256("\x00".join(tokens).encode()).digest()
+        reply = plan_reply(
+            self.profile,
+            chat,
+            prompt_digest=digest,
+            max_tokens=max_tokens,
+            thinking=False,
+            prompt_tokens=prompt_tokens,
+        )
+        self._requests += 1
+        duration = (
+            self.profile.overhead_ms / 1000
+            + prompt_tokens / self.profile.prefill_tok_s
+            + reply.tokens / self.profile.decode_tok_s
+        )
+        await asyncio.sleep(duration)
+        text = "".join(p.text for p in reply.pieces() if p.channel == "content")
+        await self._json(
+            send,
+            200,
+            {
+                "id": f"resp-sim-{self._requests}",
+                "object": "response",
+                "created_at": int(time.time()),
+                "status": "completed" if reply.finish_reason == "stop" else "incomplete",
+                "model": self.profile.model,
+                "output": [
+                    {
+                        "type": "message",
+                        "id": f"msg-sim-{self._requests}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}],
+                    }
+                ],
+                "usage": {
+                    "input_tokens": prompt_tokens,
+                    "output_tokens": reply.tokens,
+                    "total_tokens": prompt_tokens + reply.tokens,
+                },
+            },
+        )
+
     async def _complete(
         self, send: Send, entry: dict[str, Any], reply: Reply, usage: dict[str, Any], first: float
     ) -> None:
@@ -336,6 +419,13 @@ class SimulatedEndpoint:
                 "usage": usage,
             },
         )
+
+
+def _input_text(content: Any) -> Any:
+    """Responses API content parts (``input_text``) as chat content."""
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
+    return content
 
 
 class _Stream:

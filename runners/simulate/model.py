@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import orjson
 
+from runners.simulate import answers
 from runners.simulate.profile import Profile
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -160,24 +161,6 @@ class Reply:
             yield Piece(channel, text)
 
 
-def _example_value(schema: Any, rng: random.Random) -> Any:
-    kind = schema.get("type") if isinstance(schema, dict) else None
-    if kind == "object" or (isinstance(schema, dict) and "properties" in schema):
-        properties = schema.get("properties") or {}
-        return {name: _example_value(sub, rng) for name, sub in sorted(properties.items())}
-    if kind == "integer":
-        return rng.randint(0, 100)
-    if kind == "number":
-        return rng.randint(0, 1000) / 10
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "array":
-        return [_example_value(schema.get("items") or {"type": "string"}, rng)]
-    if isinstance(schema, dict) and isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    return " ".join(rng.choice(_WORDS) for _ in range(3))
-
-
 def _split(text: str, size: int = 4) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
@@ -208,6 +191,33 @@ def _chosen_tool(body: dict[str, Any]) -> dict[str, Any] | None:
     return functions[0] if functions and isinstance(functions[0], dict) else None
 
 
+_LEAK = ("<think>", " Let", " me", " think", " first", ".", "</think>", "\n")
+"""Reasoning markup a ``leak-reasoning`` fault puts into the visible content."""
+
+
+def _answered(
+    answer: answers.Answer | None, leak: bool, room: int, reasoning: int, seed: bytes
+) -> Reply | None:
+    if answer is None and not leak:
+        return None
+    if answer is not None and answer.tool is not None:
+        name, arguments = answer.tool
+        fragments = _split(arguments)
+        finish = "tool_calls" if len(fragments) <= room else "length"
+        return Reply(
+            reasoning, min(len(fragments), room), finish, seed, tuple(fragments[:room]), name
+        )
+    if answer is not None and answer.empty_at_length:
+        return Reply(reasoning, room, "length", seed, ("\n",))
+    text = answer.content if answer is not None and answer.content is not None else None
+    if text is None:
+        return None  # a leak with nothing recognised: filler words after the markup
+    fragments = [*(_LEAK if leak else ()), *(re.findall(r"\s*\S+", text) or [""])]
+    count = min(len(fragments), room)
+    finish = "stop" if len(fragments) <= room else "length"
+    return Reply(reasoning, count, finish, seed, tuple(fragments[:count]))
+
+
 def plan_reply(
     profile: Profile,
     body: dict[str, Any],
@@ -215,6 +225,7 @@ def plan_reply(
     prompt_digest: bytes,
     max_tokens: int,
     thinking: bool,
+    prompt_tokens: int = 0,
 ) -> Reply:
     """Decides the reply to a request: its tokens, channels and finish reason."""
     seed = prompt_digest + profile.seed.to_bytes(8, "little", signed=True)
@@ -223,11 +234,20 @@ def plan_reply(
     ignore_eos = body.get("ignore_eos") is True
     reasoning = min(profile.reasoning_tokens, max_tokens) if thinking else 0
     room = max_tokens - reasoning
+    answered = _answered(
+        answers.answer(profile, body, prompt_tokens=prompt_tokens, seed=seed),
+        answers.leaks_reasoning(profile, body, prompt_tokens=prompt_tokens),
+        room,
+        reasoning,
+        seed,
+    )
+    if answered is not None:
+        return answered
     tool = _chosen_tool(body)
     schema = _structured_schema(body)
     if tool is not None:
         rng = random.Random(seed + b"tool")
-        arguments = orjson.dumps(_example_value(tool.get("parameters") or {}, rng)).decode()
+        arguments = orjson.dumps(answers.example_value(tool.get("parameters") or {}, rng)).decode()
         fragments = _split(arguments)
         finish = "tool_calls" if len(fragments) <= room else "length"
         return Reply(
@@ -242,7 +262,7 @@ def plan_reply(
     natural = profile.natural_output_tokens
     if schema is not None:
         rng = random.Random(seed + b"json")
-        fragments = _split(orjson.dumps(_example_value(schema, rng)).decode())
+        fragments = _split(orjson.dumps(answers.example_value(schema, rng)).decode())
         natural = len(fragments)
     wanted = room if ignore_eos else max(natural, floor)
     count = min(wanted, room)

@@ -46,6 +46,37 @@ class Fault:
             raise ValueError(f"rate must be between 0 and 1, got {value!r}")
 
 
+QUALITY_FAULT_KINDS = (
+    "leak-reasoning",
+    "wrong-tool",
+    "broken-json",
+    "ignore-word-limit",
+    "late-canary",
+    "miss-needle",
+    "wrong-code",
+    "blind",
+)
+"""Answering faults: each makes the answering mode fail the checks of one kind."""
+
+
+@attrs.frozen
+class QualityFault:
+    """An answering fault, active for prompts within a token window."""
+
+    kind: str = attrs.field(validator=attrs.validators.in_(QUALITY_FAULT_KINDS))
+    """One of :data:`QUALITY_FAULT_KINDS`."""
+    min_prompt_tokens: int = attrs.field(default=0, validator=_not_negative)
+    """Active from this prompt length."""
+    max_prompt_tokens: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(int))
+    )
+    """Active up to this prompt length (None: no upper bound)."""
+    answer: str = attrs.field(
+        default="incorrect", validator=attrs.validators.in_(("incorrect", "empty"))
+    )
+    """For ``miss-needle``: a wrong visible answer, or only whitespace until max_tokens."""
+
+
 @attrs.frozen
 class Profile:
     """What the simulated server is: every number of its timing model and limits."""
@@ -83,11 +114,18 @@ class Profile:
     """The delta field of reasoning (SGLang and older vLLM: reasoning_content)."""
     faults: tuple[Fault, ...] = ()
     """Injected faults, drawn in order; the first that fires applies."""
+    answering: bool = True
+    """Answer the functional and quality checks' prompts (``answers.py``)."""
+    responses_api: bool = True
+    """Serve ``POST /v1/responses``; without it that path is 404, as on servers that lack it."""
+    quality_faults: tuple[QualityFault, ...] = ()
+    """Answering faults."""
 
     def to_json(self) -> dict[str, Any]:
         """The profile as recorded in an arm's identity."""
         document = attrs.asdict(self, recurse=False)
         document["faults"] = [attrs.asdict(f) for f in self.faults]
+        document["quality_faults"] = [attrs.asdict(f) for f in self.quality_faults]
         return document
 
     @classmethod
@@ -117,8 +155,20 @@ class Profile:
                     faults.append(Fault(**fault))
                 else:
                     raise TypeError(f"a fault must be a table, got {fault!r}")
+            quality = []
+            raw_quality = values.pop("quality_faults", [])
+            if not isinstance(raw_quality, list | tuple):
+                raise TypeError(f"quality_faults must be a list of tables, got {raw_quality!r}")
+            for fault in raw_quality:
+                if isinstance(fault, QualityFault):
+                    quality.append(fault)
+                elif isinstance(fault, dict):
+                    _check_types(QualityFault, fault)
+                    quality.append(QualityFault(**fault))
+                else:
+                    raise TypeError(f"a quality fault must be a table, got {fault!r}")
             _check_types(cls, values)
-            return cls(**values, faults=tuple(faults))
+            return cls(**values, faults=tuple(faults), quality_faults=tuple(quality))
         except (TypeError, ValueError) as e:
             raise InvalidArtifact(f"{source}: {e}") from None
 
