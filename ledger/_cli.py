@@ -359,6 +359,8 @@ CORE_COMMANDS = frozenset(
         "signature",
         "decide",
         "gate",
+        "report",
+        "ticket",
     }
 )
 COMMAND_GROUP = "anvil_ledger.commands"

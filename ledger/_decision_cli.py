@@ -1,4 +1,5 @@
-"""``ledger decide`` and ``ledger gate``: the promotion commands of the command line."""
+"""``ledger decide``, ``gate``, ``report`` and ``ticket``: the commands that turn a
+campaign's evidence into a decision, a publication and its follow-up."""
 
 from __future__ import annotations
 
@@ -40,6 +41,62 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         )
     decide.set_defaults(func=_decide)
     gate.set_defaults(func=_gate)
+    report = commands.add_parser(
+        "report",
+        parents=[common],
+        help="write a campaign's publication (Markdown or self-contained HTML, SVG charts)",
+        description="report.md or report.html, charts under report/ with their graph data "
+        "and source digests, an evidence index; written into the campaign and re-sealed. "
+        "Run it on the published (sanitized) campaign.",
+    )
+    report.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    report.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        choices=("md", "html"),
+        help="md (default) or html; repeat for both",
+    )
+    report.set_defaults(func=_report)
+    ticket = commands.add_parser(
+        "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"
+    )
+    ticket_commands = ticket.add_subparsers(
+        dest="ticket_command", metavar="TICKET_COMMAND", required=True
+    )
+    new = ticket_commands.add_parser(
+        "new",
+        parents=[common],
+        help="write a ticket from a campaign's failures and next gate, linked both ways",
+    )
+    new.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    new.add_argument("--tickets", metavar="DIR", help="default: tickets/ beside the evidence root")
+    new.add_argument("--slug", help="the ticket id after the date (default: <campaign>-follow-up)")
+    new.add_argument("--created", metavar="YYYY-MM-DD", help="default: today (UTC)")
+    new.set_defaults(func=_ticket_new)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ledger.report import write_report
+
+    if not os.path.isdir(args.campaign):
+        print(f"ledger report: error: {args.campaign}: not a folder", file=sys.stderr)
+        return 2
+    for path in write_report(args.campaign, args.formats or ["md"]):
+        if path.name.startswith("report."):
+            print(f"report: {path}")
+    return 0
+
+
+def _ticket_new(args: argparse.Namespace) -> int:
+    from ledger.tickets import new_ticket
+
+    if not os.path.isdir(args.campaign):
+        print(f"ledger ticket: error: {args.campaign}: not a folder", file=sys.stderr)
+        return 2
+    path = new_ticket(args.campaign, tickets=args.tickets, slug=args.slug, created=args.created)
+    print(f"ticket: {path}")
+    return 0
 
 
 def _load(args: argparse.Namespace, command: str) -> Any:

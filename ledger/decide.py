@@ -193,8 +193,6 @@ def _evidence_paths(evidence: Evidence, arm: str, evaluation: Evaluation) -> lis
 
 
 def _next_gate(evaluation: Evaluation) -> str:
-    if evaluation.allowed:
-        return f"promoted under policy {evaluation.policy.name!r}; re-qualify after any change"
     first = evaluation.unmet[0]
     return f"{first.rule}: {first.reason}"
 
@@ -213,11 +211,13 @@ def build_summary(
         "evidence_labels": evidence_labels,
         "decision_labels": decision_labels,
         "promotion_authorized": authorized,
-        "next_gate": _next_gate(evaluation),
         "candidate": arm,
         "policy": {"name": policy.name, "sha256": policy.sha256},
         "unmet": [{"rule": u.rule, "reason": u.reason} for u in evaluation.unmet],
     }
+    if not evaluation.allowed:
+        # A promotion leaves nothing to follow up; anything else names what comes next.
+        decision["next_gate"] = _next_gate(evaluation)
     workload: dict[str, Any] = {"plan": "run-plan.json", "manifest": "workload-manifest.json"}
     if comparison is not None:
         workload.update(

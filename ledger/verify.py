@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ledger import gate, manifest, promotion
+from ledger import gate, manifest, promotion, tickets
 from ledger._internal import jsonio, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
 from ledger.errors import Error, InvalidArtifact, SchemaError
@@ -106,8 +106,11 @@ def _join(display: str, rel: str) -> str:
     return f"{display.rstrip('/')}/{rel}" if display else rel
 
 
-def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], list[Finding]]:
+def _targets(
+    paths: Sequence[str],
+) -> tuple[list[tuple[str, Path]], list[str], list[Finding], list[tuple[str, Path]]]:
     campaigns: list[tuple[str, Path]] = []
+    roots: list[tuple[str, Path]] = []
     documents: list[str] = []
     findings: list[Finding] = []
     for raw in paths:
@@ -148,7 +151,8 @@ def _targets(paths: Sequence[str]) -> tuple[list[tuple[str, Path]], list[str], l
                 )
             )
         campaigns.extend((_join(display, child.name), child) for child in children)
-    return campaigns, documents, findings
+        roots.append((display, folder))
+    return campaigns, documents, findings, roots
 
 
 _SIGNATURE_FILES = frozenset({manifest.STATEMENT_NAME, manifest.BUNDLE_NAME})
@@ -184,7 +188,7 @@ def verify_paths(
         UnusablePathError: a path does not exist or cannot be read.
     """
     policy = policy or load_policy()
-    campaign_targets, documents, findings = _targets(paths)
+    campaign_targets, documents, findings, roots = _targets(paths)
     tasks: list[scan.FileTask] = []
     campaigns: list[_Campaign] = []
     for display, folder in campaign_targets:
@@ -210,6 +214,7 @@ def verify_paths(
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
         findings.extend(_check_campaign(campaign, mine, policy))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
+    findings.extend(_ticket_findings(campaigns, results, roots))
     for result in results[document_start:]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
@@ -220,6 +225,46 @@ def verify_paths(
             )
     findings.sort(key=_finding_order)
     return Report(tuple(findings), len(campaigns), artifacts)
+
+
+def _ticket_findings(
+    campaigns: Sequence[_Campaign],
+    results: Sequence[scan.FileResult],
+    roots: Sequence[tuple[str, Path]],
+) -> list[Finding]:
+    """Published campaigns that need a follow-up link tickets; tickets name campaigns."""
+    out = []
+    for campaign in campaigns:
+        if not _is_public(campaign.folder):
+            continue
+        mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
+        summary = next((r for r in mine if r.rel == manifest.SUMMARY_NAME), None)
+        if summary is None or summary.summary is None:
+            continue
+        document = {
+            # The folder is the campaign; a summary naming another id has its own finding.
+            "campaign_id": campaign.folder.resolve().name,
+            "failures": list(summary.summary.failures or ()),
+            "decision": {"next_gate": summary.summary.decision.next_gate},
+        }
+        folder = tickets.tickets_folder_for(campaign.folder)
+        for link in tickets.campaign_link_issues(campaign.folder, document, folder):
+            out.append(
+                Finding.of(
+                    _join(campaign.display, link.rel),
+                    Issue(link.code, "", link.message),
+                    campaign.display,
+                )
+            )
+    for display, root in roots:
+        folder = root.resolve().parent / tickets.TICKETS_FOLDER
+        names = {c.folder.resolve().name for c in campaigns if c.folder.parent == root}
+        shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
+        for link in tickets.folder_issues(folder, names):
+            out.append(
+                Finding.of(_join(shown, link.rel), Issue(link.code, "", link.message), shown)
+            )
+    return out
 
 
 def _pointer_order(pointer: str) -> tuple[tuple[int, int, str], ...]:

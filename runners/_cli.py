@@ -102,6 +102,30 @@ def _approve(args: argparse.Namespace) -> int:
     return 0
 
 
+def register_demo(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``ledger demo --out DIR``."""
+    demo = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="the whole pipeline on the embedded simulated endpoint (run, derive, decide, "
+        "publish, ticket, report, verify)",
+        description="Needs no GPU and no server. Writes DIR/raw, DIR/private, DIR/public and "
+        "DIR/tickets; prints the decision, its reasons and where the report is. Exit 0 when "
+        "the publication verifies.",
+    )
+    demo.add_argument("--out", required=True, metavar="DIR", help="an empty or new folder")
+    demo.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from runners.demo import print_result, run_demo
+    from runners.progress import progress_for
+
+    result = run_demo(args.out, progress=progress_for())
+    print_result(result, sys.stdout)
+    return 0 if result.verified.ok else 1
+
+
 def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     """Adds ``ledger audit DIR|URL --identity I --issuer X``."""
     audit = commands.add_parser(

@@ -73,7 +73,7 @@ def test_cells_view_excludes_warmups_and_failures(tmp_path: Path) -> None:
 def test_gates_decisions_and_artifacts_from_evidence() -> None:
     db = build([ROOT / "evidence"])
     decisions = db.query("SELECT campaign_id, promotion_authorized FROM decisions ORDER BY 1")
-    assert [r[1] for r in decisions.rows] == [False, False, False]
+    assert [r[1] for r in decisions.rows] == [False, False, False, False]
     failed = db.query(
         "SELECT name FROM gates WHERE passed = false AND campaign_id LIKE '2026-09-08%' "
         "ORDER BY position"

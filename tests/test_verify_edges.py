@@ -21,6 +21,8 @@ VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
 def _copy_valid(tmp_path: Path) -> Path:
     target = tmp_path / "evidence" / VALID.name
     shutil.copytree(VALID, target)
+    # The follow-up ticket it links lives beside the evidence root.
+    shutil.copytree(ASSETS / "verify" / "tickets", tmp_path / "tickets", dirs_exist_ok=True)
     return target
 
 
@@ -29,7 +31,7 @@ def test_evidence_tree_verifies_with_withheld_and_gate_warnings(cli: CliRun) -> 
     assert status == 0
     summary = report["summary"]
     assert summary["errors"] == 0
-    assert summary["campaigns"] == 3
+    assert summary["campaigns"] == 4
     codes = {f["code"] for f in report["findings"]}
     assert codes == {"withheld-artifact", "gate-failed-all-passed"}
     gate = [f for f in report["findings"] if f["code"] == "gate-failed-all-passed"]
@@ -172,6 +174,7 @@ def test_file_replaced_during_the_run(tmp_path: Path) -> None:
 
 def test_parallel_and_serial_verification_agree(tmp_path: Path) -> None:
     root = tmp_path / "evidence"
+    shutil.copytree(ASSETS / "verify" / "tickets", tmp_path / "tickets")
     for index in range(12):
         copy = root / f"2026-11-{index + 1:02d}-asset-campaign"
         shutil.copytree(VALID, copy)
@@ -181,7 +184,7 @@ def test_parallel_and_serial_verification_agree(tmp_path: Path) -> None:
     parallel = verify_paths([str(root)], jobs=2)
     assert serial == parallel
     assert serial.campaigns == 12
-    assert serial.artifacts == 12 * 15
+    assert serial.artifacts == 12 * 16
 
 
 def test_text_output_groups_by_campaign(cli: CliRun, tmp_path: Path) -> None:
@@ -198,7 +201,7 @@ def test_text_output_groups_by_campaign(cli: CliRun, tmp_path: Path) -> None:
     assert lines[6] == (
         "  error   unlisted-file              notes.txt: present but not in manifest.json"
     )
-    assert lines[-1] == "1 errors, 5 warnings in 1 campaigns, 6 artifacts"
+    assert lines[-1] == "1 errors, 5 warnings in 1 campaigns, 7 artifacts"
     assert err.strip() == "FAIL"
 
 

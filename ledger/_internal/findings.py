@@ -103,6 +103,14 @@ CODES: dict[str, tuple[Severity, str]] = {
     ),
     "statement-invalid": ("error", "statement.intoto.json is not an in-toto Statement v1"),
     "statement-mismatch": ("error", "the statement's subjects disagree with the published files"),
+    # follow-up tickets
+    "ticket-missing": (
+        "error",
+        "a published campaign with failures or a next gate links no existing ticket",
+    ),
+    "ticket-mismatch": ("error", "a campaign links a ticket that names another campaign"),
+    "ticket-invalid": ("error", "a ticket's front matter is missing or malformed"),
+    "ticket-campaign-unknown": ("error", "a ticket names a campaign the evidence root lacks"),
     # raw runs
     "run-incomplete": ("warning", "a raw run or one of its cells did not finish"),
     "record-inconsistent": ("error", "a request record or cell contradicts itself"),

@@ -24,6 +24,7 @@ from ledger.hashing import sha256_bytes
 from ledger.manifest import MANIFEST_NAME, SUMS_NAME, render_sums, seal
 
 CAMPAIGN = "2026-11-01-asset-campaign"
+TICKET = f"{CAMPAIGN[:10]}-asset-follow-up"
 HERE = Path(__file__).resolve().parent / "verify"
 
 LINUX_LOG = b"request 0 ok ttft_ms=128.3\nrequest 1 ok ttft_ms=127.9\nrequest 2 ok ttft_ms=129.0\n"
@@ -137,7 +138,25 @@ def write_valid(folder: Path) -> None:
     (folder / "raw" / "linux.log").write_bytes(LINUX_LOG)
     (folder / "raw" / "windows.log").write_bytes(WINDOWS_LOG)
     (folder / "publication.md").write_bytes(b"# Asset campaign\n\nDecision: no-promotion.\n")
+    # The decision has failures and a next gate: its follow-up ticket, linked both ways.
+    follow_up = {
+        "schema": "anvil-serving.follow-up/v1",
+        "campaign_id": CAMPAIGN,
+        "tickets": [{"id": TICKET}],
+    }
+    (folder / "follow-up.json").write_bytes(dumps_deterministic(follow_up))
     seal(folder, withhold_missing=True, jobs=1)
+
+
+def write_ticket(tickets: Path) -> None:
+    """The ticket every asset campaign links (``tickets/`` beside the asset roots)."""
+    tickets.mkdir(parents=True)
+    (tickets / f"{TICKET}.md").write_bytes(
+        (
+            f"---\nid: {TICKET}\ncampaign: {CAMPAIGN}\nstatus: open\ncreated: {CAMPAIGN[:10]}\n"
+            'gates: ["scout.json"]\n---\n\n# Follow-up: the asset campaign\n'
+        ).encode()
+    )
 
 
 # Helpers for defects -------------------------------------------------------------------
@@ -603,6 +622,7 @@ def generate(out: Path) -> None:
     """Writes the valid campaign and every defect folder under ``out``."""
     if out.exists():
         shutil.rmtree(out)
+    write_ticket(out / "tickets")
     write_valid(out / "valid" / CAMPAIGN)
     for name, (_, apply) in DEFECTS.items():
         folder = out / name / CAMPAIGN

@@ -1,0 +1,130 @@
+"""Follow-up tickets, and verify's check that campaigns and tickets link both ways."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.tickets import TicketError, new_ticket, parse_ticket, read_ticket
+from tests.conftest import ROOT, CliRun, verify_json
+
+SEED = "2026-09-17-glm53-mixed35-startup"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of this repository's evidence/ and tickets/."""
+    shutil.copytree(ROOT / "evidence", tmp_path / "evidence")
+    shutil.copytree(ROOT / "tickets", tmp_path / "tickets")
+    return tmp_path
+
+
+def _codes(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return sorted(
+        (f["code"], f["path"]) for f in report["findings"] if f["code"].startswith("ticket-")
+    )
+
+
+def test_the_repository_links_both_ways(repo: Path, cli: CliRun) -> None:
+    status, report = verify_json(cli, repo / "evidence")
+    assert status == 0, report
+    assert _codes(report) == []
+
+
+def test_a_ticket_written_from_a_decision(repo: Path) -> None:
+    folder = repo / "evidence" / SEED
+    (folder / "follow-up.json").unlink()
+    for old in (repo / "tickets").glob("2026-09-17-*.md"):
+        old.unlink()
+    path = new_ticket(folder, slug="host-memory", created="2026-11-29")
+    assert path == repo / "tickets" / "2026-09-17-host-memory.md"
+    ticket = read_ticket(path)
+    assert (ticket.campaign, ticket.status, ticket.created) == (SEED, "open", "2026-11-29")
+    assert ticket.gates == ("candidate readiness",)
+    text = path.read_text()
+    assert "Managed host-memory containment and loader diagnosis before retry." in text
+    assert "- Global OOM killed desktop ChatGPT process" in text
+    assert (
+        '"tickets": [\n    {\n      "id": "2026-09-17-host-memory"'
+        in (folder / "follow-up.json").read_text()
+    )
+    with pytest.raises(TicketError, match="exists"):
+        new_ticket(folder, slug="host-memory", created="2026-11-29")
+    with pytest.raises(TicketError, match="slug must be"):
+        new_ticket(folder, slug="Host Memory")
+
+
+def test_verify_finds_every_broken_link(repo: Path, cli: CliRun) -> None:
+    evidence, tickets = repo / "evidence", repo / "tickets"
+    # A campaign whose link was removed, one that links a ticket naming another campaign,
+    # a ticket naming a campaign that is not there, and one without front matter.
+    (evidence / SEED / "follow-up.json").unlink()
+    from ledger import manifest
+
+    manifest.seal(evidence / SEED, jobs=1)
+    linked = tickets / "2026-09-02-sm120-qualification-follow-up.md"
+    linked.write_text(
+        linked.read_text().replace("campaign: 2026-09-02-glm53", "campaign: 2026-09-03-glm53")
+    )
+    (tickets / "2026-10-01-orphan.md").write_text(
+        "---\nid: 2026-10-01-orphan\ncampaign: 2026-10-01-gone\nstatus: open\n"
+        "created: 2026-10-01\ngates: []\n---\n"
+    )
+    (tickets / "2026-10-02-notes.md").write_text("just notes\n")
+    status, report = verify_json(cli, evidence)
+    assert status == 1
+    assert _codes(report) == [
+        ("ticket-campaign-unknown", f"{repo}/tickets/2026-09-02-sm120-qualification-follow-up.md"),
+        ("ticket-campaign-unknown", f"{repo}/tickets/2026-10-01-orphan.md"),
+        ("ticket-invalid", f"{repo}/tickets/2026-10-02-notes.md"),
+        (
+            "ticket-mismatch",
+            f"{evidence}/2026-09-02-glm53-sglang-sm120-qualification/follow-up.json",
+        ),
+        ("ticket-missing", f"{evidence}/{SEED}/follow-up.json"),
+    ]
+    # A link to a ticket file that is gone.
+    (tickets / "2026-09-08-linux-benchmark-evidence-gaps.md").unlink()
+    _, report = verify_json(cli, evidence)
+    missing = [m for m in report["findings"] if "does not exist" in m["message"]]
+    assert len(missing) == 1 and missing[0]["code"] == "ticket-missing"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no front matter\n", "no front matter"),
+        ("---\nid: 2026-01-01-a\n---\n", "lacks campaign"),
+        (
+            "---\nid: x\ncampaign: y\nstatus: open\ncreated: 2026-01-01\ngates: []\n---\n",
+            "YYYY-MM-DD-slug",
+        ),
+        (
+            "---\nid: 2026-01-01-a\ncampaign: 2026-01-01-b\nstatus: done\ncreated: 2026-01-01\ngates: []\n---\n",
+            "status must be open or closed",
+        ),
+        (
+            "---\nid: 2026-01-01-a\ncampaign: 2026-01-01-b\nstatus: open\ncreated: soon\ngates: []\n---\n",
+            "created must be",
+        ),
+        ("---\nid: 2026-01-01-a\nid: 2026-01-01-a\n---\n", "line 3"),
+    ],
+)
+def test_malformed_front_matter(text: str, message: str) -> None:
+    with pytest.raises(TicketError, match=message):
+        parse_ticket(text, source="t.md")
+
+
+def test_ticket_command(repo: Path, cli: CliRun) -> None:
+    folder = repo / "evidence" / SEED
+    status, out, _ = cli(
+        "ticket", "new", str(folder), "--slug", "retry-plan", "--created", "2026-11-29"
+    )
+    assert status == 0 and out.strip() == f"ticket: {repo / 'tickets' / '2026-09-17-retry-plan.md'}"
+    status, _, err = cli("ticket", "new", str(repo / "nowhere"))
+    assert status == 2 and "not a folder" in err
+    status, report = verify_json(cli, repo / "evidence")
+    assert status == 0, report
