@@ -24,10 +24,10 @@ from ledger.database import build
 from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.promotion import Evidence, load_evidence
 from ledger.schema import read_document, write_document
+from ledger.tickets import FOLLOW_UP_NAME
 
 REPORT_FOLDER = "report"
 GRAPH_SCHEMA = "anvil-serving.graph-data/v1"
-FOLLOW_UP_NAME = "follow-up.json"
 FORMATS = ("md", "html")
 
 
@@ -365,7 +365,8 @@ class _Builder:
             if strip
             else charts.bars(title, unit, categories, series)
         )
-        unique = list({s["path"]: s for s in sources if s["path"]}.values())
+        # Only what the manifest lists: a graph-data reference names a digest.
+        unique = list({s["path"]: s for s in sources if s["path"] and s["sha256"]}.values())
         data = {
             "schema": GRAPH_SCHEMA,
             "campaign_id": self.summary["campaign_id"],
