@@ -121,7 +121,7 @@ class _Builder:
         out.extend(self._result_card())
         out.extend(self._setup())
         out.append(("h2", "Headline results"))
-        out.append(("list", list(self._strings("headline_results"))))
+        out.extend(self._headlines())
         out.extend(self._performance())
         out.extend(self._functional())
         out.extend(self._system())
@@ -131,6 +131,44 @@ class _Builder:
         out.append(("list", list(self._strings("limitations")) or ["None recorded."]))
         out.extend(self._follow_up())
         out.extend(self._index())
+        return out
+
+    def _headlines(self) -> list[Block]:
+        headline = self.summary.get("headline_results")
+        if not isinstance(headline, dict):
+            return [("list", list(self._strings("headline_results")) or ["None stated."])]
+        # A machine-derived OS comparison (os-comparison/v1): its rows as a table.
+        rows = []
+        for row in headline.get("rows") or ():
+            for name, metric in sorted((row.get("metrics") or {}).items()):
+                rows.append(
+                    [
+                        _fmt(row.get("context_target")),
+                        _fmt(row.get("actual_prompt_tokens"), 0),
+                        name,
+                        _fmt(metric.get("windows")),
+                        _fmt(metric.get("linux")),
+                        _change(metric),
+                    ]
+                )
+        out: list[Block] = [
+            (
+                "table",
+                ["Nominal target", "Actual prompt tokens", "Metric", "Windows", "Linux", "Change"],
+                rows,
+            )
+        ]
+        endurance = headline.get("endurance")
+        if isinstance(endurance, dict):
+            out.append(
+                (
+                    "p",
+                    (f"Endurance decode p50: {_fmt(endurance.get('decode_windows'))} (Windows) and "
+                    f"{_fmt(endurance.get('decode_linux'))} (Linux) tok/s, "
+                    f"{_change({'change_percent': endurance.get('decode_change_percent')})}, "
+                    f"n={_fmt(endurance.get('sample_count_per_os'))} per OS."),
+                )
+            )
         return out
 
     def _strings(self, key: str) -> Sequence[str]:

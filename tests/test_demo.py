@@ -167,3 +167,15 @@ def test_demo_graph_data_is_valid_json(demo: DemoResult) -> None:
     for path in sorted((demo.public / "report").glob("*.json")):
         document = json.loads(path.read_text())
         assert document["schema"] == "anvil-serving.graph-data/v1"
+
+
+def test_report_of_a_seed_draws_its_os_comparison(tmp_path: Path) -> None:
+    # The seed publication's own figures: 4K decode 112.07 versus 149.02 tok/s, +33.0%.
+    campaign = tmp_path / "evidence" / "2026-09-08-glm53-linux-wsl-comparison"
+    shutil.copytree(ROOT / "evidence" / campaign.name, campaign)
+    write_report(campaign, ("md",))
+    text = (campaign / "report.md").read_text()
+    assert "| 4,096 | 2,969 | decode_tok_s_p50 | 112.07 | 149.02 | +33.0% |" in text
+    assert "Endurance decode p50: 102.19 (Windows) and 142.64 (Linux) tok/s, +39.6%" in text
+    assert "- Strict output0/3; unique natural first-position canary1/10" in text
+    assert "## Performance\n\nNo A/B comparison: no performance tables." in text
