@@ -160,15 +160,13 @@ class _Builder:
         ]
         endurance = headline.get("endurance")
         if isinstance(endurance, dict):
-            out.append(
-                (
-                    "p",
-                    (f"Endurance decode p50: {_fmt(endurance.get('decode_windows'))} (Windows) and "
-                    f"{_fmt(endurance.get('decode_linux'))} (Linux) tok/s, "
-                    f"{_change({'change_percent': endurance.get('decode_change_percent')})}, "
-                    f"n={_fmt(endurance.get('sample_count_per_os'))} per OS."),
-                )
+            change = _change({"change_percent": endurance.get("decode_change_percent")})
+            text = (
+                f"Endurance decode p50: {_fmt(endurance.get('decode_windows'))} (Windows) and "
+                f"{_fmt(endurance.get('decode_linux'))} (Linux) tok/s, {change}, "
+                f"n={_fmt(endurance.get('sample_count_per_os'))} per OS."
             )
+            out.append(("p", text))
         return out
 
     def _strings(self, key: str) -> Sequence[str]:
