@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ledger import __version__
-from ledger._decision_cli import add_decision_commands
+from ledger._decision_cli import add_decision_commands, is_folder
 from ledger._internal.jsonio import MAX_JSON_BYTES
 from ledger.errors import Error, InvalidArtifact
 
@@ -321,8 +321,7 @@ def _export(args: argparse.Namespace) -> int:
 def _derive(args: argparse.Namespace) -> int:
     from ledger.derive import derive_into
 
-    if not os.path.isdir(args.campaign):
-        print(f"ledger derive: error: {args.campaign}: not a folder", file=sys.stderr)
+    if not is_folder(args.campaign, "derive"):
         return 2
     target = derive_into(
         args.campaign, args.baseline, args.candidate, kind=args.kind, differs=args.differs
@@ -407,8 +406,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _seal(args: argparse.Namespace) -> int:
     from ledger import manifest
 
-    if not os.path.isdir(args.folder):
-        print(f"ledger seal: error: {args.folder}: not a folder", file=sys.stderr)
+    if not is_folder(args.folder, "seal"):
         return 2
     sealed = manifest.seal(
         args.folder,

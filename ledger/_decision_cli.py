@@ -11,6 +11,14 @@ from typing import Any
 from ledger.errors import InvalidArtifact
 
 
+def is_folder(path: str, command: str) -> bool:
+    """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
+    if os.path.isdir(path):
+        return True
+    print(f"ledger {command}: error: {path}: not a folder", file=sys.stderr)
+    return False
+
+
 def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     """Adds ``decide`` and ``gate``."""
     decide = commands.add_parser(
@@ -79,8 +87,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
 def _report(args: argparse.Namespace) -> int:
     from ledger.report import write_report
 
-    if not os.path.isdir(args.campaign):
-        print(f"ledger report: error: {args.campaign}: not a folder", file=sys.stderr)
+    if not is_folder(args.campaign, "report"):
         return 2
     for path in write_report(args.campaign, args.formats or ["md"]):
         if path.name.startswith("report."):
@@ -91,8 +98,7 @@ def _report(args: argparse.Namespace) -> int:
 def _ticket_new(args: argparse.Namespace) -> int:
     from ledger.tickets import new_ticket
 
-    if not os.path.isdir(args.campaign):
-        print(f"ledger ticket: error: {args.campaign}: not a folder", file=sys.stderr)
+    if not is_folder(args.campaign, "ticket"):
         return 2
     path = new_ticket(args.campaign, tickets=args.tickets, slug=args.slug, created=args.created)
     print(f"ticket: {path}")
@@ -102,8 +108,7 @@ def _ticket_new(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace, command: str) -> Any:
     from ledger.policy import load_policy
 
-    if not os.path.isdir(args.campaign):
-        print(f"ledger {command}: error: {args.campaign}: not a folder", file=sys.stderr)
+    if not is_folder(args.campaign, command):
         return None
     try:
         return load_policy(args.policy)

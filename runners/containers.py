@@ -61,6 +61,10 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
     return client
 
 
+def _env_names(config: dict[str, Any]) -> list[str]:
+    return sorted({entry.split("=", 1)[0] for entry in config.get("Env") or ()})
+
+
 def config_digest(attrs_: dict[str, Any]) -> str:
     """sha256 of the parts of a container's configuration a restart would re-apply.
 
@@ -69,10 +73,9 @@ def config_digest(attrs_: dict[str, Any]) -> str:
     """
     config = attrs_.get("Config") or {}
     host = attrs_.get("HostConfig") or {}
-    env_names = sorted({entry.split("=", 1)[0] for entry in config.get("Env") or ()})
     projection = {
         "config": {key: config.get(key) for key in _CONFIG_KEYS},
-        "env_names": env_names,
+        "env_names": _env_names(config),
         "exposed_ports": sorted(config.get("ExposedPorts") or {}),
         "host_config": {key: host.get(key) for key in _HOST_CONFIG_KEYS},
     }
@@ -94,7 +97,7 @@ def snapshot_attrs(attrs_: dict[str, Any], repo_digests: list[str]) -> dict[str,
         "repo_digests": sorted(repo_digests),
         "command": [*(config.get("Entrypoint") or ()), *(config.get("Cmd") or ())],
         "config_sha256": config_digest(attrs_),
-        "env_names": sorted({e.split("=", 1)[0] for e in config.get("Env") or ()}),
+        "env_names": _env_names(config),
         "labels": dict(sorted((config.get("Labels") or {}).items())),
         "state": state.get("Status"),
         "restart_count": int(attrs_.get("RestartCount") or 0),
