@@ -29,7 +29,7 @@ import orjson
 
 from ledger._internal.sanitizer import Sanitizer
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "secrets-corpus"
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "secrets-corpus"
 WORDS = "decode prefill scheduler batch tokens cache warm request served queue ready".split()
 
 

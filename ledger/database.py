@@ -305,10 +305,11 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> None:
         names = [d[0] for d in con.execute(f"SELECT * FROM {table}_loaded LIMIT 0").description]
         for export in sources.exports:
             pattern = (export.resolve() / table / "**" / "*.parquet").as_posix()
-            parts.append(
-                f"SELECT {', '.join(names)} FROM read_parquet({_quote(pattern)}, "
-                "hive_partitioning=true)"
-            )
+            scan = f"read_parquet({_quote(pattern)}, hive_partitioning=true)"
+            present = {d[0] for d in con.execute(f"SELECT * FROM {scan} LIMIT 0").description}
+            # An export written before a column existed reads it as NULL.
+            columns = [n if n in present else f"NULL AS {n}" for n in names]
+            parts.append(f"SELECT {', '.join(columns)} FROM {scan}")
         con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
     for export in sources.exports:
         for table in ("artifacts", "gates", "decisions"):

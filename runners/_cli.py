@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runners.campaign import CellOutcome
 
 _SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
 
@@ -178,44 +182,40 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _print_cells(cells: Sequence[CellOutcome]) -> None:
+    """The closing table; the server's own clock beside ours where any cell has it."""
+    if not cells:
+        return
+    server = any(c.stats is not None and c.stats.server_decode_tok_s is not None for c in cells)
+    header = ["arm", "stage", "cell", "status", "ok/n", "TTFT ms", "decode tok/s", "E2E ms"]
+    header += ["tok/s", *(("first token - server prompt ms", "server decode tok/s") * server)]
+    rows = [header]
+    for outcome in cells:
+        stats = outcome.stats
+        row = [outcome.arm, outcome.stage, outcome.cell, outcome.status]
+        if stats is None:
+            row += ["-"] * (len(header) - len(row))
+        else:
+            row.append(f"{stats.requests - stats.failed}/{stats.requests}")
+            row += map(_fmt, (stats.ttft_ms, stats.decode_tok_s, stats.e2e_ms))
+            row.append(_fmt(stats.throughput_tok_s))
+            if server:
+                row += map(_fmt, (stats.server_gap_ms, stats.server_decode_tok_s))
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
 def _run(args: argparse.Namespace) -> int:
     from runners.campaign import run_plan
     from runners.plan import load_plan
 
     plan = load_plan(args.plan)
     result = run_plan(plan, args.raw_dir, resume=args.resume)
-    header = (
-        "arm",
-        "stage",
-        "cell",
-        "status",
-        "ok/n",
-        "TTFT ms",
-        "decode tok/s",
-        "E2E ms",
-        "tok/s",
-    )
-    rows = [header]
-    for outcome in result.cells:
-        stats = outcome.stats
-        rows.append(
-            (
-                outcome.arm,
-                outcome.stage,
-                outcome.cell,
-                outcome.status,
-                f"{stats.requests - stats.failed}/{stats.requests}" if stats else "-",
-                _fmt(stats.ttft_ms if stats else None),
-                _fmt(stats.decode_tok_s if stats else None),
-                _fmt(stats.e2e_ms if stats else None),
-                _fmt(stats.throughput_tok_s if stats else None),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    _print_cells(result.cells)
     print(f"raw campaign: {result.folder}", file=sys.stderr)
     if result.interrupted is not None:
         print(

@@ -88,6 +88,10 @@ class RequestRecord:
     reasoning_chars: int = 0
     tool_calls: dict[int, dict[str, str]] = attrs.Factory(dict)
     events: int = 0
+    resent: str | None = None
+    """Why the request went out a second time (its pooled connection was dead), or None."""
+    server_timings: dict[str, float] | None = None
+    """The server's own per-request timings, where it reports them (llama.cpp's ``timings``)."""
 
     @property
     def ok(self) -> bool:
@@ -133,6 +137,8 @@ class RequestRecord:
             "content_sha256": hashlib.sha256(text.encode()).hexdigest(),
             "reasoning_chars": self.reasoning_chars,
             "tool_calls": [self.tool_calls[i] for i in sorted(self.tool_calls)],
+            "resent": self.resent,
+            "server_timings": self.server_timings,
         }
 
 
@@ -152,6 +158,21 @@ def _usage(raw: Any) -> dict[str, int] | None:
         value = details.get(key) if isinstance(details, dict) else None
         if isinstance(value, int) and not isinstance(value, bool):
             out[name] = value
+    return out or None
+
+
+SERVER_TIMING_KEYS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n")
+"""The fields of llama.cpp's ``timings`` member that a record keeps."""
+
+
+def _server_timings(raw: Any) -> dict[str, float] | None:
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, float] = {}
+    for key in SERVER_TIMING_KEYS:
+        value = raw.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            out[key] = value
     return out or None
 
 
@@ -233,6 +254,9 @@ class _StreamState:
         usage = _usage(event.get("usage"))
         if usage is not None:
             record.usage = usage
+        timings = _server_timings(event.get("timings"))
+        if timings is not None:
+            record.server_timings = timings
 
     def _tool_calls(self, calls: list[Any]) -> None:
         for position, call in enumerate(calls):
@@ -253,16 +277,53 @@ class _StreamState:
                     slot["arguments"] += function["arguments"]
 
 
-_SENDING: contextvars.ContextVar[list[int]] = contextvars.ContextVar("anvil_ledger_sending")
+class _Attempt:
+    """One send of a request: when its body went out, and whether its connection was pooled."""
+
+    __slots__ = ("reused", "sent")
+
+    def __init__(self) -> None:
+        self.sent = time.perf_counter_ns()
+        self.reused = False
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt] = contextvars.ContextVar("anvil_ledger_attempt")
 
 
 async def _stamp_sent(
     session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestChunkSentParams
 ) -> None:
     """aiohttp calls this as each piece of a request body goes out; the last one is 'sent'."""
-    slot = _SENDING.get(None)
-    if slot is not None:
-        slot[0] = time.perf_counter_ns()
+    attempt = _ATTEMPT.get(None)
+    if attempt is not None:
+        attempt.sent = time.perf_counter_ns()
+
+
+async def _mark_reused(
+    session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
+    attempt = _ATTEMPT.get(None)
+    if attempt is not None:
+        attempt.reused = True
+
+
+def _dead_connection(error: BaseException) -> bool:
+    """Whether a send failed because its connection was gone before any response byte.
+
+    httpx-aiohttp maps these aiohttp errors to httpx ones (a lost connection even to
+    ``ConnectTimeout``), so the aiohttp cause decides. A refused connect or a timeout is
+    not a dead connection.
+    """
+    cause = error.__cause__ or error
+    if isinstance(cause, aiohttp.ClientConnectorError | aiohttp.ServerTimeoutError):
+        return False
+    return isinstance(
+        cause,
+        aiohttp.ServerDisconnectedError
+        | aiohttp.ClientOSError
+        | ConnectionResetError
+        | BrokenPipeError,
+    )
 
 
 class EndpointClient:
@@ -294,18 +355,28 @@ class EndpointClient:
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._concurrency = concurrency
-        self._client = httpx.AsyncClient(
-            transport=AiohttpTransport(client=self._session),
+        self._client = self._http(pooled=True, headers=headers)
+        # Resends go out on connections of their own, never taken from the pool: the pool
+        # may hold more connections that the server has closed.
+        self._fresh = self._http(pooled=False, headers=headers)
+
+    def _http(self, *, pooled: bool, headers: dict[str, str]) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            transport=AiohttpTransport(client=lambda: self._session(pooled=pooled)),
             headers=headers,
             timeout=httpx.Timeout(self.deadlines.total_s, connect=self.deadlines.connect_s),
         )
 
-    def _session(self) -> aiohttp.ClientSession:
+    def _session(self, *, pooled: bool) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop, as aiohttp requires.
         trace = aiohttp.TraceConfig()
         trace.on_request_chunk_sent.append(_stamp_sent)
+        trace.on_connection_reuseconn.append(_mark_reused)
         connector = aiohttp.TCPConnector(
-            limit=self._concurrency, limit_per_host=self._concurrency, keepalive_timeout=60
+            limit=self._concurrency,
+            limit_per_host=self._concurrency,
+            keepalive_timeout=60 if pooled else None,
+            force_close=not pooled,
         )
         return aiohttp.ClientSession(connector=connector, trace_configs=[trace])
 
@@ -322,8 +393,9 @@ class EndpointClient:
 
     async def aclose(self) -> None:
         """Closes the pool."""
-        with contextlib.suppress(httpx.HTTPError, aiohttp.ClientError, OSError):
-            await self._client.aclose()
+        for client in (self._client, self._fresh):
+            with contextlib.suppress(httpx.HTTPError, aiohttp.ClientError, OSError):
+                await client.aclose()
 
     @property
     def root_url(self) -> str:
@@ -333,17 +405,49 @@ class EndpointClient:
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "[redacted]") if self._secret else text
 
+    async def _send(self, request: httpx.Request) -> tuple[httpx.Response, _Attempt, str | None]:
+        """Sends ``request``, once more on a fresh connection if its pooled one was dead.
+
+        Servers close kept-alive connections the client still holds: llama.cpp's after each
+        streamed response (whatever its ``Keep-Alive`` header said), uvicorn after 5 idle
+        seconds. A request that met such a connection before any byte of a response came
+        back never reached the server, so sending it again measures nothing twice. Once a
+        response has started, nothing is sent again.
+
+        Returns the response, the attempt that produced it and, after a resend, why.
+        """
+        attempt = _Attempt()
+        _ATTEMPT.set(attempt)
+        try:
+            return await self._client.send(request, stream=True), attempt, None
+        except httpx.TransportError as e:
+            if not (attempt.reused and _dead_connection(e)):
+                raise
+            cause = e.__cause__ or e
+            reason = self._redact(f"{type(cause).__name__}: {cause}")
+        attempt = _Attempt()
+        _ATTEMPT.set(attempt)
+        return await self._fresh.send(request, stream=True), attempt, reason
+
+    async def _read_body(
+        self, url: str, request: httpx.Request, max_bytes: int
+    ) -> tuple[int, bytes] | str:
+        response, _, _ = await self._send(request)
+        try:
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > max_bytes:
+                    return f"{url}: body larger than {max_bytes} bytes"
+            return response.status_code, bytes(body)
+        finally:
+            await response.aclose()
+
     async def get(self, url: str, *, max_bytes: int = 4 << 20) -> tuple[int, bytes] | str:
         """A bounded GET: ``(status, body)``, or a one-line reason it failed."""
         try:
             async with asyncio.timeout(self.deadlines.connect_s + self.deadlines.idle_s):
-                async with self._client.stream("GET", url) as response:
-                    body = bytearray()
-                    async for chunk in response.aiter_raw():
-                        body += chunk
-                        if len(body) > max_bytes:
-                            return f"{url}: body larger than {max_bytes} bytes"
-                    return response.status_code, bytes(body)
+                return await self._read_body(url, self._client.build_request("GET", url), max_bytes)
         except TimeoutError:
             return f"{url}: no answer in time"
         except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:
@@ -355,25 +459,24 @@ class EndpointClient:
         """A bounded, non-streaming POST under the base URL: ``(status, parsed JSON or
         None)``, or a one-line reason it failed."""
         url = self.base_url + path
+        request = self._client.build_request(
+            "POST", url, content=orjson.dumps(body), headers={"accept": "application/json"}
+        )
         try:
             async with asyncio.timeout(self.deadlines.first_byte_s + self.deadlines.idle_s):
-                async with self._client.stream(
-                    "POST", url, content=orjson.dumps(body), headers={"accept": "application/json"}
-                ) as response:
-                    data = bytearray()
-                    async for chunk in response.aiter_raw():
-                        data += chunk
-                        if len(data) > max_bytes:
-                            return f"{url}: body larger than {max_bytes} bytes"
+                result = await self._read_body(url, request, max_bytes)
         except TimeoutError:
             return f"{url}: no answer in time"
         except (httpx.HTTPError, aiohttp.ClientError, OSError) as e:
             return self._redact(f"{url}: {type(e).__name__}: {e}")
+        if isinstance(result, str):
+            return result
+        status, data = result
         try:
-            parsed = orjson.loads(bytes(data)) if data else None
+            parsed = orjson.loads(data) if data else None
         except orjson.JSONDecodeError:
             parsed = None
-        return response.status_code, parsed
+        return status, parsed
 
     async def chat(self, body: dict[str, Any], *, origin_ns: int) -> RequestRecord:
         """Streams one chat completion; never raises for anything the server does.
@@ -390,16 +493,14 @@ class EndpointClient:
         loop = asyncio.get_running_loop()
         started = loop.time()
         total_at = started + deadlines.total_s
-        # TTFT starts when the request has been written, not when it was queued: aiohttp
-        # reports each body write (a trace signal, in this task's context) into ``sending``.
-        sending = [time.perf_counter_ns()]
-        _SENDING.set(sending)
-        record = RequestRecord(sent_ns=sending[0] - origin_ns)
+        record = RequestRecord(sent_ns=time.perf_counter_ns() - origin_ns)
         try:
             async with asyncio.timeout_at(min(total_at, started + deadlines.first_byte_s)) as timer:
-                response = await self._client.send(request, stream=True)
+                response, attempt, record.resent = await self._send(request)
                 try:
-                    record.sent_ns = sending[0] - origin_ns
+                    # TTFT starts when the request has been written, not when it was queued:
+                    # aiohttp reports each body write (a trace signal, in this task's context).
+                    record.sent_ns = attempt.sent - origin_ns
                     record.headers_ns = time.perf_counter_ns() - origin_ns
                     if response.status_code >= 400:
                         await self._http_error(response, record)

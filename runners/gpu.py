@@ -6,7 +6,10 @@ does not support (power on some boards, for one) leaves that field null and name
 error under the card's ``unsupported``.
 
 Memory is reported in whole MiB, rounded down: a free figure is never rounded up past a
-threshold it did not reach.
+threshold it did not reach. It comes from NVML's v2 memory query, as nvidia-smi's does: the
+driver's own reserved memory (615 MiB on an idle H200) apart from ``used``. Drivers without
+the v2 query answer the v1 one, which counts reserved memory as used; the reading says which
+query answered and leaves ``reserved_mib`` null then.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def _card(index: int) -> dict[str, Any]:
             unsupported[name] = _error(e)
             return None
 
-    memory = query("memory", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle))
+    memory = query("memory", lambda: _memory(handle))
     power_mw = query("power", lambda: pynvml.nvmlDeviceGetPowerUsage(handle))
     limit_mw = query("power_limit", lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle))
     mask = query("throttle", lambda: _throttle_mask(handle))
@@ -76,13 +79,7 @@ def _card(index: int) -> dict[str, Any]:
         "index": index,
         "name": query("name", lambda: _text(pynvml.nvmlDeviceGetName(handle))),
         "uuid": query("uuid", lambda: _text(pynvml.nvmlDeviceGetUUID(handle))),
-        "memory": None
-        if memory is None
-        else {
-            "total_mib": memory.total // MIB,
-            "used_mib": memory.used // MIB,
-            "free_mib": memory.free // MIB,
-        },
+        "memory": memory,
         "temperature_c": query(
             "temperature",
             lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
@@ -94,6 +91,30 @@ def _card(index: int) -> dict[str, Any]:
         ),
         "throttle": None if mask is None else decode_throttle(mask),
         "unsupported": unsupported,
+    }
+
+
+_NO_V2_QUERY = (
+    pynvml.NVMLError_FunctionNotFound,
+    pynvml.NVMLError_ArgumentVersionMismatch,
+    pynvml.NVMLError_NotSupported,
+)
+
+
+def _memory(handle: Any) -> dict[str, Any]:
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    except _NO_V2_QUERY:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        reserved, query = None, "v1"
+    else:
+        reserved, query = info.reserved // MIB, "v2"
+    return {
+        "total_mib": info.total // MIB,
+        "used_mib": info.used // MIB,
+        "free_mib": info.free // MIB,
+        "reserved_mib": reserved,
+        "query": query,
     }
 
 

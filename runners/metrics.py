@@ -2,7 +2,8 @@
 
 Only counters are kept (and gauges whose name mentions a cache), keyed by the sample's
 name and sorted labels. The prefix-cache families of vLLM and SGLang are recognised and
-their before/after difference is recorded with the family it came from.
+their before/after difference is recorded with the family it came from; so is llama.cpp's,
+whose prompt counter leaves out the tokens it took from the cache.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any
 from runners.client import EndpointClient
 
 PREFIX_CACHE_FAMILIES = (
-    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
-    ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total"),
-    ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
+    ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total", True),
+    ("vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_queries_total", True),
+    ("sglang:cached_tokens_total", "sglang:prompt_tokens_total", True),
+    ("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total", False),
 )
-"""(hits, queries) counter pairs, in tokens, by server."""
+"""(hits, prompt tokens, whether the prompt counter includes the hits) by server, in tokens."""
 
 _SAMPLE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\S+)?$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -85,16 +87,16 @@ def _family_total(samples: dict[str, float], family: str) -> float | None:
 
 def prefix_cache_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any] | None:
     """Hits and queries between two scrapes, from the first family both scrapes hold."""
-    for hits_name, queries_name in PREFIX_CACHE_FAMILIES:
+    for hits_name, queries_name, includes_hits in PREFIX_CACHE_FAMILIES:
         values = [_family_total(s, n) for s in (before, after) for n in (hits_name, queries_name)]
         if any(v is None for v in values):
             continue
         hits_before, queries_before, hits_after, queries_after = (float(v or 0) for v in values)
         hits = hits_after - hits_before
-        queries = queries_after - queries_before
+        queries = queries_after - queries_before + (0 if includes_hits else hits)
         return {
             "hits_family": hits_name,
-            "queries_family": queries_name,
+            "queries_family": queries_name if includes_hits else f"{queries_name} + {hits_name}",
             "hits": hits,
             "queries": queries,
             "hit_rate": hits / queries if queries > 0 else None,

@@ -505,8 +505,13 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
     parsed = [_stage(source, i, t, seed) for i, t in enumerate(stages_table)]
     stages = tuple(s for s in parsed if isinstance(s, Stage))
     evidence = tuple(s for s in parsed if isinstance(s, EvidenceStage))
-    if not stages:
-        raise reader.error("stages", "at least one capacity or endurance stage is required")
+    # A functional gate alone is a plan: a preflight is the first thing an operator runs
+    # against a new server. Reserve, telemetry, startup or restoration alone measure no
+    # workload and no behaviour, so they are not.
+    if not stages and not any(s.kind in FUNCTIONAL_KINDS for s in evidence):
+        raise reader.error(
+            "stages", "at least one capacity, endurance or functional stage is required"
+        )
     for label, names in (("arms", [a.name for a in arms]), ("stages", [s.name for s in parsed])):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

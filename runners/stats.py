@@ -39,6 +39,19 @@ def request_metrics(record: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
+def server_comparison(record: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(first token ms - the server's prompt ms, the server's decode tok/s) of a record
+    whose server reported its own timings; (None, None) otherwise."""
+    timings = record.get("server_timings") or {}
+    first = request_metrics(record)["first_token_ms"]
+    prompt_ms = timings.get("prompt_ms")
+    gap = first - prompt_ms if first is not None and prompt_ms is not None else None
+    predicted_ms = timings.get("predicted_ms")
+    predicted_n = timings.get("predicted_n")
+    rate = predicted_n / (predicted_ms / 1e3) if predicted_n is not None and predicted_ms else None
+    return gap, rate
+
+
 def _median(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
@@ -54,6 +67,10 @@ class CellStats:
     e2e_ms: float | None
     decode_tok_s: float | None
     throughput_tok_s: float | None
+    server_gap_ms: float | None = None
+    """Median of first token - the server's own prompt time, where the server reports it."""
+    server_decode_tok_s: float | None = None
+    """Median of the server's own decode rate, where it reports one."""
 
 
 def cell_stats(records: list[dict[str, Any]]) -> CellStats:
@@ -61,6 +78,7 @@ def cell_stats(records: list[dict[str, Any]]) -> CellStats:
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("error") is None]
     metrics = [request_metrics(r) for r in ok]
+    compared = [server_comparison(r) for r in ok]
     throughput = None
     if ok:
         start = min(r["sent_ns"] for r in ok)
@@ -74,4 +92,6 @@ def cell_stats(records: list[dict[str, Any]]) -> CellStats:
         e2e_ms=_median(m["e2e_ms"] for m in metrics),
         decode_tok_s=_median(m["decode_tok_s"] for m in metrics),
         throughput_tok_s=throughput,
+        server_gap_ms=_median(gap for gap, _ in compared),
+        server_decode_tok_s=_median(rate for _, rate in compared),
     )

@@ -12,11 +12,12 @@ from ledger._cli import main
 from runners.simulate.profile import Profile
 from runners.simulate.serve import SimulatorProcess
 from tests.components import nvml_shim, podman  # noqa: F401 - fixtures
+from tests.llama_server import llama_build  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = Path(__file__).resolve().parent / "assets"
-SHARED = ROOT.parent / "shared"
-SEEDS = SHARED / "seeds"
+DATA = Path(__file__).resolve().parent / "data"
+SEEDS = DATA / "seeds"
 
 sys.path.insert(0, str(ASSETS))
 

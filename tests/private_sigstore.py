@@ -1,7 +1,7 @@
 """A private sigstore instance for tests: a certificate authority, a CT log and a
 transparency log, each with its own key, and the trusted_root.json that pins them.
 
-Public sigstore cannot sign offline, and the real bundles in ``shared/sigstore`` sign
+Public sigstore cannot sign offline, and the real bundles in ``tests/data/sigstore`` sign
 files of their own; an approval record is a file the test writes. This module issues
 what Fulcio, the CT log and Rekor would (a short-lived certificate for an email identity
 with an embedded SCT, a hashedrekord entry with its inclusion promise, a one-leaf

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, CliRun
 REQUEST_COLUMNS = (
     "campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup, ok, "
     "error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms, first_token_ms, "
-    "e2e_ms, decode_tok_s, effective_prefill_tok_s"
+    "e2e_ms, decode_tok_s, effective_prefill_tok_s, server_prompt_ms, server_decode_tok_s"
 ).split(", ")
 
 
@@ -41,6 +41,38 @@ def test_requests_view_columns_and_definitions(tmp_path: Path) -> None:
     assert row["decode_tok_s"] == pytest.approx(3 / 0.030)
     assert row["effective_prefill_tok_s"] == pytest.approx(1000 / 0.005)
     assert (row["ok"], row["warmup"], row["completion_tokens"]) == (True, False, 4)
+
+
+def test_server_timings_are_compared_with_the_clients_clock(tmp_path: Path) -> None:
+    document = cell_run()
+    requests = document["requests"]
+    assert isinstance(requests, list)
+    # Client: first token 5 ms after sent, decode 100 tok/s (see the test above). The server
+    # says prompt 3 ms for the first, 4 ms for the second; 3 tokens in 25 ms (120 tok/s).
+    timings = [
+        {"prompt_n": 1000, "prompt_ms": 3.0, "predicted_n": 3, "predicted_ms": 25.0},
+        {"prompt_n": 1000, "prompt_ms": 4.0, "predicted_n": 3, "predicted_ms": 25.0},
+    ]
+    document["requests"] = [
+        dict(r, server_timings=t) for r, t in zip(requests, timings, strict=False)
+    ] + requests[len(timings) :]
+    db = build([_campaign_with(tmp_path, document)])
+    rows = db.query("SELECT * FROM requests ORDER BY request_index").to_json()
+    assert [r["server_prompt_ms"] for r in rows[:2]] == [3.0, 4.0]
+    assert rows[0]["server_decode_tok_s"] == pytest.approx(120.0)
+    assert all(r["server_prompt_ms"] is None for r in rows[2:])
+    cell = db.query("SELECT * FROM cells").to_json()[0]
+    assert cell["server_timed"] == 2
+    assert cell["server_gap_ms_p50"] == pytest.approx(1.5)  # median of 5-3 and 5-4
+    assert cell["server_decode_tok_s_p50"] == pytest.approx(120.0)
+    assert cell["decode_vs_server_pct_p50"] == pytest.approx((100 - 120) / 120 * 100)
+
+
+def test_cells_without_server_timings_say_so(tmp_path: Path) -> None:
+    db = build([_campaign_with(tmp_path, cell_run())])
+    cell = db.query("SELECT * FROM cells").to_json()[0]
+    assert cell["server_timed"] == 0
+    assert cell["server_gap_ms_p50"] is None and cell["decode_vs_server_pct_p50"] is None
 
 
 def test_cells_view_excludes_warmups_and_failures(tmp_path: Path) -> None:

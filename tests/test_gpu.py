@@ -14,6 +14,7 @@ import pytest
 from ledger._internal.verdicts import reserve_failures
 from runners import gpu
 from tests.components import SHIM_ENV, NvmlShim
+from tests.conftest import DATA
 
 pytestmark = pytest.mark.gpu
 
@@ -38,7 +39,13 @@ def test_snapshot_reads_every_field_of_every_card(two_cards: Path) -> None:
         "index": 0,
         "name": "NVIDIA H200",
         "uuid": "GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b",
-        "memory": {"total_mib": 143771, "used_mib": 140699, "free_mib": 3072},
+        "memory": {
+            "total_mib": 143771,
+            "used_mib": 140699,
+            "free_mib": 3072,
+            "reserved_mib": 0,
+            "query": "v2",
+        },
         "temperature_c": 63,
         "power_w": 612.345,
         "power_limit_w": 700.0,
@@ -59,6 +66,67 @@ def test_snapshot_reads_every_field_of_every_card(two_cards: Path) -> None:
         "power_limit": "NVMLError_NotSupported: Not Supported",
     }
     assert second["throttle"]["reasons"] == [] and second["memory"]["free_mib"] == 3071
+
+
+PROBE = DATA / "realworld" / "nvml-h200" / "probe.json"
+
+
+def _smi_memory(state: str) -> dict[str, int]:
+    """nvidia-smi's memory figures at one moment of the real H200 reading."""
+    probe = json.loads(PROBE.read_text())[state]
+    names = probe["smi"]["q"].split(",")
+    values = dict(zip(names, (v.strip() for v in probe["smi"]["out"].split(",")), strict=True))
+    total, used, free = (int(values[f"memory.{k}"]) for k in ("total", "used", "free"))
+    # nvidia-smi's query did not name memory.reserved: the driver's reserve is the rest.
+    return {"total_mib": total, "used_mib": used, "free_mib": free, "reserved": total - used - free}
+
+
+@pytest.mark.parametrize("state", ["idle", "loaded"])
+def test_memory_reads_as_nvidia_smi_reads_it_on_the_h200(
+    state: str, nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smi = _smi_memory(state)
+    card = (
+        f"card name=NVIDIA H200 uuid=GPU-399e4bc3-0474-9d80-cb77-5a865f106605 "
+        f"total_mib={smi['total_mib']} used_mib={smi['used_mib']} reserved_mib={smi['reserved']}"
+    )
+    monkeypatch.setenv(
+        SHIM_ENV, str(nvml_shim.configure(tmp_path / "h200.conf", f"driver 580.159.04\n{card}\n"))
+    )
+    memory = gpu.snapshot()["cards"][0]["memory"]
+    assert memory == {
+        "total_mib": smi["total_mib"],
+        "used_mib": smi["used_mib"],
+        "free_mib": smi["free_mib"],
+        "reserved_mib": smi["reserved"],
+        "query": "v2",
+    }
+    assert smi["reserved"] in (614, 615)  # what the driver keeps on an H200, in whole MiB
+
+    # A driver without the v2 query: v1 counts the reserve as used, as the first reading
+    # did (615 MiB "used" on an idle card); free memory, and so the reserve verdict, agree.
+    monkeypatch.setenv(
+        SHIM_ENV, str(nvml_shim.configure(tmp_path / "old.conf", f"driver 470.1\n{card} no_v2=1\n"))
+    )
+    old = gpu.snapshot()["cards"][0]["memory"]
+    assert old == {
+        "total_mib": smi["total_mib"],
+        "used_mib": smi["used_mib"] + smi["reserved"],
+        "free_mib": smi["free_mib"],
+        "reserved_mib": None,
+        "query": "v1",
+    }
+
+
+def test_the_first_h200_reading_shows_what_v1_got_wrong() -> None:
+    """The asset itself: our v1 artifact against nvidia-smi at the same moments."""
+    probe = json.loads(PROBE.read_text())
+    ours = probe["idle"]["ours"]["cards"][0]["memory"]
+    smi = _smi_memory("idle")
+    assert (ours["used_mib"], smi["used_mib"]) == (615, 0)
+    loaded = probe["loaded"]["ours"]["cards"][0]["memory"]
+    # Free agrees to 1 MiB (we round down, a reserve is never rounded up past its threshold).
+    assert 0 <= _smi_memory("loaded")["free_mib"] - loaded["free_mib"] <= 1
 
 
 def test_reserve_threshold_is_inclusive_and_names_each_card_below(two_cards: Path) -> None:

@@ -11,9 +11,9 @@ from ledger._internal.imports import import_files
 from ledger.database import build
 from ledger.errors import InvalidArtifact
 from ledger.schema import read_document
-from tests.conftest import ASSETS, SHARED, CliRun, verify_json
+from tests.conftest import ASSETS, DATA, CliRun, verify_json
 
-REAL = SHARED / "realworld"
+REAL = DATA / "realworld"
 LLMPERF = REAL / "llmperf_groq_70b"
 AIPERF = REAL / "aiperf_gpt-oss-20b_run1"
 

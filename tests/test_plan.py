@@ -128,8 +128,9 @@ BAD = {
     "deadline_negative": (_plan(deadlines={"idle_s": -1}), "deadlines.idle_s: must be > 0"),
     "only_evidence_stages": (
         _plan(stages=[{"kind": "reserve"}]),
-        "stages: at least one capacity or endurance stage",
+        "stages: at least one capacity, endurance or functional stage",
     ),
+    "no_stage": (_plan(stages=[]), "stages: at least one stage is required"),
     "telemetry_during_nothing": (
         _plan(stages=[*_plan()["stages"], {"kind": "telemetry", "during": "capacity"}]),
         r"stages\[1\].during: names no capacity or endurance stage: 'capacity'",

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from ledger._internal.sanitizer import Sanitizer
-from tests.conftest import SHARED
+from tests.conftest import DATA, SEEDS
 
-CORPUS = SHARED / "secrets-corpus"
+CORPUS = DATA / "secrets-corpus"
 LABELLED = [json.loads(line) for line in (CORPUS / "derived/labelled_strings.jsonl").open()]
 LOOKALIKES = [json.loads(line) for line in (CORPUS / "derived/public_id_lookalikes.jsonl").open()]
 POSITIVES = [r["text"] for r in LABELLED if r["label"] == "positive"]
@@ -180,5 +180,5 @@ def test_placeholders_are_stable_idempotent_and_deterministic() -> None:
 
 def test_seed_evidence_is_clean() -> None:
     sanitizer = Sanitizer()
-    for path in sorted((SHARED / "seeds").glob("*.summary.json")):
+    for path in sorted(SEEDS.glob("*.summary.json")):
         assert list(sanitizer.scan(json.loads(path.read_text()))) == [], path.name

@@ -18,9 +18,9 @@ from ledger._internal.jsonio import write_json
 from ledger.manifest import seal
 from ledger.publish import publish
 from runners.publication import AuditInputError, audit
-from tests.conftest import SHARED, CliRun
+from tests.conftest import DATA, CliRun
 
-SIGSTORE = SHARED / "sigstore"
+SIGSTORE = DATA / "sigstore"
 STAGING = SIGSTORE / "staging_trusted_root.embedded-4.5.1.json"
 PRODUCTION = SIGSTORE / "production_trusted_root.embedded-4.5.1.json"
 GITHUB = "https://github.com/login/oauth"

@@ -1,6 +1,6 @@
 """``ledger import``: other benchmark tools' per-request records as raw artifacts.
 
-Definitions are mapped by meaning, not by name (``../shared/realworld/README.md``). A value
+Definitions are mapped by meaning, not by name (``tests/data/realworld/README.md``). A value
 the source does not measure under our definition is null, never copied from a field that
 only shares its name; the source's own per-request values are kept in ``tool_metrics``
 under its names and units, and ``source.definitions`` says how the source measured.

@@ -27,7 +27,8 @@ CELL_RUN_COLUMNS = {
         'STRUCT("index" BIGINT, warmup BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, '
         "first_token_ns BIGINT, first_content_ns BIGINT, last_token_ns BIGINT, end_ns BIGINT, "
         "usage STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, cached_tokens BIGINT), "
-        'finish_reason VARCHAR, error STRUCT("class" VARCHAR), output_as_requested BOOLEAN)[]'
+        'finish_reason VARCHAR, error STRUCT("class" VARCHAR), output_as_requested BOOLEAN, '
+        "server_timings STRUCT(prompt_ms DOUBLE, predicted_n DOUBLE, predicted_ms DOUBLE))[]"
     ),
 }
 
@@ -54,7 +55,8 @@ CREATE TABLE request_rows_loaded (
     completion_tokens BIGINT, cached_tokens BIGINT, finish_reason VARCHAR,
     output_as_requested BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, end_ns BIGINT,
     ttft_ms DOUBLE, first_token_ms DOUBLE, e2e_ms DOUBLE, decode_tok_s DOUBLE,
-    effective_prefill_tok_s DOUBLE, source VARCHAR, artifact VARCHAR
+    effective_prefill_tok_s DOUBLE, source VARCHAR, artifact VARCHAR,
+    server_prompt_ms DOUBLE, server_decode_tok_s DOUBLE
 )
 """
 
@@ -64,6 +66,9 @@ CREATE TABLE request_rows_loaded (
 #   e2e_ms                   request sent -> end of stream
 #   decode_tok_s             (completion_tokens - 1) / (last token - first token) seconds
 #   effective_prefill_tok_s  prompt_tokens / first-token seconds
+# and, where the server reports its own timings (llama.cpp's ``timings``):
+#   server_prompt_ms         the server's prompt processing time
+#   server_decode_tok_s      the server's generated tokens / its generation seconds
 INSERT_CELL_RUN_ROWS = """
 INSERT INTO request_rows_loaded
 SELECT
@@ -81,7 +86,11 @@ SELECT
     CASE WHEN r.first_token_ns > r.sent_ns
          THEN r.usage.prompt_tokens / ((r.first_token_ns - r.sent_ns) / 1e9)
     END,
-    'anvil-ledger', c.artifact
+    'anvil-ledger', c.artifact,
+    r.server_timings.prompt_ms,
+    CASE WHEN r.server_timings.predicted_ms > 0
+         THEN r.server_timings.predicted_n / (r.server_timings.predicted_ms / 1e3)
+    END
 FROM cell_run_files AS c, unnest(c.requests) AS u(r)
 """
 
@@ -92,7 +101,7 @@ SELECT
     c.cell.concurrency, NULL, r."index", false, r.ok, r.error_class, r.prompt_tokens,
     r.completion_tokens, NULL, r.finish_reason, NULL, NULL, r.sent_ns, r.end_ns,
     r.ttft_ms, r.first_token_ms, r.e2e_ms, r.decode_tok_s, r.effective_prefill_tok_s,
-    c.source.tool, c.artifact
+    c.source.tool, c.artifact, NULL, NULL
 FROM imported_run_files AS c, unnest(c.requests) AS u(r)
 """
 
@@ -123,7 +132,8 @@ REQUESTS_VIEW = """
 CREATE VIEW requests AS
 SELECT campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup,
        ok, error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms,
-       first_token_ms, e2e_ms, decode_tok_s, effective_prefill_tok_s
+       first_token_ms, e2e_ms, decode_tok_s, effective_prefill_tok_s, server_prompt_ms,
+       server_decode_tok_s
 FROM request_rows
 """
 
@@ -163,7 +173,16 @@ SELECT
     median(completion_tokens) FILTER (WHERE ok AND NOT warmup) AS median_output_tokens,
     count(*) FILTER (WHERE ok AND NOT warmup AND NOT coalesce(output_as_requested, false))
         AS lengths_not_as_requested,
-    median(prompt_tokens) FILTER (WHERE ok AND NOT warmup) AS actual_prompt_tokens
+    median(prompt_tokens) FILTER (WHERE ok AND NOT warmup) AS actual_prompt_tokens,
+    -- The client's clock against the server's: the first token (any channel: the server's
+    -- prompt time ends with it) less the server's prompt time is what lies between the two,
+    -- network, queueing, tokenizing and templating; and the decode rates side by side.
+    count(server_prompt_ms) FILTER (WHERE ok AND NOT warmup) AS server_timed,
+    median(first_token_ms - server_prompt_ms) FILTER (WHERE ok AND NOT warmup)
+        AS server_gap_ms_p50,
+    median(server_decode_tok_s) FILTER (WHERE ok AND NOT warmup) AS server_decode_tok_s_p50,
+    median((decode_tok_s - server_decode_tok_s) / server_decode_tok_s * 100)
+        FILTER (WHERE ok AND NOT warmup) AS decode_vs_server_pct_p50
 FROM request_rows
 GROUP BY campaign_id, arm, stage, cell
 """

@@ -120,6 +120,11 @@ class Profile:
     """Serve ``POST /v1/responses``; without it that path is 404, as on servers that lack it."""
     quality_faults: tuple[QualityFault, ...] = ()
     """Answering faults."""
+    close_after_response: bool = False
+    """Serve one response per connection without saying so (no ``Connection: close``), as
+    llama.cpp's server does. The close shows when the next request arrives on the kept
+    connection: it is dropped unanswered. Dropping at that moment, rather than racing a close
+    against the client's pool, makes every reuse meet a dead connection."""
 
     def to_json(self) -> dict[str, Any]:
         """The profile as recorded in an arm's identity."""

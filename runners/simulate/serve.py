@@ -26,7 +26,7 @@ HOST = "127.0.0.1"
 READY_TIMEOUT_S = 20.0
 
 
-def _protocol() -> type:
+def _protocol(close_after_response: bool) -> type:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class ArrivalStampingProtocol(HttpToolsProtocol):
@@ -35,7 +35,23 @@ def _protocol() -> type:
         The ASGI task of a request starts only after the tasks of requests that arrived in
         the same loop iteration have run their synchronous part; stamping here keeps that
         queueing out of the server's reference times (``received_ns``).
+
+        With ``close_after_response`` a connection serves one response: the next request
+        on it is dropped unanswered, its connection closed, before any byte is parsed (see
+        :attr:`Profile.close_after_response`).
         """
+
+        answered = False
+
+        def data_received(self, data: bytes) -> None:
+            if close_after_response and self.answered:
+                self.transport.close()
+                return
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            self.answered = True
+            super().on_response_complete()
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -60,7 +76,7 @@ def serve(profile: Profile, *, port: int | None = None, fd: int | None = None) -
         port=port or 0,
         # uvloop roughly halves the server's cost per chunk; plain asyncio where it is absent.
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http=_protocol(),
+        http=_protocol(profile.close_after_response),
         lifespan="on",
         access_log=False,
         log_level="warning",

@@ -9,10 +9,17 @@
  *   driver 550.54.15
  *   card name=NVIDIA H200 uuid=GPU-... total_mib=143771 used_mib=1000,2000 temp_c=41
  *        power_mw=120000 limit_mw=700000 sm_mhz=1980 reasons=0x4 unsupported=power,temp
+ *        reserved_mib=615 no_v2=1
  *
  * (one `card` line per card, all on one line). used_mib may list several values: each
- * nvmlDeviceGetMemoryInfo call on that card takes the next, cycling across nvmlInit calls,
- * so a sampler sees the memory move. Names in `unsupported` make those queries return NOT_SUPPORTED.
+ * memory query on that card takes the next, cycling across nvmlInit calls, so a sampler sees
+ * the memory move. Names in `unsupported` make those queries return NOT_SUPPORTED.
+ *
+ * Memory as a driver reports it: used_mib is what processes hold, reserved_mib what the
+ * driver keeps for itself, free the rest. The v2 query (nvmlDeviceGetMemoryInfo_v2) gives the
+ * four apart, as nvidia-smi shows them; the v1 query counts reserved memory as used. no_v2=1
+ * plays a driver that predates the v2 query (FUNCTION_NOT_FOUND, as pynvml reports a
+ * missing symbol).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,8 @@ enum {
     NVML_ERROR_NOT_SUPPORTED = 3,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
     NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -37,11 +46,19 @@ typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
 
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+#define NVML_MEMORY_V2 (unsigned int)(sizeof(nvmlMemory_v2_t) | (2 << 24U))
+
 typedef struct card {
     unsigned index;
     char name[96];
     char uuid[96];
-    unsigned long long total_mib;
+    unsigned long long total_mib, reserved_mib;
+    int no_v2;
     unsigned long long used_mib[MAX_STEPS];
     unsigned steps;
     unsigned temp_c, power_mw, limit_mw, sm_mhz;
@@ -114,6 +131,8 @@ static int load(void)
             field(line, "uuid", c->uuid, sizeof c->uuid);
             field(line, "unsupported", c->unsupported, sizeof c->unsupported);
             c->total_mib = number(line, "total_mib");
+            c->reserved_mib = number(line, "reserved_mib");
+            c->no_v2 = (int)number(line, "no_v2");
             c->temp_c = (unsigned)number(line, "temp_c");
             c->power_mw = (unsigned)number(line, "power_mw");
             c->limit_mw = (unsigned)number(line, "limit_mw");
@@ -185,6 +204,8 @@ const char *nvmlErrorString(nvmlReturn_t result)
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
     default: return "Unknown Error";
     }
 }
@@ -233,15 +254,41 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
     return copy(device->uuid, uuid, length);
 }
 
+static void memory_now(nvmlDevice_t device, nvmlMemory_v2_t *out)
+{
+    unsigned long long used = device->used_mib[memory_calls[device->index]++ % device->steps] * MIB;
+    unsigned long long reserved = device->reserved_mib * MIB;
+    out->total = device->total_mib * MIB;
+    out->reserved = reserved;
+    out->used = used;
+    out->free = out->total > used + reserved ? out->total - used - reserved : 0;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     CHECK(device);
     if (unsupported(device, "memory"))
         return NVML_ERROR_NOT_SUPPORTED;
-    unsigned long long used = device->used_mib[memory_calls[device->index]++ % device->steps] * MIB;
-    memory->total = device->total_mib * MIB;
-    memory->used = used;
-    memory->free = memory->total > used ? memory->total - used : 0;
+    nvmlMemory_v2_t now;
+    memory_now(device, &now);
+    memory->total = now.total;
+    memory->used = now.used + now.reserved;
+    memory->free = now.free;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    CHECK(device);
+    if (device->no_v2)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (unsupported(device, "memory"))
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (memory == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (memory->version != NVML_MEMORY_V2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory_now(device, memory);
     return NVML_SUCCESS;
 }
 
