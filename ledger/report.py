@@ -123,6 +123,7 @@ class _Builder:
         out.append(("h2", "Headline results"))
         out.extend(self._headlines())
         out.extend(self._performance())
+        out.extend(self._server_clock())
         out.extend(self._functional())
         out.extend(self._system())
         out.append(("h2", "Failures"))
@@ -335,6 +336,54 @@ class _Builder:
             out.append(("chart", name))
         out.extend(self._endurance())
         return out
+
+    def _server_clock(self) -> list[Block]:
+        """Per cell, the server's own timings beside ours, where the server reports them."""
+        if not self.stage_kinds:
+            return []
+        database = build([self.folder])
+        try:
+            table = database.query(
+                "SELECT arm, stage, cell, server_timed, server_gap_ms_p50, decode_tok_s_p50, "
+                "server_decode_tok_s_p50, decode_vs_server_pct_p50 FROM cells "
+                "WHERE server_timed > 0 ORDER BY arm, stage, cell"
+            )
+        finally:
+            database.close()
+        if not table.rows:
+            return []
+        rows = [
+            [
+                str(arm),
+                f"{stage}/{cell}",
+                str(timed),
+                *map(_fmt, (gap, ours, theirs)),
+                "-" if pct is None else _fmt(pct, 1) + "%",
+            ]
+            for arm, stage, cell, timed, gap, ours, theirs, pct in table.rows
+        ]
+        header = [
+            "Arm",
+            "Cell",
+            "Requests with server timings",
+            "First token - server prompt ms (p50)",
+            "Decode tok/s p50 (ours)",
+            "Server decode tok/s p50",
+            "Ours vs server (p50)",
+        ]
+        return [
+            ("h3", "The server's clock beside ours"),
+            (
+                "p",
+                (
+                    "The server reported its own timing of each request (llama.cpp's timings). "
+                    "First token less the server's prompt time is what lies outside the "
+                    "server's clock: the network, queueing before the slot, tokenizing and "
+                    "templating."
+                ),
+            ),
+            ("table", header, rows),
+        ]
 
     def _endurance(self) -> list[Block]:
         stages = sorted({s for s, k in self.stage_kinds.items() if k == "endurance"})

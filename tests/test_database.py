@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 from generate_verify_assets import cell_run
 
@@ -136,6 +137,26 @@ def test_export_is_partitioned_deterministic_and_reads_back(
     assert build([tmp_path / "one"]).query(query) == db.query(query)
     with pytest.raises(DatabaseError, match="not empty"):
         db.export_parquet(tmp_path / "one")
+
+
+def test_an_export_from_before_the_server_columns_still_reads(
+    tmp_path: Path, two_arm_campaign: Path
+) -> None:
+    db = build([two_arm_campaign])
+    db.export_parquet(tmp_path / "new")
+    old = tmp_path / "old"
+    shutil.copytree(tmp_path / "new", old, ignore=shutil.ignore_patterns("request_rows"))
+    # request_rows as an export written before server_prompt_ms/server_decode_tok_s existed.
+    con = duckdb.connect()
+    scan = (tmp_path / "new" / "request_rows" / "**" / "*.parquet").as_posix()
+    con.execute(
+        f"COPY (SELECT * EXCLUDE (server_prompt_ms, server_decode_tok_s) FROM read_parquet("
+        f"'{scan}', hive_partitioning=true)) TO '{(old / 'request_rows').as_posix()}' "
+        "(FORMAT parquet, PARTITION_BY (campaign_id, arm))"
+    )
+    con.close()
+    query = "SELECT * FROM cells ORDER BY arm, stage, cell"
+    assert build([old]).query(query) == db.query(query)
 
 
 def test_sql_command_formats(cli: CliRun, two_arm_campaign: Path) -> None:

@@ -213,7 +213,7 @@ warmup = 1
 """
         result, campaign = _run(plan, tmp_path / "raw")
     assert result.complete
-    status, out, err = cli(
+    status, _, err = cli(
         "derive",
         str(campaign),
         "--baseline",
@@ -238,5 +238,12 @@ warmup = 1
     # Refused for what the campaign lacks (no GPU reserve, no container, no approver), never
     # for its comparison: the A/B rules hold.
     assert "reserve" in unmet and not unmet & {"ab-present", "matched-ab"}, decision["unmet"]
-    status, report = verify_json(cli, campaign)
-    assert status == 0, report["findings"]
+    status, _, err = cli("report", str(campaign))
+    assert status == 0, err
+    report = (campaign / "report.md").read_text()
+    section = report.split("### The server's clock beside ours", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| np")]
+    assert [row.split(" | ")[0] for row in rows] == ["| np1", "| np4"]
+    assert all(" | 12 | " in row for row in rows)  # every measured request timed by both
+    status, found = verify_json(cli, campaign)
+    assert status == 0, found["findings"]

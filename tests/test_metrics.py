@@ -62,3 +62,22 @@ def test_sglang_prefix_cache_delta_and_cache_gauge() -> None:
 
 def test_no_prefix_cache_family() -> None:
     assert prefix_cache_delta({"x_total": 1.0}, {"x_total": 2.0}) is None
+
+
+LLAMACPP = """# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 16
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 10
+"""
+
+
+def test_llamacpp_prompt_counter_leaves_cached_tokens_out() -> None:
+    before = parse_counters(LLAMACPP)
+    # 100 more prompt tokens processed, 300 more taken from the cache: 400 asked for.
+    after = parse_counters(LLAMACPP.replace(" 16", " 116").replace(" 10", " 310"))
+    delta = prefix_cache_delta(before, after)
+    assert delta is not None
+    assert (delta["hits"], delta["queries"], delta["hit_rate"]) == (300.0, 400.0, 0.75)
+    assert delta["queries_family"] == (
+        "llamacpp:prompt_tokens_total + llamacpp:prompt_tokens_cached_total"
+    )

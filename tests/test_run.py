@@ -313,3 +313,28 @@ def test_two_arms_get_the_same_prompts(tmp_path: Path, cli: CliRun, simulator: A
             assert set(prompt["prompt_tokens"]) == {"baseline", "candidate"}
             assert len(set(prompt["prompt_tokens"].values())) == 1
     assert verify_json(cli, folder)[0] == 0
+
+
+def test_a_plan_of_a_preflight_alone_runs_and_verifies(tmp_path: Path, cli: CliRun) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'campaign_id = "2026-11-30-preflight-only"\n'
+        '[[arms]]\nname = "new-server"\n[arms.simulated]\ndecode_tok_s = 2000.0\n'
+        '[[stages]]\nkind = "preflight"\nlong_tool_tokens = 2000\n'
+    )
+    status, out, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 0, err
+    folder = tmp_path / "raw" / "2026-11-30-preflight-only"
+    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert names == [
+        "SHA256SUMS",
+        "manifest.json",
+        "new-server/preflight.json",
+        "run-manifest.json",
+        "run-plan.json",
+    ]
+    assert out == ""  # no cells, no cell table
+    assert "new-server preflight: passed" in err
+    assert read_document(folder / "run-plan.json")["stages"] == []
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]

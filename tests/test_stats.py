@@ -55,3 +55,23 @@ def test_cell_stats_exclude_warmup_and_failures() -> None:
     assert stats.ttft_ms == 150.0
     # 22 tokens from the first measured start (1.0 s) to the last end (1.405 s).
     assert stats.throughput_tok_s == pytest.approx(22 / 0.405)
+
+
+def test_cell_stats_set_the_servers_clock_beside_ours() -> None:
+    timed = dict(
+        _record(0),
+        server_timings={
+            "prompt_n": 4000,
+            "prompt_ms": 90.0,
+            "predicted_n": 11,
+            "predicted_ms": 220.0,
+        },
+    )
+    untimed = _record(1_000_000_000)
+    stats = cell_stats([timed, untimed])
+    # First token at 100 ms, the server's prompt took 90: 10 ms outside its clock.
+    assert stats.server_gap_ms == pytest.approx(10.0)
+    assert stats.server_decode_tok_s == pytest.approx(11 / 0.220)
+    # A cell no server timed says so rather than zero.
+    plain = cell_stats([untimed])
+    assert plain.server_gap_ms is None and plain.server_decode_tok_s is None
