@@ -113,7 +113,11 @@ class Evidence:
 
     @property
     def arms(self) -> list[str]:
-        return list(self.cells)
+        """Every arm the run manifest names, by its cells or by its evidence stages alone
+        (a campaign of functional gates has no cells)."""
+        manifest = self.run_manifest or {}
+        entries = (*manifest.get("cells", ()), *manifest.get("evidence", ()))
+        return list(dict.fromkeys(entry["arm"] for entry in entries))
 
 
 def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:

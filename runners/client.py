@@ -317,6 +317,9 @@ def _dead_connection(error: BaseException) -> bool:
     cause = error.__cause__ or error
     if isinstance(cause, aiohttp.ClientConnectorError | aiohttp.ServerTimeoutError):
         return False
+    if isinstance(cause, aiohttp.ServerDisconnectedError) and not isinstance(cause.message, str):
+        # aiohttp hands over the part of a response it had parsed: one had started.
+        return False
     return isinstance(
         cause,
         aiohttp.ServerDisconnectedError
@@ -405,7 +408,9 @@ class EndpointClient:
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "[redacted]") if self._secret else text
 
-    async def _send(self, request: httpx.Request) -> tuple[httpx.Response, _Attempt, str | None]:
+    async def _send(
+        self, request: httpx.Request, resent: list[str] | None = None
+    ) -> tuple[httpx.Response, _Attempt]:
         """Sends ``request``, once more on a fresh connection if its pooled one was dead.
 
         Servers close kept-alive connections the client still holds: llama.cpp's after each
@@ -414,25 +419,27 @@ class EndpointClient:
         back never reached the server, so sending it again measures nothing twice. Once a
         response has started, nothing is sent again.
 
-        Returns the response, the attempt that produced it and, after a resend, why.
+        Returns the response and the attempt that produced it; appends to ``resent`` why the
+        request went out again, before the resend, so the reason survives a resend that fails.
         """
         attempt = _Attempt()
         _ATTEMPT.set(attempt)
         try:
-            return await self._client.send(request, stream=True), attempt, None
+            return await self._client.send(request, stream=True), attempt
         except httpx.TransportError as e:
             if not (attempt.reused and _dead_connection(e)):
                 raise
             cause = e.__cause__ or e
-            reason = self._redact(f"{type(cause).__name__}: {cause}")
+            if resent is not None:
+                resent.append(self._redact(f"{type(cause).__name__}: {cause}"))
         attempt = _Attempt()
         _ATTEMPT.set(attempt)
-        return await self._fresh.send(request, stream=True), attempt, reason
+        return await self._fresh.send(request, stream=True), attempt
 
     async def _read_body(
         self, url: str, request: httpx.Request, max_bytes: int
     ) -> tuple[int, bytes] | str:
-        response, _, _ = await self._send(request)
+        response, _ = await self._send(request)
         try:
             body = bytearray()
             async for chunk in response.aiter_raw():
@@ -459,10 +466,10 @@ class EndpointClient:
         """A bounded, non-streaming POST under the base URL: ``(status, parsed JSON or
         None)``, or a one-line reason it failed."""
         url = self.base_url + path
-        request = self._client.build_request(
-            "POST", url, content=orjson.dumps(body), headers={"accept": "application/json"}
-        )
         try:
+            request = self._client.build_request(
+                "POST", url, content=orjson.dumps(body), headers={"accept": "application/json"}
+            )
             async with asyncio.timeout(self.deadlines.first_byte_s + self.deadlines.idle_s):
                 result = await self._read_body(url, request, max_bytes)
         except TimeoutError:
@@ -494,9 +501,10 @@ class EndpointClient:
         started = loop.time()
         total_at = started + deadlines.total_s
         record = RequestRecord(sent_ns=time.perf_counter_ns() - origin_ns)
+        resent: list[str] = []
         try:
             async with asyncio.timeout_at(min(total_at, started + deadlines.first_byte_s)) as timer:
-                response, attempt, record.resent = await self._send(request)
+                response, attempt = await self._send(request, resent)
                 try:
                     # TTFT starts when the request has been written, not when it was queued:
                     # aiohttp reports each body write (a trace signal, in this task's context).
@@ -521,6 +529,7 @@ class EndpointClient:
             record.fail("disconnect", self._redact(f"{type(e).__name__}: {e}"))
         except Exception as e:  # noqa: BLE001 - a record, never an exception that ends a run
             record.fail("client-error", self._redact(f"{type(e).__name__}: {e}"))
+        record.resent = resent[0] if resent else None
         record.end_ns = time.perf_counter_ns() - origin_ns
         return record
 

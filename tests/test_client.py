@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runners.client import Deadlines, EndpointClient, RequestRecord
+from runners.client import Deadlines, EndpointClient, RequestRecord, _StreamState
 from runners.simulate.serve import SimulatorProcess
 
 Start = Callable[..., SimulatorProcess]
@@ -215,3 +215,21 @@ def test_server_echoing_the_key_is_redacted(simulator: Start) -> None:
     assert record.error["class"] == "http-4xx"
     assert secret not in record.error["message"]
     assert "[redacted]" in record.error["message"]
+
+
+def test_server_timings_keep_only_the_known_non_negative_numbers() -> None:
+    record = RequestRecord(sent_ns=0)
+    state = _StreamState(record, 0)
+    state.event({"choices": [], "timings": "soon"}, 1)
+    assert record.server_timings is None
+    timings = {
+        "prompt_ms": 3.0,
+        "prompt_n": 10,
+        "predicted_n": True,
+        "cache_n": -1,
+        "predicted_ms": "12",
+        "prompt_per_second": 3300.0,
+    }
+    state.event({"choices": [], "timings": timings}, 2)
+    assert record.server_timings == {"prompt_ms": 3.0, "prompt_n": 10}
+    assert record.to_json()["server_timings"] == {"prompt_ms": 3.0, "prompt_n": 10}

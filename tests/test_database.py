@@ -54,8 +54,11 @@ def test_server_timings_are_compared_with_the_clients_clock(tmp_path: Path) -> N
         {"prompt_n": 1000, "prompt_ms": 3.0, "predicted_n": 3, "predicted_ms": 25.0},
         {"prompt_n": 1000, "prompt_ms": 4.0, "predicted_n": 3, "predicted_ms": 25.0},
     ]
+    # Visible content 2 ms after the first token (a reasoning token first): the server's
+    # prompt time ends with the first token of any channel, so that is what it is set against.
     document["requests"] = [
-        dict(r, server_timings=t) for r, t in zip(requests, timings, strict=False)
+        dict(r, server_timings=t, first_content_ns=r["first_content_ns"] + 2_000_000)
+        for r, t in zip(requests, timings, strict=False)
     ] + requests[len(timings) :]
     db = build([_campaign_with(tmp_path, document)])
     rows = db.query("SELECT * FROM requests ORDER BY request_index").to_json()

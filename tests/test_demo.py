@@ -79,6 +79,8 @@ def test_report_is_deterministic_and_traceable(demo: DemoResult, tmp_path: Path)
     write_report(copy, ("md", "html"))
     assert {p: (copy / p).read_bytes() for p in before} == before
     text = (copy / "report.md").read_text()
+    # The simulator reports no timings of its own: no section claims the server's clock.
+    assert "The server's clock" not in text
     for heading in (
         "## Result card",
         "## Setup",

@@ -81,9 +81,10 @@ def _smi_memory(state: str) -> dict[str, int]:
     return {"total_mib": total, "used_mib": used, "free_mib": free, "reserved": total - used - free}
 
 
+@pytest.mark.parametrize("no_v2", [1, 2, 3], ids=["no-symbol", "version-mismatch", "unsupported"])
 @pytest.mark.parametrize("state", ["idle", "loaded"])
 def test_memory_reads_as_nvidia_smi_reads_it_on_the_h200(
-    state: str, nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    state: str, no_v2: int, nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     smi = _smi_memory(state)
     card = (
@@ -106,7 +107,8 @@ def test_memory_reads_as_nvidia_smi_reads_it_on_the_h200(
     # A driver without the v2 query: v1 counts the reserve as used, as the first reading
     # did (615 MiB "used" on an idle card); free memory, and so the reserve verdict, agree.
     monkeypatch.setenv(
-        SHIM_ENV, str(nvml_shim.configure(tmp_path / "old.conf", f"driver 470.1\n{card} no_v2=1\n"))
+        SHIM_ENV,
+        str(nvml_shim.configure(tmp_path / "old.conf", f"driver 470.1\n{card} no_v2={no_v2}\n")),
     )
     old = gpu.snapshot()["cards"][0]["memory"]
     assert old == {

@@ -112,8 +112,13 @@ controlled_output = true
             assert timings["prompt_n"] + timings["cache_n"] == prompt
             assert timings["predicted_n"] == 16 and timings["predicted_ms"] > 0
             resent += record["resent"] is not None
-        # /metrics was scraped: llama.cpp's counters, its prompt cache among them.
+        # /metrics was scraped: llama.cpp's counters, its prompt cache among them, and what
+        # they say between the scrapes is what the measured requests' own timings add up to.
         assert cell["metrics"]["available"] is True, where
+        cache = cell["metrics"]["prefix_cache"]
+        timed = [r["server_timings"] for r in measured]
+        assert cache["hits"] == sum(t["cache_n"] for t in timed), where
+        assert cache["queries"] == sum(t["prompt_n"] + t["cache_n"] for t in timed), where
         assert (
             cell["metrics"]["prefix_cache"]["hits_family"] == "llamacpp:prompt_tokens_cached_total"
         )

@@ -22,6 +22,21 @@ def test_examples_parse_and_record_valid_plans(path: Path) -> None:
     assert str(validate(plan.to_json())) == "anvil-serving.run-plan/v1"
 
 
+@pytest.mark.parametrize(
+    "stages",
+    [
+        [{"kind": "thinking-control"}],
+        [{"kind": "reserve"}, {"kind": "preflight"}],
+        [{"kind": "canary"}, {"kind": "strict-output"}],
+    ],
+    ids=["thinking-control", "reserve-and-preflight", "canary-and-strict-output"],
+)
+def test_plans_of_functional_gates_only_are_plans(stages: list[dict[str, Any]]) -> None:
+    plan = parse_plan(_plan(stages=stages))
+    assert plan.stages == ()
+    assert [s.kind for s in plan.evidence] == [s["kind"] for s in stages]
+
+
 def test_cells_are_the_cross_product() -> None:
     plan = parse_plan(
         _plan(

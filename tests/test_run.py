@@ -336,5 +336,37 @@ def test_a_plan_of_a_preflight_alone_runs_and_verifies(tmp_path: Path, cli: CliR
     assert out == ""  # no cells, no cell table
     assert "new-server preflight: passed" in err
     assert read_document(folder / "run-plan.json")["stages"] == []
+    # The arm is known by its gate alone: decide picks it and reads its preflight.
+    status, _, err = cli("decide", str(folder))
+    assert status == 0, err
+    decision = read_document(folder / "summary.json")["decision"]
+    assert decision["candidate"] == "new-server"
+    unmet = {u["rule"]: u["reason"] for u in decision["unmet"]}
+    assert "candidate" not in unmet
+    assert "preflight" not in unmet.get("required-gates", "")
     status, report = verify_json(cli, folder)
     assert status == 0, report["findings"]
+
+
+def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from runners._cli import _print_cells
+    from runners.campaign import CellOutcome
+    from runners.stats import CellStats
+
+    plain = CellStats(10, 0, 12.0, 80.0, 150.0, 400.0)
+    timed = CellStats(10, 1, 12.0, 80.0, 150.0, 400.0, server_gap_ms=3.25, server_decode_tok_s=85.5)
+    _print_cells([CellOutcome("a", "capacity", "ctx512-c1-nothink", "complete", plain)])
+    out = capsys.readouterr().out
+    assert "server" not in out and "9/10" not in out and "10/10" in out
+    _print_cells(
+        [
+            CellOutcome("a", "capacity", "ctx512-c1-nothink", "complete", plain),
+            CellOutcome("b", "capacity", "ctx512-c1-nothink", "complete", timed),
+        ]
+    )
+    header, first, second = capsys.readouterr().out.splitlines()
+    assert header.endswith("first token - server prompt ms  server decode tok/s")
+    assert first.split()[-2:] == ["-", "-"]
+    assert second.split()[-2:] == ["3.2", "85.5"] and "9/10" in second

@@ -17,9 +17,10 @@
  *
  * Memory as a driver reports it: used_mib is what processes hold, reserved_mib what the
  * driver keeps for itself, free the rest. The v2 query (nvmlDeviceGetMemoryInfo_v2) gives the
- * four apart, as nvidia-smi shows them; the v1 query counts reserved memory as used. no_v2=1
- * plays a driver that predates the v2 query (FUNCTION_NOT_FOUND, as pynvml reports a
- * missing symbol).
+ * four apart, as nvidia-smi shows them; the v1 query counts reserved memory as used. no_v2
+ * plays a driver that cannot answer the v2 query: 1 predates it (FUNCTION_NOT_FOUND, as
+ * pynvml reports a missing symbol), 2 knows another version of its structure
+ * (ARGUMENT_VERSION_MISMATCH), 3 does not support it on this card (NOT_SUPPORTED).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,8 +281,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     CHECK(device);
-    if (device->no_v2)
+    if (device->no_v2 == 1)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
+    if (device->no_v2 == 2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (device->no_v2 == 3)
+        return NVML_ERROR_NOT_SUPPORTED;
     if (unsupported(device, "memory"))
         return NVML_ERROR_NOT_SUPPORTED;
     if (memory == NULL)
