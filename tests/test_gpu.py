@@ -14,7 +14,7 @@ import pytest
 from ledger._internal.verdicts import reserve_failures
 from runners import gpu
 from tests.components import SHIM_ENV, NvmlShim
-from tests.conftest import DATA
+from tests.conftest import DATA, CliRun, verify_json
 
 pytestmark = pytest.mark.gpu
 
@@ -215,3 +215,32 @@ def test_throttle_decoding_covers_every_nvml_reason() -> None:
     }
     assert gpu.decode_throttle(0x80)["hardware_slowdown"] is True
     assert gpu.decode_throttle(0x20)["thermal"] is True
+
+
+def test_the_h200_raw_campaign_verifies_and_publishes_without_its_gpu_id(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """A whole raw campaign a real driver measured (reserve and telemetry on one H200,
+    tests/data/realworld/nvml-h200/): it verifies, its reserve passed on real figures, and
+    its publication carries no GPU UUID."""
+    import tarfile
+
+    with tarfile.open(PROBE.parent / "raw-campaign-2026-11-30-h200-reserve.tar.gz") as tar:
+        tar.extractall(tmp_path / "raw", filter="data")
+    campaign = tmp_path / "raw" / "2026-11-30-h200-reserve"
+    reserve = json.loads((campaign / "candidate" / "reserve.json").read_text())
+    assert reserve["passed"] is True
+    card = reserve["cards"][0]
+    assert card["name"] == "NVIDIA H200" and card["memory"]["free_mib"] == 3399
+    assert reserve["threshold_mib"] == 3072
+    uuid = card["uuid"]
+    assert uuid.startswith("GPU-")
+    assert verify_json(cli, campaign)[0] == 0
+    status, _, err = cli("publish", str(campaign), "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    public = tmp_path / "public"
+    texts = [p.read_bytes() for p in public.rglob("*") if p.is_file()]
+    assert texts and all(uuid.encode() not in t for t in texts)
+    # Published, it verifies but for the follow-up ticket a published decision owes.
+    _, report = verify_json(cli, public)
+    assert {f["code"] for f in report["findings"]} == {"ticket-missing"}
