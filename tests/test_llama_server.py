@@ -48,6 +48,17 @@ def _run(plan_text: str, raw: Path) -> Any:
     return result, raw / plan.campaign_id
 
 
+def _head(campaign_id: str, seed: int, *, prefix: str = "shared") -> str:
+    return f"""
+campaign_id = "{campaign_id}"
+prefix = "{prefix}"
+seed = {seed}
+[deadlines]
+first_byte_s = 120
+idle_s = 30
+"""
+
+
 def _arm(name: str, server: LlamaServer, parallel: int) -> str:
     return f"""
 [[arms]]
@@ -68,12 +79,7 @@ def _cells(campaign: Path) -> list[dict[str, Any]]:
 def test_capacity_and_endurance_every_request_and_calibration_succeeds(
     server: LlamaServer, tmp_path: Path, cli: CliRun
 ) -> None:
-    plan = f"""
-campaign_id = "2026-11-30-llama-capacity"
-seed = 5
-[deadlines]
-first_byte_s = 120
-idle_s = 30
+    plan = f"""{_head("2026-11-30-llama-capacity", 5)}
 {_arm("llama", server, 4)}
 [[stages]]
 kind = "capacity"
@@ -151,12 +157,7 @@ controlled_output = true
 def test_preflight_runs_every_check_and_fails_honestly_and_thinking_switches_the_template(
     server: LlamaServer, tmp_path: Path
 ) -> None:
-    plan = f"""
-campaign_id = "2026-11-30-llama-gates"
-seed = 3
-[deadlines]
-first_byte_s = 60
-idle_s = 30
+    plan = f"""{_head("2026-11-30-llama-gates", 3)}
 {_arm("llama", server, 4)}
 [[stages]]
 kind = "preflight"
@@ -198,13 +199,7 @@ def test_two_llama_server_arms_differing_in_one_setting(
         LlamaServer(llama_build, parallel=1, log=logs / "np1.log") as one,
         LlamaServer(llama_build, parallel=4, log=logs / "np4.log") as four,
     ):
-        plan = f"""
-campaign_id = "2026-11-30-llama-parallel"
-prefix = "unique"
-seed = 9
-[deadlines]
-first_byte_s = 120
-idle_s = 30
+        plan = f"""{_head("2026-11-30-llama-parallel", 9, prefix="unique")}
 {_arm("np1", one, 1)}
 {_arm("np4", four, 4)}
 [[stages]]
