@@ -110,9 +110,8 @@ controlled_output = true
 """
 
 
-@pytest.fixture(scope="session")
-def two_arm_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A raw campaign with arms windows and linux on simulated endpoints (built once)."""
+def run_plan_text(plan_text: str, raw: Path) -> tuple[Any, Path]:
+    """Runs a plan given as TOML text, quietly: (the run's result, its campaign folder)."""
     import os
     import tomllib
 
@@ -120,8 +119,13 @@ def two_arm_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from runners.plan import parse_plan
     from runners.progress import LogProgress
 
-    raw = tmp_path_factory.mktemp("two-arms")
-    plan = parse_plan(tomllib.loads(TWO_ARMS_PLAN))
+    plan = parse_plan(tomllib.loads(plan_text))
     with open(os.devnull, "w") as quiet:
-        run_plan(plan, raw, progress=LogProgress(quiet))
-    return raw / plan.campaign_id
+        result = run_plan(plan, raw, progress=LogProgress(quiet))
+    return result, raw / plan.campaign_id
+
+
+@pytest.fixture(scope="session")
+def two_arm_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A raw campaign with arms windows and linux on simulated endpoints (built once)."""
+    return run_plan_text(TWO_ARMS_PLAN, tmp_path_factory.mktemp("two-arms"))[1]

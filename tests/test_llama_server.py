@@ -10,8 +10,6 @@ timings (recorded beside ours), and its chat template has a thinking switch.
 from __future__ import annotations
 
 import json
-import os
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +17,7 @@ from typing import Any
 import pytest
 
 from ledger._internal.jsonio import read_json
-from runners.campaign import run_plan
-from runners.plan import parse_plan
-from runners.progress import LogProgress
-from tests.conftest import CliRun, verify_json
+from tests.conftest import CliRun, run_plan_text, verify_json
 from tests.llama_server import LlamaBuild, LlamaServer
 
 pytestmark = pytest.mark.xdist_group("llama-server")
@@ -39,13 +34,6 @@ def server(
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with LlamaServer(llama_build, parallel=4, log=log) as running:
         yield running
-
-
-def _run(plan_text: str, raw: Path) -> Any:
-    plan = parse_plan(tomllib.loads(plan_text))
-    with open(os.devnull, "w") as quiet:
-        result = run_plan(plan, raw, progress=LogProgress(quiet))
-    return result, raw / plan.campaign_id
 
 
 def _head(campaign_id: str, seed: int, *, prefix: str = "shared") -> str:
@@ -96,7 +84,7 @@ requests = 8
 max_tokens = 16
 controlled_output = true
 """
-    result, campaign = _run(plan, tmp_path)
+    result, campaign = run_plan_text(plan, tmp_path)
     assert result.complete
     cells = _cells(campaign)
     assert len(cells) == 7
@@ -165,7 +153,7 @@ long_tool_tokens = 2000
 [[stages]]
 kind = "thinking-control"
 """
-    result, campaign = _run(plan, tmp_path)
+    result, campaign = run_plan_text(plan, tmp_path)
     preflight = read_json(campaign / "llama" / "preflight.json")
     # Every check ran and was judged; random weights answer nothing right.
     assert preflight["checks"] == 10
@@ -211,7 +199,7 @@ max_tokens = 16
 controlled_output = true
 warmup = 1
 """
-        result, campaign = _run(plan, tmp_path / "raw")
+        result, campaign = run_plan_text(plan, tmp_path / "raw")
     assert result.complete
     status, _, err = cli(
         "derive",
