@@ -20,7 +20,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import charts, jsonio
-from ledger.database import build
+from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.promotion import Evidence, load_evidence
 from ledger.schema import read_document, write_document
@@ -93,6 +93,13 @@ class _Builder:
         }
         self.stage_kinds = kinds
         self.charts: list[Chart] = []
+        self._database: Database | None = None
+
+    def query(self, text: str, parameters: Sequence[Any] = ()) -> Table:
+        """A query over the campaign's ledger database, built once per report."""
+        if self._database is None:
+            self._database = build([self.folder])
+        return self._database.query(text, list(parameters))
 
     def _comparison(self) -> tuple[str | None, dict[str, Any] | None]:
         for path, document in self.evidence.comparisons:
@@ -106,6 +113,14 @@ class _Builder:
     # -- content ----------------------------------------------------------------------
 
     def blocks(self) -> list[Block]:
+        try:
+            return self._blocks()
+        finally:
+            if self._database is not None:
+                self._database.close()
+                self._database = None
+
+    def _blocks(self) -> list[Block]:
         out: list[Block] = []
         campaign = self.summary["campaign_id"]
         title = f"{campaign}: {self.candidate or 'campaign'}"
@@ -341,15 +356,11 @@ class _Builder:
         """Per cell, the server's own timings beside ours, where the server reports them."""
         if not self.stage_kinds:
             return []
-        database = build([self.folder])
-        try:
-            table = database.query(
-                "SELECT arm, stage, cell, server_timed, server_gap_ms_p50, decode_tok_s_p50, "
-                "server_decode_tok_s_p50, decode_vs_server_pct_p50 FROM cells "
-                "WHERE server_timed > 0 ORDER BY arm, stage, cell"
-            )
-        finally:
-            database.close()
+        table = self.query(
+            "SELECT arm, stage, cell, server_timed, server_gap_ms_p50, decode_tok_s_p50, "
+            "server_decode_tok_s_p50, decode_vs_server_pct_p50 FROM cells "
+            "WHERE server_timed > 0 ORDER BY arm, stage, cell"
+        )
         if not table.rows:
             return []
         rows = [
@@ -389,15 +400,11 @@ class _Builder:
         stages = sorted({s for s, k in self.stage_kinds.items() if k == "endurance"})
         if not stages or not self.comparison:
             return []
-        database = build([self.folder])
-        try:
-            table = database.query(
-                "SELECT arm, decode_tok_s FROM requests WHERE stage = ? AND NOT warmup AND ok "
-                "AND decode_tok_s IS NOT NULL ORDER BY arm, cell, request_index",
-                [stages[0]],
-            )
-        finally:
-            database.close()
+        table = self.query(
+            "SELECT arm, decode_tok_s FROM requests WHERE stage = ? AND NOT warmup AND ok "
+            "AND decode_tok_s IS NOT NULL ORDER BY arm, cell, request_index",
+            [stages[0]],
+        )
         values: dict[str, list[float]] = {}
         for arm, value in table.rows:
             values.setdefault(str(arm), []).append(round(float(value), 2))

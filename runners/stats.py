@@ -39,11 +39,13 @@ def request_metrics(record: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
-def server_comparison(record: dict[str, Any]) -> tuple[float | None, float | None]:
+def server_comparison(
+    record: dict[str, Any], first: float | None
+) -> tuple[float | None, float | None]:
     """(first token ms - the server's prompt ms, the server's decode tok/s) of a record
-    whose server reported its own timings; (None, None) otherwise."""
+    whose server reported its own timings, given its ``first_token_ms``; (None, None)
+    otherwise."""
     timings = record.get("server_timings") or {}
-    first = request_metrics(record)["first_token_ms"]
     prompt_ms = timings.get("prompt_ms")
     gap = first - prompt_ms if first is not None and prompt_ms is not None else None
     predicted_ms = timings.get("predicted_ms")
@@ -78,7 +80,7 @@ def cell_stats(records: list[dict[str, Any]]) -> CellStats:
     measured = [r for r in records if not r.get("warmup")]
     ok = [r for r in measured if r.get("error") is None]
     metrics = [request_metrics(r) for r in ok]
-    compared = [server_comparison(r) for r in ok]
+    compared = [server_comparison(r, m["first_token_ms"]) for r, m in zip(ok, metrics, strict=True)]
     throughput = None
     if ok:
         start = min(r["sent_ns"] for r in ok)
