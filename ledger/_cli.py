@@ -1,7 +1,7 @@
 """The ``ledger`` command line: parses arguments, calls library functions, renders results.
 
-Exit status: 0 success (warnings allowed), 1 at least one error finding or a failed
-operation, 2 the command could not run (usage, a path that does not exist or is unreadable).
+Exit status (:func:`main`): 0 success (warnings allowed), 1 findings or a refusal about the
+evidence, 2 unusable input, 130/143 after SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Any
 
 from ledger import __version__
-from ledger._decision_cli import add_decision_commands, is_folder
+from ledger._decision_cli import add_decision_commands, add_review_flag, is_folder
 from ledger._internal.jsonio import MAX_JSON_BYTES
-from ledger.errors import Error, InvalidArtifact
+from ledger.errors import Error, InvalidArtifact, SchemaError
 
 _logger = logging.getLogger("ledger")
 
@@ -108,6 +109,7 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         help="declare withheld every artifact the summary names that is absent",
     )
     seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
+    add_review_flag(seal)
     seal.set_defaults(func=_seal)
     verify.add_argument(
         "--policy",
@@ -185,6 +187,7 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         metavar="KEY",
         help="an identity key the arms are meant to differ in (default for os: os); repeatable",
     )
+    add_review_flag(derive)
     derive.set_defaults(func=_derive)
 
     imported = commands.add_parser(
@@ -218,6 +221,7 @@ def _add_publication_commands(commands: Any, common: argparse.ArgumentParser) ->
         metavar="FILE",
         help="the private raw-to-public digest map (default: beside the raw campaign)",
     )
+    add_review_flag(publish)
     publish.set_defaults(func=_publish)
 
     signature = commands.add_parser(
@@ -247,7 +251,9 @@ def _add_publication_commands(commands: Any, common: argparse.ArgumentParser) ->
 def _publish(args: argparse.Namespace) -> int:
     from ledger.publish import publish
 
-    published = publish(args.raw, args.out, digest_map=args.map)
+    published = publish(
+        args.raw, args.out, digest_map=args.map, reseal_after_review=args.reseal_after_review
+    )
     print(
         f"published {published.folder}: {published.artifacts} artifacts, "
         f"{published.redactions} distinct values redacted; private map {published.digest_map}"
@@ -287,20 +293,17 @@ def _db_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(sources: list[str]) -> Any:
+def _sql(args: argparse.Namespace) -> int:
     from ledger.database import build
 
-    return build(sources)
-
-
-def _sql(args: argparse.Namespace) -> int:
-    database = _open(args.sources)
+    database = build(args.sources)
     try:
-        table = database.query(args.statement)
+        table = database.user_query(args.statement)
     finally:
         database.close()
     if args.format == "json":
-        sys.stdout.write(json.dumps(table.to_json(), indent=2, default=str) + "\n")
+        text = json.dumps(table.to_json(), indent=2, ensure_ascii=False, allow_nan=False)
+        sys.stdout.write(text + "\n")
     elif args.format == "csv":
         sys.stdout.write(table.to_csv())
     else:
@@ -309,7 +312,10 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    database = _open(args.sources)
+    from ledger.database import build
+
+    # Unlocked: the export's own COPY statements write the folder; no user SQL runs here.
+    database = build(args.sources, locked=False)
     try:
         database.export_parquet(args.parquet)
     finally:
@@ -324,7 +330,12 @@ def _derive(args: argparse.Namespace) -> int:
     if not is_folder(args.campaign, "derive"):
         return 2
     target = derive_into(
-        args.campaign, args.baseline, args.candidate, kind=args.kind, differs=args.differs
+        args.campaign,
+        args.baseline,
+        args.candidate,
+        kind=args.kind,
+        differs=args.differs,
+        reseal_after_review=args.reseal_after_review,
     )
     print(f"derived {target}")
     return 0
@@ -413,6 +424,7 @@ def _seal(args: argparse.Namespace) -> int:
         withhold=args.withhold,
         withhold_missing=args.withhold_missing,
         reason=args.reason or manifest.DEFAULT_WITHHELD_REASON,
+        reseal_after_review=args.reseal_after_review,
         jobs=args.jobs,
     )
     print(
@@ -421,8 +433,21 @@ def _seal(args: argparse.Namespace) -> int:
     return 0
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is so that its outputs are cleaned up."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(args: list[str] | None = None) -> int:
-    """Runs the command line; returns the exit status."""
+    """Runs the command line; returns the exit status (the README's table):
+
+    0 success; 1 findings, or a refusal about the evidence; 2 unusable input (bad
+    arguments, a missing or unreadable path, a malformed file given as an argument, an
+    output that exists); 130 after Ctrl-C and 143 after SIGTERM, with nothing half-written.
+    """
     argv = sys.argv[1:] if args is None else args
     # Discovering the runner commands costs about 25 ms; the core commands skip it.
     parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
@@ -431,21 +456,45 @@ def main(args: list[str] | None = None) -> int:
         level=logging.DEBUG if namespace.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         status: int = namespace.func(namespace)
-    except Error as e:
-        e.log_and_exit(raise_error=namespace.verbose > 1)
-    except OSError as e:
-        # A file the command had to read or write: one line, never a traceback.
-        if namespace.verbose > 1:
-            raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return 143
+    except Exception as e:
+        if namespace.verbose > 1:
+            raise
+        return _report_error(e)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return status
+
+
+def _report_error(error: Exception) -> int:
+    """One line on stderr for an error that ended a command; its exit status."""
+    if isinstance(error, InvalidArtifact | SchemaError):
+        # Evidence inside a campaign is checked by verify and wrapped by the commands that
+        # read it; what reaches here is a file named on the command line.
+        print(f"error: {error.diagnostics()}", file=sys.stderr)
+        return 2
+    if isinstance(error, Error):
+        print(f"error: {error.diagnostics()}", file=sys.stderr)
+        return error.exit_status
+    if isinstance(error, OSError):
+        # A path the command had to read or write: unusable input, never a traceback.
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
+    print(
+        f"error: internal error ({type(error).__name__}: {' '.join(str(error).split())}); "
+        "please report it, with the output of the same command run with -vv",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

@@ -10,6 +10,16 @@ from typing import Any
 
 from ledger.errors import InvalidArtifact
 
+REVIEW_HELP = (
+    "extend the campaign although its files no longer match its seal (or it has none): "
+    "after you have reviewed every change 'ledger verify' reports; recorded in manifest.json"
+)
+
+
+def add_review_flag(parser: argparse.ArgumentParser) -> None:
+    """``--reseal-after-review``, for every command that writes into a sealed campaign."""
+    parser.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
+
 
 def is_folder(path: str, command: str) -> bool:
     """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
@@ -47,6 +57,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         parser.add_argument(
             "--candidate", metavar="ARM", help="the arm to decide on (default: from the A/B)"
         )
+    add_review_flag(decide)
     decide.set_defaults(func=_decide)
     gate.set_defaults(func=_gate)
     report = commands.add_parser(
@@ -65,6 +76,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         choices=("md", "html"),
         help="md (default) or html; repeat for both",
     )
+    add_review_flag(report)
     report.set_defaults(func=_report)
     ticket = commands.add_parser(
         "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"
@@ -81,6 +93,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
     new.add_argument("--tickets", metavar="DIR", help="default: tickets/ beside the evidence root")
     new.add_argument("--slug", help="the ticket id after the date (default: <campaign>-follow-up)")
     new.add_argument("--created", metavar="YYYY-MM-DD", help="default: today (UTC)")
+    add_review_flag(new)
     new.set_defaults(func=_ticket_new)
 
 
@@ -89,7 +102,8 @@ def _report(args: argparse.Namespace) -> int:
 
     if not is_folder(args.campaign, "report"):
         return 2
-    for path in write_report(args.campaign, args.formats or ["md"]):
+    formats = args.formats or ["md"]
+    for path in write_report(args.campaign, formats, reseal_after_review=args.reseal_after_review):
         if path.name.startswith("report."):
             print(f"report: {path}")
     return 0
@@ -100,7 +114,13 @@ def _ticket_new(args: argparse.Namespace) -> int:
 
     if not is_folder(args.campaign, "ticket"):
         return 2
-    path = new_ticket(args.campaign, tickets=args.tickets, slug=args.slug, created=args.created)
+    path = new_ticket(
+        args.campaign,
+        tickets=args.tickets,
+        slug=args.slug,
+        created=args.created,
+        reseal_after_review=args.reseal_after_review,
+    )
     print(f"ticket: {path}")
     return 0
 
@@ -123,7 +143,12 @@ def _decide(args: argparse.Namespace) -> int:
     policy = _load(args, "decide")
     if policy is None:
         return 2
-    decided = decide(args.campaign, policy, candidate=args.candidate)
+    decided = decide(
+        args.campaign,
+        policy,
+        candidate=args.candidate,
+        reseal_after_review=args.reseal_after_review,
+    )
     decision = decided.summary["decision"]
     print(
         f"decided {decided.path}: {', '.join(decision['decision_labels'])}; "

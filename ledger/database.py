@@ -9,9 +9,11 @@ through Python: DuckDB reads the JSON artifacts (or the Parquet) itself.
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,17 @@ import attrs
 import duckdb
 
 from ledger._internal import jsonio, sql, tree
-from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger._internal.outputs import OutputExists, new_file, new_folder
+from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.hashing import sha256_file
 
 EXPORT_MARKER = "anvil-ledger-export.json"
 """Written at the top of a Parquet export; ``build`` recognises an export by it."""
 _MAX_OBJECT_BYTES = 1 << 30
-_SNIFF = {"schema": "VARCHAR"}
+_SNIFF = {"schema": "VARCHAR", "campaign_id": "VARCHAR"}
+
+
+_KIND_NAMES = {"LOAD": "INSTALL or LOAD"}
 
 
 class DatabaseError(Error):
@@ -40,15 +46,20 @@ class Table:
     rows: tuple[tuple[Any, ...], ...]
 
     def to_json(self) -> list[dict[str, Any]]:
-        """An array of objects keyed by column name."""
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+        """An array of objects keyed by column name, in JSON's own types only (see
+        :func:`plain`), so that ``json.dumps(..., allow_nan=False)`` always succeeds."""
+        return [
+            {column: plain(value) for column, value in zip(self.columns, row, strict=True)}
+            for row in self.rows
+        ]
 
     def to_csv(self) -> str:
-        """CSV with a header line."""
+        """CSV with a header line: plain values; lists and structs as JSON text."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.columns)
-        writer.writerows(self.rows)
+        for row in self.rows:
+            writer.writerow(_csv_value(plain(v)) for v in row)
         return out.getvalue()
 
     def to_text(self) -> str:
@@ -62,6 +73,42 @@ class Table:
             for row in cells
         ]
         return "\n".join(lines) + "\n"
+
+
+def plain(value: Any) -> Any:
+    """A DuckDB value in JSON's types: non-finite numbers as ``"NaN"``, ``"Infinity"`` and
+    ``"-Infinity"``; decimals, UUIDs and times as text (ISO 8601); blobs as hex; intervals
+    as ISO 8601 durations; lists and structs value by value."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, datetime.timedelta):
+        return _duration(value)
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return str(value)  # Decimal, UUID: exact as text
+
+
+def _duration(value: datetime.timedelta) -> str:
+    micros = abs(value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds)
+    days, rest = divmod(micros, 86_400_000_000)
+    seconds = f"{rest // 1_000_000}.{rest % 1_000_000:06d}".rstrip("0").rstrip(".")
+    return f"{'-' if value < datetime.timedelta(0) else ''}P{days}DT{seconds}S"
+
+
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=True)
+    return value
 
 
 def _show(value: Any) -> str:
@@ -90,13 +137,73 @@ class Database:
             raise DatabaseError(" ".join(str(e).split())) from None
         return Table(columns, rows)
 
+    def lock(self, readable: Sequence[Path] = ()) -> None:
+        """From now on the database reads and writes nothing outside itself.
+
+        Files, the network and extensions are closed (``enable_external_access = false``)
+        except the folders in ``readable`` (Parquet exports read in place), and then the
+        configuration is locked, so no statement can open them again.
+        """
+        con = self.connection
+        con.execute(
+            "SET allowed_directories = ?", [[p.resolve().as_posix() + "/" for p in readable]]
+        )
+        for setting in (
+            "autoinstall_known_extensions",
+            "autoload_known_extensions",
+            "allow_community_extensions",
+            "enable_external_access",
+        ):
+            con.execute(f"SET {setting} = false")
+        con.execute("SET lock_configuration = true")
+
+    def user_query(self, text: str) -> Table:
+        """Runs one statement a person wrote: a query (``SELECT``, ``WITH``, ``DESCRIBE``,
+        ``SHOW``, ``SUMMARIZE``) or ``EXPLAIN``, over a locked database (:meth:`lock`).
+
+        Raises:
+            UsageError: no statement, more than one, one that would change anything
+                (``COPY``, ``ATTACH``, ``INSTALL``, ``LOAD``, ``SET``, ``CREATE``, ...), or
+                one DuckDB refuses (the message is DuckDB's, on one line).
+        """
+        try:
+            statements = self.connection.extract_statements(text)
+        except duckdb.Error as e:
+            raise UsageError("SQL: " + " ".join(str(e).split())) from None
+        if not statements:
+            raise UsageError("SQL: no statement (only whitespace, ';' or comments)")
+        if len(statements) > 1:
+            raise UsageError(f"SQL: {len(statements)} statements; ledger sql runs one")
+        kind = statements[0].type
+        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+            raise UsageError(
+                f"SQL: {_KIND_NAMES.get(kind.name, kind.name)} is not allowed; ledger sql reads "
+                "the evidence and "
+                "changes nothing (queries and EXPLAIN only)"
+            )
+        try:
+            return self.query(text)
+        except DatabaseError as e:
+            raise UsageError(f"SQL: {e}") from None
+
     def export_parquet(self, folder: str | Path) -> None:
         """Writes Hive-partitioned Parquet (``campaign_id=.../arm=...``) readable unchanged by
         DuckDB over object storage, Spark or Trino; ``build`` reads it back."""
-        out = Path(folder)
-        if out.exists() and any(out.iterdir()):
-            raise DatabaseError(f"{out} is not empty; export writes into an empty folder")
-        out.mkdir(parents=True, exist_ok=True)
+        target = Path(folder)
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise OutputExists(f"{target} is not an empty folder; export writes a new one")
+        empty = target.exists()
+        if empty:
+            target.rmdir()
+        try:
+            with new_folder(target) as out:
+                self._export_into(out)
+        except BaseException:
+            if empty:
+                target.mkdir(exist_ok=True)
+            raise
+
+    def _export_into(self, out: Path) -> None:
         con = self.connection
         for table in ("request_rows", "cell_settings"):
             target = (out / table).as_posix()
@@ -104,12 +211,15 @@ class Database:
                 ", request_index" if table == "request_rows" else ""
             )
             con.execute(
-                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO '{target}' "
-                "(FORMAT parquet, PARTITION_BY (campaign_id, arm), OVERWRITE_OR_IGNORE)"
+                f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? "
+                "(FORMAT parquet, PARTITION_BY (campaign_id, arm), OVERWRITE_OR_IGNORE)",
+                [target],
             )
         for table in ("artifacts", "gates", "decisions"):
             target = (out / f"{table}.parquet").as_posix()
-            con.execute(f"COPY (SELECT * FROM {table} ORDER BY ALL) TO '{target}' (FORMAT parquet)")
+            con.execute(
+                f"COPY (SELECT * FROM {table} ORDER BY ALL) TO ? (FORMAT parquet)", [target]
+            )
         jsonio.write_json(
             out / EXPORT_MARKER,
             {
@@ -128,10 +238,6 @@ def _quote(path: str | Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def _list(paths: Iterable[str | Path]) -> str:
-    return "[" + ", ".join(_quote(p) for p in paths) + "]"
-
-
 def _columns(spec: dict[str, str]) -> str:
     return "{" + ", ".join(f"{_quote(k)}: {_quote(v)}" for k, v in spec.items()) + "}"
 
@@ -146,15 +252,17 @@ class _Sources:
     exports: list[Path] = attrs.Factory(list)
 
 
-def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, str]:
+def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
+    """file -> (schema, campaign_id) of every JSON document with a schema field."""
     if not files:
         return {}
     rows = con.execute(
-        f"SELECT filename, schema FROM read_json({_list(files)}, columns={_columns(_SNIFF)}, "
+        f"SELECT filename, schema, campaign_id FROM read_json(?, columns={_columns(_SNIFF)}, "
         f"filename=true, ignore_errors=true, format='auto', "
-        f"maximum_object_size={_MAX_OBJECT_BYTES})"
+        f"maximum_object_size={_MAX_OBJECT_BYTES})",
+        [files],
     ).fetchall()
-    return {str(f): s for f, s in rows if isinstance(s, str)}
+    return {str(f): (s, c) for f, s, c in rows if isinstance(s, str)}
 
 
 def _read_small(path: Path) -> Any:
@@ -167,11 +275,18 @@ def _read_small(path: Path) -> Any:
 def _campaign(con: duckdb.DuckDBPyConnection, folder: Path, sources: _Sources) -> None:
     listing = tree.list_campaign(folder)
     files = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}
-    for path, schema in sorted(_schemas(con, list(files)).items()):
+    for path, (schema, campaign_id) in sorted(_schemas(con, list(files)).items()):
         rel = files.get(path)
         if rel is None:
             continue
         kind = schema.removeprefix("anvil-serving.").split("/")[0]
+        if campaign_id is not None and campaign_id != folder.resolve().name:
+            # Rows are keyed by the artifacts' own id: a copy under another name would be
+            # merged with the original.
+            raise UsageError(
+                f"{folder / rel}: campaign_id {campaign_id!r} but the folder is "
+                f"{folder.resolve().name!r} (a copied campaign?); run ledger verify"
+            )
         if kind in ("cell-run", "imported-run"):
             digest, _ = sha256_file(path)
             target = sources.cell_runs if kind == "cell-run" else sources.imported
@@ -246,46 +361,81 @@ def _load_runs(
     con.executemany(f"INSERT INTO {table}_paths VALUES (?, ?, ?)", files)
     con.execute(
         f"CREATE TEMP TABLE {table} AS SELECT j.*, p.artifact, p.sha256 FROM read_json("
-        f"{_list(f for f, _, _ in files)}, columns={_columns(columns)}, filename=true, "
+        f"?, columns={_columns(columns)}, filename=true, "
         f"format='auto', maximum_object_size={_MAX_OBJECT_BYTES}) AS j "
-        f"JOIN {table}_paths AS p USING (filename)"
+        f"JOIN {table}_paths AS p USING (filename)",
+        [[f for f, _, _ in files]],
     )
 
 
-def build(paths: Sequence[str | Path], *, database: str | Path = ":memory:") -> Database:
+def build(
+    paths: Sequence[str | Path], *, database: str | Path = ":memory:", locked: bool = True
+) -> Database:
     """Builds the ledger database from evidence roots, campaign folders and Parquet exports.
 
+    Args:
+        database: a file to create instead of an in-memory database; it appears whole when
+            the build succeeds, and not at all when it fails.
+        locked: :meth:`Database.lock` it once built (false only to export it).
+
     Raises:
-        DatabaseError: a path does not exist, or its files cannot be loaded.
+        UsageError: a path is not a folder, the same campaign is given twice, or
+            ``database`` exists.
+        DatabaseError: its files cannot be loaded.
     """
-    if str(database) != ":memory:" and Path(database).exists():
-        raise DatabaseError(f"{database} exists; build writes a new database")
+    if str(database) == ":memory:":
+        return _connect_and_build(":memory:", paths, locked)
+    with new_file(database) as temp:
+        db = _connect_and_build(str(temp), paths, locked)
+        db.close()
+    return Database(duckdb.connect(str(database), read_only=True))
+
+
+def _connect_and_build(database: str, paths: Sequence[str | Path], locked: bool) -> Database:
     try:
-        con = duckdb.connect(str(database))
+        con = duckdb.connect(database)
         con.execute("SET enable_progress_bar = false")
     except duckdb.Error as e:
         raise DatabaseError(f"{database}: {' '.join(str(e).split())}") from None
     try:
-        _build(con, paths)
+        exports = _build(con, paths)
     except duckdb.Error as e:
         con.close()
         raise DatabaseError(" ".join(str(e).split())) from None
     except (OSError, InvalidArtifact, SchemaError) as e:
         con.close()
         raise DatabaseError(str(e)) from None
-    return Database(con)
+    except BaseException:
+        con.close()
+        raise
+    db = Database(con)
+    if locked:
+        db.lock(exports)
+    return db
 
 
-def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> None:
+def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[Path]:
+    """Loads every path; returns the exports, which stay where they are."""
     sources = _Sources()
+    loaded: dict[str, Path] = {}
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            raise DatabaseError(f"{raw}: not a folder (an evidence root, a campaign or an export)")
+            raise UsageError(f"{raw}: not a folder (an evidence root, a campaign or an export)")
         if (path / EXPORT_MARKER).exists():
-            sources.exports.append(path)
+            if path.resolve() in sources.exports:
+                raise UsageError(f"{raw}: given twice")
+            sources.exports.append(path.resolve())
             continue
         for folder in tree.campaign_folders(path):
+            name = folder.resolve().name
+            if name in loaded:
+                same = "given twice" if loaded[name] == folder.resolve() else "two folders"
+                raise UsageError(
+                    f"campaign {name} {same} ({loaded[name]} and {folder}); each campaign "
+                    "is loaded once"
+                )
+            loaded[name] = folder.resolve()
             _campaign(con, folder, sources)
     con.execute(sql.REQUEST_ROWS_DDL)
     con.execute(sql.TABLES_DDL)
@@ -325,3 +475,4 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> None:
             con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
     con.execute(sql.REQUESTS_VIEW)
     con.execute(sql.CELLS_VIEW)
+    return sources.exports

@@ -20,6 +20,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import jsonio
+from ledger._internal.outputs import Changes
 from ledger.errors import Error
 from ledger.policy import Policy
 from ledger.promotion import (
@@ -32,7 +33,7 @@ from ledger.promotion import (
     evaluate,
     load_evidence,
 )
-from ledger.schema import write_document
+from ledger.schema import document_bytes
 
 SUMMARY_SCHEMA = "anvil-serving.benchmark-decision-summary/v1"
 POLICY_NAME = "policy.json"
@@ -244,14 +245,31 @@ def build_summary(
     }
 
 
-def decide(folder: str | Path, policy: Policy, *, candidate: str | None = None) -> Decided:
+def decide(
+    folder: str | Path,
+    policy: Policy,
+    *,
+    candidate: str | None = None,
+    reseal_after_review: bool = False,
+) -> Decided:
     """Evaluates ``policy`` on a campaign folder, writes ``summary.json`` and ``policy.json``,
-    and re-seals the folder."""
+    and re-seals the folder, all at once or not at all.
+
+    Raises:
+        DecideError: not a raw campaign, or ``candidate`` is not one of its arms.
+        SealBroken: the folder no longer matches its seal.
+        SchemaError: the summary would not be valid (nothing is written).
+    """
     root = Path(folder)
     evidence = load_evidence(root)
     if evidence.run_manifest is None:
         raise DecideError(
             f"{root}: not a campaign folder written by ledger run (no readable run-manifest.json)"
+        )
+    review = manifest.check_seal(root, "decide", reseal_after_review=reseal_after_review)
+    if candidate is not None and candidate not in evidence.arms:
+        raise DecideError(
+            f"{root}: no arm named {candidate!r} (arms: {', '.join(sorted(evidence.arms))})"
         )
     evaluation = evaluate(evidence, policy, candidate=candidate)
     proposal_digest = None
@@ -268,11 +286,14 @@ def decide(folder: str | Path, policy: Policy, *, candidate: str | None = None) 
         else:
             evaluation = attrs.evolve(evaluation, approval=approval)
     summary = build_summary(evidence, evaluation, authorized=evaluation.allowed)
-    write_document(root / POLICY_NAME, policy.to_json())
-    target = root / manifest.SUMMARY_NAME
-    write_document(target, summary)
-    manifest.seal(root, jobs=1)
-    return Decided(target, summary, evaluation, proposal_digest)
+    # Both validated before either is written: a summary that breaks its schema leaves the
+    # campaign as it was.
+    files = {
+        POLICY_NAME: document_bytes(policy.to_json()),
+        manifest.SUMMARY_NAME: document_bytes(summary),
+    }
+    manifest.write_sealed(root, files, command="decide", checked=(review,))
+    return Decided(root / manifest.SUMMARY_NAME, summary, evaluation, proposal_digest)
 
 
 def proposal(
@@ -295,16 +316,27 @@ APPROVAL_SCHEMA = "anvil-serving.approval/v1"
 
 
 def write_approval_record(
-    folder: str | Path, policy: Policy, *, candidate: str | None = None, note: str | None = None
+    folder: str | Path,
+    policy: Policy,
+    *,
+    candidate: str | None = None,
+    note: str | None = None,
+    reseal_after_review: bool = False,
 ) -> tuple[Path, bytes]:
     """Writes ``approvals/<arm>-<digest>.json``: consent to promote the summary that
     :func:`proposal` gives. It approves nothing until an allowed approver signs it
     (a sigstore bundle beside it, ``<record>.sigstore.json``).
 
+    The record is not part of the seal until ``ledger decide`` re-seals the campaign; the
+    campaign's seal must hold before it is written.
+
     Raises:
         ValueError: a rule other than approval is unmet.
+        SealBroken: the folder no longer matches its seal.
+        OutputExists: the same record exists.
     """
     root = Path(folder)
+    manifest.check_seal(root, "approve", reseal_after_review=reseal_after_review)
     summary, digest = proposal(root, policy, candidate=candidate)
     arm = summary["decision"]["candidate"]
     record: dict[str, Any] = {
@@ -316,6 +348,9 @@ def write_approval_record(
     }
     if note:
         record["note"] = note
-    target = root / APPROVALS_FOLDER / f"{arm}-{digest[:16]}.json"
-    target.parent.mkdir(exist_ok=True)
-    return target, write_document(target, record)
+    rel = f"{APPROVALS_FOLDER}/{arm}-{digest[:16]}.json"
+    data = document_bytes(record)
+    changes = Changes()
+    target = changes.put(root, rel, data, replace=False)
+    changes.commit()
+    return target, data

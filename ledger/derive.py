@@ -26,9 +26,10 @@ import numpy as np
 from ledger import manifest
 from ledger._internal import bootstrap
 from ledger._internal.findings import Issue
+from ledger._internal.outputs import check_name
 from ledger.database import Database, DatabaseError, build
 from ledger.errors import Error
-from ledger.schema import write_document
+from ledger.schema import document_bytes
 
 KINDS = ("os", "ab")
 MEDIANS = {
@@ -507,13 +508,19 @@ def derive_into(
     *,
     kind: str = "ab",
     differs: Sequence[str] = (),
+    reseal_after_review: bool = False,
 ) -> Path:
     """Derives a comparison from a campaign folder, writes it under ``derived/`` and re-seals.
 
     Raises:
         DeriveError: as :func:`derive`, or the folder holds no campaign.
+        SealBroken: the folder no longer matches its seal (see ``manifest.check_seal``).
+        UsageError: an arm name is not valid.
     """
     root = Path(folder)
+    check_name("arm", baseline)
+    check_name("arm", candidate)
+    review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
         db = build([root])
     except DatabaseError as e:
@@ -523,11 +530,14 @@ def derive_into(
         document = derive(db, campaign, baseline, candidate, kind=kind, differs=differs)
     finally:
         db.close()
-    target = root / output_name(kind, baseline, candidate)
-    target.parent.mkdir(exist_ok=True)
-    write_document(target, document)
-    manifest.seal(root, jobs=1)
-    return target
+    name = output_name(kind, baseline, candidate)
+    manifest.write_sealed(
+        root,
+        {name: document_bytes(document)},
+        command="derive",
+        checked=(review,),
+    )
+    return root / name
 
 
 def recompute(folder: Path, document: dict[str, Any]) -> list[Issue]:

@@ -9,11 +9,18 @@ Misuse by a caller raises builtins instead.
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from typing import ClassVar, NoReturn
 
 
 class Error(Exception):
-    """Base class of every anvil-ledger error."""
+    """Base class of every anvil-ledger error.
+
+    Attributes:
+        exit_status: the command line's exit status for it: 1, a refusal about the
+            evidence or a failed operation; 2 (:class:`UsageError`), unusable input.
+    """
+
+    exit_status: ClassVar[int] = 1
 
     def diagnostics(self) -> str:
         """Returns a one-line, human-readable explanation of the error."""
@@ -21,7 +28,7 @@ class Error(Exception):
         return " ".join(text.split())
 
     def log_and_exit(self, raise_error: bool = False) -> NoReturn:
-        """Prints the diagnostics to stderr and exits with status 1.
+        """Prints the diagnostics to stderr and exits with :attr:`exit_status`.
 
         Args:
             raise_error: re-raise instead of exiting (the CLI's ``--verbose``).
@@ -29,7 +36,14 @@ class Error(Exception):
         if raise_error:
             raise self
         print(f"error: {self.diagnostics()}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(self.exit_status)
+
+
+class UsageError(Error):
+    """Unusable input: a bad argument, a missing or unreadable path, a malformed file given
+    as an argument, or an output that would replace existing files (exit status 2)."""
+
+    exit_status = 2
 
 
 class InvalidArtifact(Error):

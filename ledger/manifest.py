@@ -11,20 +11,25 @@ checks still apply to a re-sealed folder.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ledger import gate
 from ledger._internal import jsonio, scan, tree
+from ledger._internal.documents import check_document
 from ledger._internal.findings import Issue
+from ledger._internal.outputs import Changes, OutputExists, check_name
 from ledger.errors import InvalidArtifact, SchemaError, VerificationError
-from ledger.hashing import sha256_bytes
+from ledger.hashing import sha256_bytes, sha256_file
 from ledger.models import (
     BenchmarkDecisionSummary,
     Manifest,
     ManifestEntry,
     OsComparison,
+    Review,
+    ReviewedChange,
     WithheldEntry,
     read_artifact,
     unstructure,
@@ -40,6 +45,9 @@ BUNDLE_SUFFIX = ".sigstore.json"
 SEAL_FILES = frozenset({MANIFEST_NAME, SUMS_NAME, STATEMENT_NAME, BUNDLE_NAME})
 """Files that vouch for a campaign rather than being part of it: never manifest entries."""
 """Files a seal writes; they are not listed as artifacts."""
+
+APPROVALS_PREFIX = "approvals/"
+"""Where signed approval records go (see ``ledger approve``)."""
 
 DEFAULT_WITHHELD_REASON = "operator-private raw artifact; not published"
 
@@ -118,25 +126,175 @@ def _read_summary(folder: Path) -> BenchmarkDecisionSummary | None:
         return None
 
 
-def seal(
+class SealBroken(VerificationError):
+    """A campaign's files differ from its seal, so a command refuses to extend it (exit 1).
+
+    Attributes:
+        changes: what differs, one file each.
+    """
+
+    def __init__(self, message: str, changes: Sequence[ReviewedChange]) -> None:
+        super().__init__(message)
+        self.changes = tuple(changes)
+
+
+def _current_digests(
+    root: Path, pending: Mapping[str, bytes], jobs: int | None
+) -> list[ManifestEntry]:
+    """Every file of the folder as it will be once ``pending`` is written, seal files
+    excluded."""
+    listing = tree.list_campaign(root)
+    if listing.issues:
+        rel, problem = listing.issues[0]
+        raise VerificationError(f"cannot seal {root}: {rel}: {problem.message}")
+    entries = [e for e in listing.entries if e.rel not in SEAL_FILES and e.rel not in pending]
+    tasks = [scan.FileTask(e.path, e.rel, e.rel.endswith(".json"), e.identity) for e in entries]
+    found = []
+    for result in scan.process_files(tasks, jobs=jobs):
+        if result.sha256 is None or result.size is None:
+            raise VerificationError(
+                f"cannot seal {root}: {result.rel}: "
+                f"{result.issues[0].message if result.issues else 'unread'}"
+            )
+        found.append(ManifestEntry(result.rel, result.sha256, result.size, result.schema))
+    for rel, data in pending.items():
+        if rel in SEAL_FILES:
+            continue
+        schema = None
+        if rel.endswith(".json"):
+            schema = check_document(jsonio.parse_strict(data), may_reference=False).schema
+        found.append(ManifestEntry(rel, sha256_bytes(data), len(data), schema))
+    return sorted(found, key=lambda e: e.path)
+
+
+def _previous(root: Path) -> Manifest | None:
+    previous = root / MANIFEST_NAME
+    if not previous.exists():
+        return None
+    try:
+        return read_manifest(previous)
+    except (OSError, InvalidArtifact, SchemaError) as e:
+        raise VerificationError(f"cannot read the seal {previous}: {e}") from None
+
+
+def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[ReviewedChange]:
+    """What differs between a campaign folder and its seal: every file changed, added or
+    missing since ``manifest.json`` was written, and a ``SHA256SUMS`` or statement that no
+    longer repeats it. A folder never sealed has no changes (see :func:`check_seal`).
+
+    Raises:
+        VerificationError: the folder cannot be listed or read.
+    """
+    root = Path(folder)
+    changes: list[ReviewedChange] = []
+    try:
+        sealed = _previous(root)
+    except VerificationError:
+        sealed = None
+        changes.append(ReviewedChange(MANIFEST_NAME, "changed"))
+    if sealed is None and not changes:
+        if (root / SUMS_NAME).exists():
+            changes.append(ReviewedChange(MANIFEST_NAME, "missing"))
+        return changes
+    current = {e.path: e.sha256 for e in _current_digests(root, {}, jobs)}
+    listed = {e.path: e.sha256 for e in sealed.artifacts} if sealed else {}
+    for path in sorted(set(current) | set(listed)):
+        if path not in listed:
+            changes.append(ReviewedChange(path, "added", None, current[path]))
+        elif path not in current:
+            changes.append(ReviewedChange(path, "missing", listed[path], None))
+        elif current[path] != listed[path]:
+            changes.append(ReviewedChange(path, "changed", listed[path], current[path]))
+    if sealed is None:
+        return changes
+    expected = dict(listed)
+    expected[MANIFEST_NAME] = sha256_bytes((root / MANIFEST_NAME).read_bytes())
+    try:
+        sums, problems = parse_sums((root / SUMS_NAME).read_bytes())
+    except FileNotFoundError:
+        changes.append(ReviewedChange(SUMS_NAME, "missing"))
+    else:
+        if problems or sums != expected:
+            changes.append(ReviewedChange(SUMS_NAME, "changed"))
+    statement = root / STATEMENT_NAME
+    if statement.exists():
+        from ledger._internal import intoto
+
+        try:
+            subjects = intoto.subjects_of(jsonio.read_json(statement))
+        except InvalidArtifact:
+            subjects = None
+        if subjects != expected:
+            changes.append(ReviewedChange(STATEMENT_NAME, "changed"))
+    return changes
+
+
+def check_seal(
     folder: str | Path,
+    command: str,
+    *,
+    reseal_after_review: bool = False,
+    require_seal: bool = True,
+    jobs: int | None = None,
+) -> Review | None:
+    """Checks a campaign's seal before ``command`` extends it.
+
+    Returns:
+        None when the seal holds; a :class:`Review` to record when it does not and
+        ``reseal_after_review`` accepts that.
+
+    Raises:
+        SealBroken: files differ from the seal, or there is no seal and ``require_seal``.
+    """
+    root = Path(folder)
+    # Approvals arrive after the seal by design, each with its own signature, which decide
+    # and verify check; only a changed or removed one breaks the seal.
+    changes = [
+        c
+        for c in changes_since_seal(root, jobs=jobs)
+        if not (c.change == "added" and c.path.startswith(APPROVALS_PREFIX))
+    ]
+    unsealed = not (root / MANIFEST_NAME).exists() and not changes
+    if unsealed and not require_seal:
+        return None
+    if not changes and not unsealed:
+        return None
+    if reseal_after_review:
+        return Review(command, tuple(changes))
+    if unsealed:
+        raise SealBroken(
+            f"{root} has no seal (manifest.json); nothing vouches for its files, so "
+            f"'ledger {command}' will not seal them. Review them, then run it again with "
+            "--reseal-after-review",
+            [],
+        )
+    shown = ", ".join(f"{c.path} ({c.change})" for c in changes[:8])
+    more = f" and {len(changes) - 8} more" if len(changes) > 8 else ""
+    raise SealBroken(
+        f"{root} no longer matches its seal: {shown}{more}. 'ledger {command}' would seal "
+        "the changes as if they were evidence; run 'ledger verify', review them, then run "
+        "it again with --reseal-after-review (recorded in manifest.json)",
+        changes,
+    )
+
+
+def seal_files(
+    folder: str | Path,
+    pending: Mapping[str, bytes] | None = None,
     *,
     withhold: Iterable[str] = (),
     withhold_missing: bool = False,
     reason: str = DEFAULT_WITHHELD_REASON,
+    disclosed: Mapping[str, str] | None = None,
+    reviews: Sequence[Review] = (),
     jobs: int | None = None,
-) -> Manifest:
-    """Writes ``manifest.json`` and ``SHA256SUMS`` for a campaign folder from its files.
+) -> tuple[Manifest, dict[str, bytes]]:
+    """The seal of a campaign folder as it will be once ``pending`` (relative path to
+    bytes) is written: ``manifest.json``, ``SHA256SUMS`` and, when the folder has one, the
+    statement with its subjects brought up to date.
 
-    Existing ``withheld`` declarations are kept (unless the file is now present).
-
-    Args:
-        folder: the campaign folder (raw or public).
-        withhold: paths to declare withheld.
-        withhold_missing: declare withheld every artifact the summary names that the folder
-            does not hold.
-        reason: the reason recorded for new withheld declarations.
-        jobs: processes used for hashing.
+    Existing ``withheld`` declarations and reviews are kept (a withheld path now present
+    is listed instead).
 
     Raises:
         VerificationError: the folder holds something a seal must not vouch for (a symlink,
@@ -145,33 +303,13 @@ def seal(
     root = Path(folder)
     if not root.is_dir():
         raise VerificationError(f"{root} is not a folder")
-    listing = tree.list_campaign(root)
-    if listing.issues:
-        rel, problem = listing.issues[0]
-        raise VerificationError(f"cannot seal {root}: {rel}: {problem.message}")
-    entries = [e for e in listing.entries if e.rel not in SEAL_FILES]
-    tasks = [scan.FileTask(e.path, e.rel, e.rel.endswith(".json"), e.identity) for e in entries]
-    results = scan.process_files(tasks, jobs=jobs)
-    artifacts = []
-    for result in results:
-        if result.sha256 is None or result.size is None:
-            raise VerificationError(
-                f"cannot seal {root}: {result.rel}: "
-                f"{result.issues[0].message if result.issues else 'unread'}"
-            )
-        artifacts.append(ManifestEntry(result.rel, result.sha256, result.size, result.schema))
+    pending = pending or {}
+    disclosed = disclosed or {}
+    artifacts = _current_digests(root, pending, jobs)
     present = {a.path for a in artifacts}
-
-    withheld: dict[str, WithheldEntry] = {}
-    previous = root / MANIFEST_NAME
-    if previous.exists():
-        try:
-            for entry in read_manifest(previous).withheld:
-                withheld[entry.path] = entry
-        except (OSError, InvalidArtifact, SchemaError) as e:
-            raise VerificationError(
-                f"cannot keep the withheld declarations of {previous}: {e}"
-            ) from None
+    previous = _previous(root)
+    withheld = {e.path: e for e in previous.withheld} if previous else {}
+    reviews = [*(previous.reviews if previous else ()), *reviews]
     wanted = list(withhold)
     summary = _read_summary(root)
     if withhold_missing and summary is not None:
@@ -180,22 +318,148 @@ def seal(
         issue = tree.check_relative_path(path)
         if issue is not None:
             raise VerificationError(f"cannot withhold {path!r}: {issue.message}")
-        if path not in present and path not in withheld:
-            withheld[path] = WithheldEntry(path, reason)
-    campaign_id = summary.campaign_id if summary is not None else root.resolve().name
+        if path not in withheld:
+            withheld[path] = WithheldEntry(path, reason, disclosed.get(path))
+    campaign_id = check_name("campaign", root.resolve().name)
     manifest = Manifest(
         Manifest.SCHEMA,
         campaign_id,
         tuple(artifacts),
         tuple(withheld[p] for p in sorted(withheld) if p not in present),
+        tuple(reviews),
     )
-    manifest_bytes = jsonio.write_json(root / MANIFEST_NAME, unstructure(manifest))
+    manifest_bytes = jsonio.dumps_deterministic(unstructure(manifest))
     sums = [(a.path, a.sha256) for a in artifacts]
     sums.append((MANIFEST_NAME, sha256_bytes(manifest_bytes)))
-    jsonio.write_atomic(root / SUMS_NAME, render_sums(sums))
-    if (root / STATEMENT_NAME).exists():
+    files = {MANIFEST_NAME: manifest_bytes, SUMS_NAME: render_sums(sums)}
+    statement = root / STATEMENT_NAME
+    if STATEMENT_NAME in pending or statement.exists():
         from ledger._internal import intoto
 
         # A signature over the old statement no longer matches; it must be signed again.
-        intoto.rewrite(root, [(a.path, a.sha256) for a in artifacts] + [sums[-1]])
+        old = pending.get(STATEMENT_NAME) or jsonio.read_limited(statement)
+        files[STATEMENT_NAME] = intoto.with_subjects(jsonio.parse_strict(old), sums)
+    return manifest, files
+
+
+def write_sealed(
+    folder: str | Path,
+    files: Mapping[str, bytes],
+    *,
+    command: str,
+    reseal_after_review: bool = False,
+    checked: tuple[Review | None] | None = None,
+    also: Changes | None = None,
+    replace: bool = True,
+) -> Manifest:
+    """Checks the campaign's seal, then writes ``files`` into it and re-seals it, all at
+    once or not at all.
+
+    Args:
+        checked: what :func:`check_seal` returned, when the caller checked the seal
+            before doing its work (so a large campaign is not hashed twice).
+        also: the command's writes outside the campaign (a ticket), committed together.
+
+    Raises:
+        SealBroken: the seal does not hold (see :func:`check_seal`).
+        OutputExists: a file exists and ``replace`` is false.
+    """
+    root = Path(folder)
+    if checked is None:
+        review = check_seal(root, command, reseal_after_review=reseal_after_review)
+    else:
+        (review,) = checked
+    changes = also or Changes()
+    for rel, data in files.items():
+        changes.put(root, rel, data, replace=replace)
+    sealed, seal = seal_files(root, files, reviews=[review] if review else [], jobs=1)
+    for rel, data in seal.items():
+        changes.put(root, rel, data)
+    changes.commit()
+    return sealed
+
+
+def seal(
+    folder: str | Path,
+    *,
+    withhold: Iterable[str] = (),
+    withhold_missing: bool = False,
+    reason: str = DEFAULT_WITHHELD_REASON,
+    reseal_after_review: bool = False,
+    check: bool = True,
+    jobs: int | None = None,
+) -> Manifest:
+    """Writes ``manifest.json`` and ``SHA256SUMS`` for a campaign folder from its files.
+
+    A folder sealed before must still match its seal (else :class:`SealBroken`, unless
+    ``reseal_after_review``, which is recorded); a folder never sealed is sealed as it is.
+    Existing ``withheld`` declarations are kept (unless the file is now present).
+
+    Args:
+        folder: the campaign folder (raw or public).
+        withhold: paths to declare withheld: absent from the folder, or present and
+            removed from it by this seal (the raw original stays with the operator).
+        withhold_missing: declare withheld every artifact the summary names that the folder
+            does not hold.
+        reason: the reason recorded for new withheld declarations.
+        check: whether to check the previous seal (false only for a folder this process
+            has just written, as ``ledger run`` does).
+        jobs: processes used for hashing.
+
+    Raises:
+        SealBroken: the previous seal does not hold.
+        VerificationError: the folder holds something a seal must not vouch for (a symlink,
+            a special file, an unreadable file) or a withheld path is unsafe.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise VerificationError(f"{root} is not a folder")
+    review = None
+    if check:
+        review = check_seal(
+            root, "seal", reseal_after_review=reseal_after_review, require_seal=False, jobs=jobs
+        )
+    held = list(withhold)
+    for path in held:
+        issue = tree.check_relative_path(path)
+        if issue is not None:
+            raise VerificationError(f"cannot withhold {path!r}: {issue.message}")
+    # A present file declared withheld moves beside the campaign, where the operator keeps
+    # it; its digest is disclosed so that references to it stay checkable.
+    aside = withheld_folder(root)
+    present = [p for p in held if (root / p).is_file() and not (root / p).is_symlink()]
+    for path in present:
+        if (aside / path).exists():
+            raise OutputExists(f"{aside / path} exists; nothing was moved or sealed")
+    disclosed = {p: sha256_file(root / p)[0] for p in present}
+    moved: list[str] = []
+    try:
+        for path in present:
+            (aside / path).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(root / path, aside / path)
+            moved.append(path)
+        manifest, files = seal_files(
+            root,
+            withhold=held,
+            withhold_missing=withhold_missing,
+            reason=reason,
+            disclosed=disclosed,
+            reviews=[review] if review else [],
+            jobs=jobs,
+        )
+        changes = Changes()
+        for rel, data in files.items():
+            changes.put(root, rel, data)
+        changes.commit()
+    except BaseException:
+        for path in reversed(moved):
+            os.replace(aside / path, root / path)
+        raise
     return manifest
+
+
+def withheld_folder(campaign: str | Path) -> Path:
+    """Where ``seal --withhold`` keeps the present files it withholds: beside the campaign,
+    never inside a tree that is published."""
+    root = Path(campaign).absolute()
+    return root.parent / f"{root.name}.withheld"

@@ -341,6 +341,31 @@ class WithheldEntry:
 
 
 @attrs.frozen
+class ReviewedChange:
+    """A file that differed from the seal when a command re-sealed after review."""
+
+    path: str
+    """Relative POSIX path."""
+    change: str
+    """``changed``, ``added`` or ``missing``."""
+    sealed_sha256: str | None = None
+    """The digest the previous seal recorded (None when the file was not sealed)."""
+    sha256: str | None = None
+    """The digest found (None when the file was missing)."""
+
+
+@attrs.frozen
+class Review:
+    """A re-seal over changes the previous seal did not vouch for, made on purpose with
+    ``--reseal-after-review``. Kept by every later seal, and reported by verify."""
+
+    command: str
+    """The command that re-sealed (``report``, ``seal``, ...)."""
+    changes: tuple[ReviewedChange, ...]
+    """What differed from the previous seal; empty when there was no previous seal."""
+
+
+@attrs.frozen
 class Manifest:
     """``anvil-serving.manifest/v1``: the root of a campaign's reference DAG."""
 
@@ -354,6 +379,8 @@ class Manifest:
     """Every file, sorted by path."""
     withheld: tuple[WithheldEntry, ...]
     """Declared-private artifacts, sorted by path."""
+    reviews: tuple[Review, ...] = ()
+    """Re-seals made over a broken or missing seal, oldest first (omitted when none)."""
 
 
 def _structure_source(value: Any, _: Any) -> str | Reference:
@@ -524,6 +551,8 @@ __all__ = [
     "OsComparisonRow",
     "QualificationConfiguration",
     "Reference",
+    "Review",
+    "ReviewedChange",
     "WithheldEntry",
     "from_document",
     "from_json",

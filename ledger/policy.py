@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import attrs
 
 from ledger import schema
 from ledger._internal import jsonio
+from ledger._internal.tomlio import parse_toml, read_toml
 from ledger.errors import InvalidArtifact
 
 POLICY_SCHEMA = "anvil-serving.promotion-policy/v1"
@@ -150,12 +150,8 @@ def load_policy(path: str | Path | None = None) -> Policy:
     """
     if path is None:
         text = (importlib.resources.files("ledger") / "_policy" / "default.toml").read_text()
-        return parse_policy(tomllib.loads(text), source="default")
+        return parse_policy(parse_toml(text, source="default"), source="default")
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InvalidArtifact(f"{path}: cannot read: {e.strerror or e}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise InvalidArtifact(f"{path}: not TOML: {e}") from None
-    return parse_policy(data, source=str(path), base=path.parent)
+    if path.is_dir():
+        raise InvalidArtifact(f"{path}: a folder, not a policy file")
+    return parse_policy(read_toml(path), source=str(path), base=path.parent)

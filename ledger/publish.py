@@ -13,9 +13,6 @@ raw digests would let anyone confirm a guessed redacted value.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +21,11 @@ import attrs
 from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
 from ledger._internal.documents import find_references
+from ledger._internal.outputs import Changes, OutputExists, is_within, new_folder
 from ledger._internal.sanitizer import Sanitizer, load_rules
-from ledger.errors import InvalidArtifact, VerificationError
+from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
+from ledger.models import Review, ReviewedChange
 
 MAX_TEXT_BYTES = 256 << 20
 
@@ -91,20 +90,37 @@ def publish(
     *,
     digest_map: str | Path | None = None,
     decision: dict[str, Any] | None = None,
+    reseal_after_review: bool = False,
 ) -> Published:
     """Publishes the raw campaign folder ``raw`` as ``out/<campaign_id>``.
 
     Raises:
+        UsageError: ``raw`` is not a campaign folder, the target or the map exists, or an
+            output would land inside the raw campaign (or the map inside the publication).
+        SealBroken: the raw campaign no longer matches its seal.
         PublishError: a detector still fires after sanitizing, a file is not text or
-            JSON, references form a cycle, or the target exists.
+            JSON, references form a cycle, or a private digest map is among the files.
     """
     source = Path(raw)
     if not source.is_dir():
-        raise PublishError(f"{raw}: not a campaign folder")
+        raise UsageError(f"{raw}: not a folder")
     campaign = source.resolve().name
+    if not tree.CAMPAIGN_NAME.fullmatch(campaign) or not (source / manifest.MANIFEST_NAME).exists():
+        raise UsageError(
+            f"{raw}: not a sealed campaign folder (a campaign is named YYYY-MM-DD-words and "
+            "holds manifest.json); publish one campaign at a time"
+        )
     target = Path(out) / campaign
-    if target.exists():
-        raise PublishError(f"{target} exists; publish writes a new folder")
+    map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"
+    for path, what in ((target, "the publication"), (map_path, "the private map")):
+        if is_within(path, source):
+            raise UsageError(f"{path}: {what} would be written inside the raw campaign {raw}")
+    if is_within(map_path, out):
+        raise UsageError(f"{map_path}: the private map would be written inside the public tree")
+    for path in (target, map_path):
+        if path.exists() or path.is_symlink():
+            raise OutputExists(f"{path} exists; publish writes a new publication and map")
+    review = manifest.check_seal(source, "publish", reseal_after_review=reseal_after_review)
     listing = tree.list_campaign(source)
     if listing.issues:
         rel, issue = listing.issues[0]
@@ -119,6 +135,11 @@ def publish(
     for entry in entries:
         data = Path(entry.path).read_bytes()
         raw_digests[entry.rel] = sha256_bytes(data)
+        if _is_digest_map(data):
+            raise PublishError(
+                f"{entry.rel}: a private raw-to-public digest map; with the placeholders it "
+                "would confirm guessed redacted values. Move it out of the campaign"
+            )
         if _is_bundle(entry.rel, data):
             bundles[entry.rel] = data
         elif entry.rel.endswith(".json"):
@@ -163,40 +184,63 @@ def publish(
             data = text.encode()
         public[rel] = data
         digests[rel] = sha256_bytes(data)
-    map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{campaign}.", dir=target.parent))
-    try:
-        work = staging / campaign
-        for rel, data in public.items():
-            path = work / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            jsonio.write_atomic(path, data)
-        predicate = {
+    predicate = {
+        "campaign_id": campaign,
+        "decision": decision if decision is not None else _decision(documents),
+        "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+    }
+    public[intoto.STATEMENT_NAME] = jsonio.dumps_deterministic(intoto.statement([], predicate))
+    private_map = jsonio.dumps_deterministic(
+        {
             "campaign_id": campaign,
-            "decision": decision if decision is not None else _decision(documents),
+            "public": str(target),
             "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+            "artifacts": [
+                {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
+                for rel in sorted(digests)
+            ],
         }
-        jsonio.write_json(work / intoto.STATEMENT_NAME, intoto.statement([], predicate))
-        manifest.seal(work, jobs=1)
-        # The private map first: a publication is never in place without it.
-        map_path.parent.mkdir(parents=True, exist_ok=True)
-        jsonio.write_json(
-            map_path,
-            {
-                "campaign_id": campaign,
-                "public": str(target),
-                "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-                "artifacts": [
-                    {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
-                    for rel in sorted(digests)
-                ],
-            },
-        )
-        os.replace(work, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return Published(target, map_path, len(public), sanitizer.redactions)
+    )
+    map_file = Changes()
+    map_file.put(map_path.parent, map_path.name, private_map, replace=False)
+    mapped = False
+    try:
+        with new_folder(target) as work:
+            reviews = _public_reviews(source, review)
+            _, seal = manifest.seal_files(work, public, reviews=reviews, jobs=1)
+            changes = Changes()
+            for rel, data in {**public, **seal}.items():
+                changes.put(work, rel, data)
+            changes.commit()
+            # The private map first: a publication is never in place without it.
+            map_file.commit()
+            mapped = True
+    except BaseException:
+        if mapped:
+            map_path.unlink(missing_ok=True)
+        raise
+    return Published(target, map_path, len(public) - 1, sanitizer.redactions)
+
+
+def _public_reviews(source: Path, review: Review | None) -> list[Review]:
+    """The raw campaign's reviews, as the publication records them: paths only, since raw
+    digests would let anyone confirm a guessed redacted value."""
+    sealed = manifest.read_manifest(source / manifest.MANIFEST_NAME)
+    reviews = [*sealed.reviews, *([review] if review is not None else [])]
+    return [
+        Review(r.command, tuple(ReviewedChange(c.path, c.change) for c in r.changes))
+        for r in reviews
+    ]
+
+
+def _is_digest_map(data: bytes) -> bool:
+    if b'"raw_sha256"' not in data:
+        return False
+    try:
+        document = jsonio.parse_strict(data)
+    except InvalidArtifact:
+        return False
+    return isinstance(document, dict) and "artifacts" in document and "public" in document
 
 
 def _is_bundle(rel: str, data: bytes) -> bool:

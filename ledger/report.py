@@ -19,11 +19,11 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import charts, jsonio
+from ledger._internal import charts
 from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.promotion import Evidence, load_evidence
-from ledger.schema import read_document, write_document
+from ledger.schema import document_bytes, read_document
 from ledger.tickets import FOLLOW_UP_NAME
 
 REPORT_FOLDER = "report"
@@ -711,11 +711,15 @@ def render_html(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_report(folder: str | Path, formats: Sequence[str] = ("md",)) -> list[Path]:
-    """Writes the report in each format, its charts and graph data, and re-seals.
+def write_report(
+    folder: str | Path, formats: Sequence[str] = ("md",), *, reseal_after_review: bool = False
+) -> list[Path]:
+    """Writes the report in each format, its charts and graph data, and re-seals, all at
+    once or not at all.
 
     Raises:
         ReportError: no readable decision summary or manifest.
+        SealBroken: the folder no longer matches its seal (see ``manifest.check_seal``).
         ValueError: an unknown format.
     """
     root = Path(folder)
@@ -724,19 +728,15 @@ def write_report(folder: str | Path, formats: Sequence[str] = ("md",)) -> list[P
         raise ValueError(f"unknown report format {unknown[0]!r} (md or html)")
     if not (root / manifest.MANIFEST_NAME).exists():
         raise ReportError(f"{root}: no manifest.json; seal the campaign first")
+    review = manifest.check_seal(root, "report", reseal_after_review=reseal_after_review)
     builder = _Builder(root)
     blocks = builder.blocks()
-    written = []
-    assets = root / REPORT_FOLDER
-    assets.mkdir(exist_ok=True)
+    files: dict[str, bytes] = {}
     for chart in builder.charts:
-        jsonio.write_atomic(assets / f"{chart.name}.svg", chart.svg.encode())
-        write_document(assets / f"{chart.name}.json", chart.data)
-        written += [assets / f"{chart.name}.svg", assets / f"{chart.name}.json"]
+        files[f"{REPORT_FOLDER}/{chart.name}.svg"] = chart.svg.encode()
+        files[f"{REPORT_FOLDER}/{chart.name}.json"] = document_bytes(chart.data)
     for fmt in formats:
         text = (render_markdown if fmt == "md" else render_html)(blocks, builder.charts)
-        target = root / f"report.{fmt}"
-        jsonio.write_atomic(target, text.encode())
-        written.append(target)
-    manifest.seal(root, jobs=1)
-    return written
+        files[f"report.{fmt}"] = text.encode()
+    manifest.write_sealed(root, files, command="report", checked=(review,))
+    return [root / rel for rel in files]

@@ -192,6 +192,16 @@ def read_document(path: str | Path, *, max_bytes: int | None = None) -> dict[str
     return document  # type: ignore[no-any-return]
 
 
+def document_bytes(document: dict[str, Any]) -> bytes:
+    """Validates a document against its schema; returns the bytes it is written as.
+
+    Raises:
+        SchemaError: the document does not satisfy its schema.
+    """
+    validate(document)
+    return jsonio.dumps_deterministic(document)
+
+
 def write_document(path: str | Path, document: dict[str, Any], *, replace: bool = True) -> bytes:
     """Validates a document against its schema, then writes it deterministically and atomically.
 

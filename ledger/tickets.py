@@ -20,9 +20,9 @@ import attrs
 import orjson
 
 from ledger import manifest
-from ledger._internal import jsonio
+from ledger._internal.outputs import Changes, OutputExists
 from ledger.errors import Error, InvalidArtifact, SchemaError
-from ledger.schema import read_document, write_document
+from ledger.schema import document_bytes, read_document
 
 TICKETS_FOLDER = "tickets"
 FOLLOW_UP_NAME = "follow-up.json"
@@ -164,14 +164,18 @@ def new_ticket(
     tickets: str | Path | None = None,
     slug: str | None = None,
     created: str | None = None,
+    reseal_after_review: bool = False,
 ) -> Path:
     """Writes a ticket from a campaign's decision, links it from the campaign's
-    ``follow-up.json`` and re-seals the campaign.
+    ``follow-up.json`` and re-seals the campaign, all at once or not at all.
 
     Raises:
-        TicketError: no readable summary, a bad slug or date, or the ticket exists.
+        TicketError: no readable summary or follow-up, a bad slug or date.
+        OutputExists: the ticket exists.
+        SealBroken: the campaign no longer matches its seal.
     """
     folder = Path(campaign)
+    review = manifest.check_seal(folder, "ticket new", reseal_after_review=reseal_after_review)
     try:
         summary = read_document(folder / manifest.SUMMARY_NAME)
     except (OSError, InvalidArtifact, SchemaError) as e:
@@ -189,9 +193,7 @@ def new_ticket(
     ticket = Ticket(ticket_id, campaign_id, "open", day, _failed_gates(summary))
     target = (Path(tickets) if tickets else tickets_folder_for(folder)) / f"{ticket_id}.md"
     if target.exists():
-        raise TicketError(f"{target} exists")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    jsonio.write_atomic(target, _body(summary, ticket).encode())
+        raise OutputExists(f"{target} exists")
     link = folder / FOLLOW_UP_NAME
     ids: list[str] = []
     if link.exists():
@@ -199,15 +201,22 @@ def new_ticket(
             ids = [t["id"] for t in read_document(link)["tickets"]]
         except (OSError, InvalidArtifact, SchemaError) as e:
             raise TicketError(f"{link}: {e}") from None
-    write_document(
-        link,
+    follow_up = document_bytes(
         {
             "schema": FOLLOW_UP_SCHEMA,
             "campaign_id": campaign_id,
             "tickets": [{"id": i} for i in sorted({*ids, ticket_id})],
-        },
+        }
     )
-    manifest.seal(folder, jobs=1)
+    ticket_file = Changes()
+    ticket_file.put(target.parent, target.name, _body(summary, ticket).encode(), replace=False)
+    manifest.write_sealed(
+        folder,
+        {FOLLOW_UP_NAME: follow_up},
+        command="ticket new",
+        checked=(review,),
+        also=ticket_file,
+    )
     return target
 
 

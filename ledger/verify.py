@@ -327,6 +327,18 @@ def _check_campaign(
             )
         for issue in _check_manifest_entries(loaded, by_rel, listed, withheld):
             add(manifest.MANIFEST_NAME, issue)
+        for index, review in enumerate(loaded.reviews):
+            changed = ", ".join(f"{c.path} ({c.change})" for c in review.changes) or (
+                "a folder without a seal"
+            )
+            add(
+                manifest.MANIFEST_NAME,
+                Issue(
+                    "resealed-after-review",
+                    f"/reviews/{index}",
+                    f"'ledger {review.command}' re-sealed over {changed}",
+                ),
+            )
         for result in results:
             if result.rel not in manifest.SEAL_FILES and result.rel not in listed:
                 add(result.rel, Issue("unlisted-file", "", "present but not in manifest.json"))

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ledger._decision_cli import REVIEW_HELP
+
 if TYPE_CHECKING:
     from runners.campaign import CellOutcome
 
@@ -79,6 +81,7 @@ def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
     approve.add_argument("--policy", metavar="FILE")
     approve.add_argument("--candidate", metavar="ARM")
     approve.add_argument("--note", help="a sentence recorded in the approval")
+    approve.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
     approve.add_argument(
         "--no-sign",
         action="store_true",
@@ -95,7 +98,11 @@ def _approve(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     try:
         record, _ = write_approval_record(
-            args.campaign, policy, candidate=args.candidate, note=args.note
+            args.campaign,
+            policy,
+            candidate=args.candidate,
+            note=args.note,
+            reseal_after_review=args.reseal_after_review,
         )
     except ValueError as e:
         print(f"ledger approve: not approvable: {e}", file=sys.stderr)

@@ -683,7 +683,7 @@ def run_plan(
         progress.close()
         if campaign.folder.exists():
             complete = campaign.write_run_manifest()
-            manifest.seal(campaign.folder, jobs=1)
+            manifest.seal(campaign.folder, check=False, jobs=1)
     return RunResult(campaign.folder, complete, campaign.signal_name, tuple(campaign.outcomes))
 
 

@@ -56,6 +56,15 @@ def cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
     return run
 
 
+def forge_seal(folder: Path) -> None:
+    """Seals an edited campaign as someone editing evidence by hand can: a new seal written
+    over the old one without checking it, so no review is recorded. Verify's deeper checks
+    (references, recomputation, policy) must still catch the edit."""
+    from ledger import manifest
+
+    manifest.seal(folder, check=False, jobs=1)
+
+
 def verify_json(cli: CliRun, *paths: str | Path) -> tuple[int, dict[str, Any]]:
     status, out, _ = cli("verify", "--format", "json", *map(str, paths))
     return status, json.loads(out)

@@ -103,5 +103,5 @@ def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) ->
     profile = tmp_path / "profile.toml"
     profile.write_text("decode_tok_s = -5\n")
     status, _, err = cli("simulate", "--port", "1", "--profile", str(profile))
-    assert status == 1
+    assert status == 2
     assert err.strip() == f"error: {profile}: decode_tok_s must be > 0, got -5"

@@ -126,7 +126,7 @@ def test_gates_decisions_and_artifacts_from_evidence() -> None:
 def test_export_is_partitioned_deterministic_and_reads_back(
     tmp_path: Path, two_arm_campaign: Path
 ) -> None:
-    db = build([two_arm_campaign])
+    db = build([two_arm_campaign], locked=False)
     db.export_parquet(tmp_path / "one")
     db.export_parquet(tmp_path / "two")
     files = sorted(
@@ -145,7 +145,7 @@ def test_export_is_partitioned_deterministic_and_reads_back(
 def test_an_export_from_before_the_server_columns_still_reads(
     tmp_path: Path, two_arm_campaign: Path
 ) -> None:
-    db = build([two_arm_campaign])
+    db = build([two_arm_campaign], locked=False)
     db.export_parquet(tmp_path / "new")
     old = tmp_path / "old"
     shutil.copytree(tmp_path / "new", old, ignore=shutil.ignore_patterns("request_rows"))
@@ -175,10 +175,10 @@ def test_sql_command_formats(cli: CliRun, two_arm_campaign: Path) -> None:
 
 def test_sql_errors_are_one_line(cli: CliRun, tmp_path: Path, two_arm_campaign: Path) -> None:
     status, _, err = cli("sql", "--from", str(two_arm_campaign), "SELECT nope FROM cells")
-    assert status == 1
+    assert status == 2
     assert err.startswith("error: ") and err.count("\n") == 1
     status, _, err = cli("sql", "--from", str(tmp_path / "missing"), "SELECT 1")
-    assert status == 1
+    assert status == 2
     assert "not a folder" in err
 
 
@@ -191,5 +191,5 @@ def test_db_build_writes_a_file_once(cli: CliRun, tmp_path: Path, two_arm_campai
     copy = tmp_path / "copy"
     shutil.copytree(two_arm_campaign, copy / two_arm_campaign.name)
     status, _, err = cli("db", "build", str(copy), "--db", str(target))
-    assert status == 1
+    assert status == 2
     assert "exists" in err

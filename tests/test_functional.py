@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from ledger import manifest
 from ledger.decide import decide
 from ledger.policy import load_policy
 from runners import coding, textimage
 from runners.campaign import run_plan
 from runners.plan import parse_plan
 from runners.progress import LogProgress
-from tests.conftest import CliRun, verify_json
+from tests.conftest import CliRun, forge_seal, verify_json
 
 FAST = {"decode_tok_s": 5000.0, "prefill_tok_s": 2000000.0, "overhead_ms": 0.0}
 
@@ -281,7 +280,7 @@ def test_verify_recomputes_gate_counts(answered: Path, tmp_path: Path, cli: CliR
                 __import__("hashlib").sha256(path.read_bytes()).hexdigest()
             )
     run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-    manifest.seal(campaign, jobs=1)
+    forge_seal(campaign)
     status, report = verify_json(cli, campaign)
     assert status == 1
     found = {(f["code"], f["pointer"]) for f in report["findings"]}

@@ -148,7 +148,7 @@ def test_wrong_tool_for_the_file(tmp_path: Path, cli: CliRun) -> None:
         "--arm",
         "x",
     )
-    assert status == 1
+    assert status == 2
     assert err.startswith(
         "error: profile_export.jsonl: a record without ttft_s is not from llmperf"
     )

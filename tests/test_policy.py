@@ -84,7 +84,7 @@ def test_relaxing_a_rule_changes_the_digest(tmp_path: Path) -> None:
             lambda t: t.replace("min_samples_per_cell = 10", "min_samples_per_cell = 0"),
             r"/matched_ab/min_samples_per_cell",
         ),
-        (lambda t: t + "\n[[[broken", r"not TOML"),
+        (lambda t: t + "\n[[[broken", r"not valid TOML"),
     ],
 )
 def test_bad_policies_are_one_line_errors(tmp_path: Path, edit: object, message: str) -> None:

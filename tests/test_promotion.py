@@ -24,7 +24,7 @@ from runners.campaign import run_plan
 from runners.plan import parse_plan
 from runners.progress import LogProgress
 from tests.components import SHIM_ENV, NvmlShim, Podman
-from tests.conftest import CliRun, verify_json
+from tests.conftest import CliRun, forge_seal, verify_json
 from tests.private_sigstore import PrivateSigstore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.docker]
@@ -191,7 +191,7 @@ def _forge(campaign: Path, rel: str, edit: Any) -> None:
         if entry["artifact"] and entry["artifact"]["path"] == rel:
             entry["artifact"]["sha256"] = hashlib.sha256(data).hexdigest()
     run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-    manifest.seal(campaign, jobs=1)
+    forge_seal(campaign)
 
 
 def _claim_promotion(campaign: Path) -> None:
@@ -202,7 +202,7 @@ def _claim_promotion(campaign: Path) -> None:
         promotion_authorized=True, decision_labels=["verified", "promoted"], unmet=[]
     )
     path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    manifest.seal(campaign, jobs=1)
+    forge_seal(campaign)
 
 
 def test_evidence_stages_wrote_their_artifacts(promotion_campaign: Path) -> None:
@@ -292,7 +292,10 @@ def test_approval_by_someone_else_or_of_another_summary_does_not_count(
     record.with_name(record.name + manifest.BUNDLE_SUFFIX).write_bytes(
         sigstore.sign(record.read_bytes(), identity=APPROVER, issuer=ISSUER)
     )
-    decided = decide(campaign, policy)
+    # The sealed record changed: decide refuses until someone has reviewed the change.
+    with pytest.raises(manifest.SealBroken, match=r"approvals/candidate-.* \(changed\)"):
+        decide(campaign, policy)
+    decided = decide(campaign, policy, reseal_after_review=True)
     (reason,) = [u.reason for u in decided.evaluation.unmet]
     assert "approves summary sha256 000000000000" in reason
 
@@ -409,6 +412,7 @@ def test_unmatched_ab_is_named_and_rejected_by_verify(
 ) -> None:
     # Derived without declaring the engine: the arms' identities differ undeclared.
     shutil.rmtree(campaign / "derived")
+    forge_seal(campaign)
     derive_into(campaign, "baseline", "candidate", differs=["simulated_profile"])
     decided = decide(campaign, load_policy(policy_file))
     unmet = [u for u in decided.evaluation.unmet if u.rule == "matched-ab"]
@@ -568,6 +572,7 @@ def test_approve_writes_the_record_an_approver_signs(
     assert hashlib.sha256(decided.path.read_bytes()).hexdigest() == record["summary_sha256"]
     # A campaign that fails another rule cannot be approved at all.
     (campaign / "candidate/reserve.json").unlink()
+    forge_seal(campaign)
     status, _, err = cli("approve", str(campaign), "--policy", str(policy_file), "--no-sign")
     assert status == 1 and "not approvable: reserve:" in err
 

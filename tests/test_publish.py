@@ -11,9 +11,8 @@ import pytest
 from ledger._internal import intoto
 from ledger._internal.jsonio import read_json, write_json
 from ledger.hashing import sha256_file
-from ledger.manifest import seal
 from ledger.publish import PublishError, publish
-from tests.conftest import CliRun, verify_json
+from tests.conftest import CliRun, forge_seal, verify_json
 
 SECRETS = {
     "hf": "hf_abcdefghijklmnopqrstuvwxyz012345",
@@ -56,7 +55,7 @@ def raw(tmp_path: Path, two_arm_campaign: Path) -> Path:
     for cell in manifest["cells"]:
         cell["artifact"]["sha256"] = sha256_file(folder / cell["artifact"]["path"])[0]
     write_json(folder / "run-manifest.json", manifest)
-    seal(folder, jobs=1)
+    forge_seal(folder)
     return folder
 
 
@@ -117,7 +116,7 @@ def test_a_secret_pasted_afterwards_is_caught(raw: Path, tmp_path: Path, cli: Cl
         "reach it at http://192.168.7.7:30000 with hf_zyxwvutsrqponmlkjihgfedcba987654"
     )
     write_json(path, document)
-    seal(public, jobs=1)
+    forge_seal(public)
     status, report = verify_json(cli, public)
     assert status == 1
     found = [(f["code"], f["pointer"], f["message"]) for f in report["findings"]]
@@ -126,7 +125,7 @@ def test_a_secret_pasted_afterwards_is_caught(raw: Path, tmp_path: Path, cli: Cl
         "hf_zyx" not in f["message"] and "192.168" not in f["message"] for f in report["findings"]
     )
     (public / "notes.txt").write_text("ssh ops@gpu-1.lan\n")
-    seal(public, jobs=1)
+    forge_seal(public)
     status, report = verify_json(cli, public)
     assert ("private-data", "", "line 1: endpoint in a public file") in [
         (f["code"], f["pointer"], f["message"]) for f in report["findings"]
@@ -142,13 +141,13 @@ def test_statement_must_match_the_files(raw: Path, tmp_path: Path, cli: CliRun) 
     assert status == 1
     assert [f["code"] for f in report["findings"]] == ["statement-mismatch"]
     # Sealing again rewrites the statement's subjects.
-    seal(public, jobs=1)
+    forge_seal(public)
     assert verify_json(cli, public)[0] == 0
 
 
 def test_refusals_write_nothing(raw: Path, tmp_path: Path, cli: CliRun) -> None:
     (raw / "core.bin").write_bytes(b"\x00\xff\xfe binary")
-    seal(raw, jobs=1)
+    forge_seal(raw)
     status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
     assert status == 1
     assert "core.bin: not UTF-8 text" in err
@@ -158,6 +157,7 @@ def test_refusals_write_nothing(raw: Path, tmp_path: Path, cli: CliRun) -> None:
     first = read_json(raw / "run-plan.json")
     write_json(raw / "a.json", {"schema": "x", "ref": {"path": "b.json", "sha256": "0" * 64}})
     write_json(raw / "b.json", {"schema": "x", "ref": {"path": "a.json", "sha256": "0" * 64}})
+    forge_seal(raw)
     with pytest.raises(PublishError, match="reference cycle"):
         publish(raw, tmp_path / "public")
     assert read_json(raw / "run-plan.json") == first
@@ -172,7 +172,7 @@ def test_an_unwritable_map_is_one_line_and_publishes_nothing(
     status, _, err = cli(
         "publish", str(raw), "--out", str(tmp_path / "public"), "--map", str(blocker / "map.json")
     )
-    assert status == 1
+    assert status == 2
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "Traceback" not in err
     # The private map is written before the public tree is put in place.

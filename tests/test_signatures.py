@@ -15,10 +15,9 @@ import pytest
 
 from ledger._internal import intoto
 from ledger._internal.jsonio import write_json
-from ledger.manifest import seal
 from ledger.publish import publish
 from runners.publication import AuditInputError, audit
-from tests.conftest import DATA, CliRun
+from tests.conftest import DATA, CliRun, forge_seal
 
 SIGSTORE = DATA / "sigstore"
 STAGING = SIGSTORE / "staging_trusted_root.embedded-4.5.1.json"
@@ -132,7 +131,7 @@ def served(tmp_path: Path, two_arm_campaign: Path) -> Iterator[tuple[Path, str]]
     raw = tmp_path / "raw" / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, raw)
     shutil.copy(SIGSTORE / "a.txt", raw / "a.txt")
-    seal(raw, jobs=1)
+    forge_seal(raw)
     public = publish(raw, tmp_path / "public").folder
     bundle = SIGSTORE / "a.dsse.staging-rekor-v2.txt.sigstore.json"
     # The bundle's signed payload is its statement: publish that statement with it.

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from ledger._internal.outputs import OutputExists
 from ledger.tickets import TicketError, new_ticket, parse_ticket, read_ticket
-from tests.conftest import ROOT, CliRun, verify_json
+from tests.conftest import ROOT, CliRun, forge_seal, verify_json
 
 SEED = "2026-09-17-glm53-mixed35-startup"
 
@@ -37,6 +38,7 @@ def test_the_repository_links_both_ways(repo: Path, cli: CliRun) -> None:
 def test_a_ticket_written_from_a_decision(repo: Path) -> None:
     folder = repo / "evidence" / SEED
     (folder / "follow-up.json").unlink()
+    forge_seal(folder)
     for old in (repo / "tickets").glob("2026-09-17-*.md"):
         old.unlink()
     path = new_ticket(folder, slug="host-memory", created="2026-11-29")
@@ -51,7 +53,7 @@ def test_a_ticket_written_from_a_decision(repo: Path) -> None:
         '"tickets": [\n    {\n      "id": "2026-09-17-host-memory"'
         in (folder / "follow-up.json").read_text()
     )
-    with pytest.raises(TicketError, match="exists"):
+    with pytest.raises(OutputExists, match="exists"):
         new_ticket(folder, slug="host-memory", created="2026-11-29")
     with pytest.raises(TicketError, match="slug must be"):
         new_ticket(folder, slug="Host Memory")
@@ -62,9 +64,8 @@ def test_verify_finds_every_broken_link(repo: Path, cli: CliRun) -> None:
     # A campaign whose link was removed, one that links a ticket naming another campaign,
     # a ticket naming a campaign that is not there, and one without front matter.
     (evidence / SEED / "follow-up.json").unlink()
-    from ledger import manifest
 
-    manifest.seal(evidence / SEED, jobs=1)
+    forge_seal(evidence / SEED)
     linked = tickets / "2026-09-02-sm120-qualification-follow-up.md"
     linked.write_text(
         linked.read_text().replace("campaign: 2026-09-02-glm53", "campaign: 2026-09-03-glm53")

@@ -71,17 +71,25 @@ def test_sha256sum_checks_the_evidence_without_the_toolkit() -> None:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_seal_keeps_withheld_and_reseals_a_hand_edit(tmp_path: Path, cli: CliRun) -> None:
+def test_seal_refuses_a_hand_edit_and_reseals_it_after_review(tmp_path: Path, cli: CliRun) -> None:
     campaign = _copy_valid(tmp_path)
     (campaign / "publication.md").write_text("# edited by hand\n")
     status, _ = verify_json(cli, campaign)
     assert status == 1
-    status, out, _ = cli("seal", str(campaign))
+    before = (campaign / "manifest.json").read_bytes()
+    status, _, err = cli("seal", str(campaign))
+    assert status == 1
+    assert "publication.md (changed)" in err and "--reseal-after-review" in err
+    assert (campaign / "manifest.json").read_bytes() == before
+    status, out, _ = cli("seal", str(campaign), "--reseal-after-review")
     assert status == 0
     assert "5 withheld" in out
     status, report = verify_json(cli, campaign)
     assert status == 0
-    assert {f["code"] for f in report["findings"]} == {"withheld-artifact"}
+    assert {f["code"] for f in report["findings"]} == {"withheld-artifact", "resealed-after-review"}
+    (review,) = [f for f in report["findings"] if f["code"] == "resealed-after-review"]
+    assert review["pointer"] == "/reviews/0"
+    assert review["message"] == "'ledger seal' re-sealed over publication.md (changed)"
 
 
 def test_seal_refuses_a_symlink_leaving_the_campaign(tmp_path: Path, cli: CliRun) -> None:

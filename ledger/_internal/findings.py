@@ -40,6 +40,13 @@ CODES: dict[str, tuple[Severity, str]] = {
     "sha256sums-missing": ("error", "a campaign folder has no SHA256SUMS"),
     "sha256sums-invalid": ("error", "a SHA256SUMS line is not '<hex>  <path>'"),
     "sha256sums-mismatch": ("error", "SHA256SUMS disagrees with the manifest"),
+    "resealed-after-review": (
+        "warning",
+        (
+            "a command re-sealed the campaign over files that no longer matched its seal, "
+            "after review (--reseal-after-review)"
+        ),
+    ),
     # path safety
     "path-absolute": ("error", "an absolute path where a campaign-relative one is required"),
     "path-escape": ("error", "a path or symlink leads out of the campaign folder"),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger._internal import jsonio
+from ledger._internal.outputs import OutputExists, check_name, new_folder
 from ledger.errors import InvalidArtifact
 from ledger.hashing import sha256_bytes
 
@@ -65,16 +66,23 @@ def _record(
     }
 
 
-def _int(value: Any) -> int | None:
+_MAX_COUNT = (1 << 63) - 1
+
+
+def _int(value: Any, what: str) -> int | None:
+    """A count or a timestamp: None when absent or not a whole number.
+
+    Raises:
+        InvalidArtifact: negative, or beyond 64 bits (a column cannot hold it).
+    """
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    return None
+    whole = isinstance(value, float) and value.is_integer()
+    digits = isinstance(value, str) and value.strip().isdigit()
+    number = value if isinstance(value, int) else int(value) if whole or digits else None
+    if number is not None and not 0 <= number <= _MAX_COUNT:
+        raise InvalidArtifact(f"{what} is {value!r}: a count must be from 0 to 2^63-1")
+    return number
 
 
 def _num(value: Any) -> float | None:
@@ -104,7 +112,9 @@ def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
     for name, document in documents:
         if isinstance(document, dict) and "results_ttft_s_mean" in document:
             parsed.version = str(document.get("version")) if document.get("version") else None
-            parsed.concurrency = _int(document.get("num_concurrent_requests"))
+            parsed.concurrency = _concurrency(
+                document.get("num_concurrent_requests"), "num_concurrent_requests"
+            )
             parsed.settings = {"summary": name, "model": document.get("model")}
             continue
         if not isinstance(document, list):
@@ -120,8 +130,10 @@ def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
                     len(parsed.records),
                     ok=not failed,
                     error_class=f"llmperf:{item.get('error_code')}" if failed else None,
-                    prompt_tokens=_int(item.get("number_input_tokens")),
-                    completion_tokens=_int(item.get("number_output_tokens")),
+                    prompt_tokens=_int(item.get("number_input_tokens"), "number_input_tokens"),
+                    completion_tokens=_int(
+                        item.get("number_output_tokens"), "number_output_tokens"
+                    ),
                     ttft_ms=ttft * 1000 if ttft is not None and not failed else None,
                     e2e_ms=e2e * 1000 if e2e is not None and not failed else None,
                     tool_metrics={
@@ -136,6 +148,27 @@ def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
                 )
             )
     return parsed
+
+
+_AIPERF_UNITS = {
+    "ttft": "ms",
+    "request_latency": "ms",
+    "inter_token_latency": "ms",
+    "input_sequence_length": "tokens",
+    "output_sequence_length": "tokens",
+    "output_token_count": "tokens",
+    "reasoning_token_count": "tokens",
+    "min_request_timestamp": "ns",
+    "max_response_timestamp": "ns",
+}
+"""The unit AIPerf writes for each metric read; another unit is refused, never guessed."""
+
+
+def _concurrency(value: Any, what: str) -> int | None:
+    number = _int(value, what)
+    if number == 0:
+        raise InvalidArtifact(f"{what} is 0: a concurrency must be at least 1")
+    return number
 
 
 def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
@@ -154,7 +187,7 @@ def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
             config = document.get("input_config") or {}
             loadgen = config.get("loadgen") if isinstance(config, dict) else None
             if isinstance(loadgen, dict):
-                parsed.concurrency = _int(loadgen.get("concurrency"))
+                parsed.concurrency = _concurrency(loadgen.get("concurrency"), "concurrency")
             parsed.settings = {"aggregate": name}
             continue
         if not isinstance(document, list):
@@ -164,14 +197,22 @@ def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
             if not isinstance(metrics, dict):
                 raise InvalidArtifact(f"{name}: a line without metrics is not from AIPerf")
 
-            def value(key: str, metrics: dict[str, Any] = metrics) -> Any:
+            def value(key: str, metrics: dict[str, Any] = metrics, name: str = name) -> Any:
                 entry = metrics.get(key)
-                return entry.get("value") if isinstance(entry, dict) else None
+                if not isinstance(entry, dict):
+                    return None
+                unit = entry.get("unit")
+                if key in _AIPERF_UNITS and unit != _AIPERF_UNITS[key]:
+                    raise InvalidArtifact(
+                        f"{name}: metrics.{key} has unit {unit!r}; this import reads "
+                        f"{_AIPERF_UNITS[key]!r} only"
+                    )
+                return entry.get("value")
 
             error = item.get("error")
             ok = error is None and value("ttft") is not None
             ttft, latency = _num(value("ttft")), _num(value("request_latency"))
-            osl = _int(value("output_sequence_length"))
+            osl = _int(value("output_sequence_length"), "output_sequence_length")
             decode = None
             if (
                 ok
@@ -182,7 +223,7 @@ def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
                 and latency > ttft
             ):
                 decode = (osl - 1) / ((latency - ttft) / 1000)
-            isl = _int(value("input_sequence_length"))
+            isl = _int(value("input_sequence_length"), "input_sequence_length")
             prefill = isl / (ttft / 1000) if ok and isl and ttft else None
             parsed.records.append(
                 _record(
@@ -197,8 +238,8 @@ def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
                     e2e_ms=latency if ok else None,
                     decode_tok_s=decode,
                     effective_prefill_tok_s=prefill,
-                    sent_ns=_int(value("min_request_timestamp")),
-                    end_ns=_int(value("max_response_timestamp")),
+                    sent_ns=_int(value("min_request_timestamp"), "min_request_timestamp"),
+                    end_ns=_int(value("max_response_timestamp"), "max_response_timestamp"),
                     tool_metrics={
                         k: _num(value(k))
                         for k in (
@@ -236,21 +277,21 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                         else "run vllm bench serve with --save-result --save-detailed"
                     )
                 )
-            parsed.concurrency = _int(line.get("max_concurrency"))
+            parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
             parsed.version = str(line["version"]) if line.get("version") else None
             parsed.settings = {
                 k: line.get(k)
                 for k in ("backend", "request_rate", "model_id", "date")
                 if line.get(k) is not None
             }
-            ttfts, itls = line["ttfts"], line["itls"]
-            inputs, outputs = line.get("input_lens") or [], line.get("output_lens") or []
-            errors = line.get("errors") or []
-            e2els = line.get("e2els") or []
+            arrays = _arrays(line, name, number)
+            ttfts, itls = arrays["ttfts"], arrays["itls"]
+            inputs, outputs = arrays["input_lens"], arrays["output_lens"]
+            errors, e2els = arrays["errors"], arrays["e2els"]
             for i, ttft in enumerate(ttfts):
                 error = errors[i] if i < len(errors) else ""
-                gaps = itls[i] if i < len(itls) and isinstance(itls[i], list) else []
-                output = _int(outputs[i]) if i < len(outputs) else None
+                gaps = itls[i]
+                output = _int(outputs[i], f"output_lens[{i}]") if i < len(outputs) else None
                 ok = not error and _num(ttft) is not None and float(ttft) > 0
                 span = sum(gaps)
                 decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
@@ -260,7 +301,9 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                         len(parsed.records),
                         ok=ok,
                         error_class=None if ok else f"{tool}:error",
-                        prompt_tokens=_int(inputs[i]) if i < len(inputs) else None,
+                        prompt_tokens=_int(inputs[i], f"input_lens[{i}]")
+                        if i < len(inputs)
+                        else None,
                         completion_tokens=output,
                         first_token_ms=float(ttft) * 1000 if ok else None,
                         e2e_ms=e2e * 1000 if ok and e2e is not None else None,
@@ -274,6 +317,43 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                     )
                 )
     return parsed
+
+
+_PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els")
+
+
+def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]]:
+    """The per-request arrays of one result line: one entry per request in each, or a
+    refusal naming the array (a shorter one would silently drop requests)."""
+    found: dict[str, list[Any]] = {}
+    for key in _PER_REQUEST:
+        value = line.get(key)
+        if value is None and key not in ("ttfts", "itls"):
+            found[key] = []
+            continue
+        if not isinstance(value, list):
+            raise InvalidArtifact(
+                f"{name}: line {number}: {key} is "
+                f"{'null' if value is None else type(value).__name__}, not an array"
+            )
+        found[key] = value
+    count = len(found["ttfts"])
+    for key, value in found.items():
+        if value and len(value) != count:
+            raise InvalidArtifact(
+                f"{name}: line {number}: {key} has {len(value)} entries for {count} requests "
+                "(ttfts); every per-request array must have one entry per request"
+            )
+    if len(found["itls"]) != count:
+        raise InvalidArtifact(
+            f"{name}: line {number}: itls has {len(found['itls'])} entries for {count} requests"
+        )
+    for index, gaps in enumerate(found["itls"]):
+        if not isinstance(gaps, list) or not all(
+            isinstance(g, int | float) and not isinstance(g, bool) for g in gaps
+        ):
+            raise InvalidArtifact(f"{name}: line {number}: itls[{index}] is not a list of numbers")
+    return found
 
 
 def _load(path: Path, data: bytes) -> Any:
@@ -293,15 +373,22 @@ def import_files(
 ) -> Path:
     """Writes one imported-run artifact from a tool's files; returns its path.
 
+    Nothing is created before the names are checked; the artifact and the campaign's new
+    seal are written together or not at all; an existing cell is never replaced.
+
     Raises:
+        UsageError: a name is not valid, or the cell's artifact exists.
         InvalidArtifact: a file is not what the tool writes, or holds no per-request records.
+        SealBroken: the campaign folder exists and no longer matches its seal.
         OSError: a file cannot be read.
     """
     from ledger import manifest
-    from ledger.schema import write_document
+    from ledger.schema import document_bytes
 
     if tool not in TOOLS:
         raise InvalidArtifact(f"unknown tool {tool!r} (expected one of {', '.join(TOOLS)})")
+    for kind, name in (("campaign", campaign), ("arm", arm), ("stage", stage)):
+        check_name(kind, name)
     documents = []
     sources = []
     for raw in files:
@@ -342,8 +429,16 @@ def import_files(
         "requests": parsed.records,
     }
     folder = Path(raw_dir) / campaign
-    out = folder / arm / stage / f"{cell_id}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_document(out, document)
-    manifest.seal(folder, jobs=1)
-    return out
+    rel = f"{arm}/{stage}/{cell_id}.json"
+    if (folder / rel).exists():
+        raise OutputExists(
+            f"{folder / rel} exists; an import never replaces evidence (import into another "
+            "--stage)"
+        )
+    data = document_bytes(document)
+    if folder.exists():
+        manifest.write_sealed(folder, {rel: data}, command="import", replace=False)
+    else:
+        with new_folder(folder) as work:
+            manifest.write_sealed(work, {rel: data}, command="import", checked=(None,))
+    return folder / rel

@@ -6,7 +6,6 @@ predicate names the campaign, its decision, and the sanitizer rules that made it
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ledger._internal import jsonio
@@ -42,9 +41,7 @@ def subjects_of(document: Any) -> dict[str, str] | None:
     return found
 
 
-def rewrite(folder: Path, subjects: list[tuple[str, str]]) -> None:
-    """Rewrites an existing statement's subjects, keeping its predicate."""
-    path = folder / STATEMENT_NAME
-    document = jsonio.read_json(path)
+def with_subjects(document: Any, subjects: list[tuple[str, str]]) -> bytes:
+    """A statement's bytes with new subjects, keeping its predicate."""
     predicate = document.get("predicate", {}) if isinstance(document, dict) else {}
-    jsonio.write_json(path, statement(subjects, predicate))
+    return jsonio.dumps_deterministic(statement(subjects, predicate))

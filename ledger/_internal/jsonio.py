@@ -201,7 +201,7 @@ def dumps_deterministic(obj: Any) -> bytes:
     return body + b"\n"
 
 
-def _default_mode() -> int:
+def default_file_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
@@ -227,7 +227,7 @@ def write_atomic(path: str | Path, data: bytes, *, replace: bool = True) -> None
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.chmod(temp, stat.S_IMODE(_default_mode()))
+        os.chmod(temp, stat.S_IMODE(default_file_mode()))
         os.replace(temp, target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

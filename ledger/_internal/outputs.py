@@ -1,0 +1,244 @@
+"""Where commands write, and how: names checked before anything is created, every output
+kept inside its root, and a command's outputs made visible together or not at all.
+
+Every command that writes goes through here, so a command added later inherits the rules:
+
+- :func:`check_name` holds campaign, arm, stage and cell names to the schemas' patterns,
+  which admit no separator, so a name can never climb out of its folder;
+- :class:`Changes` writes files into existing folders: each to a temporary sibling first,
+  then every rename at the end; a failure or an interrupt puts back what was there;
+- :func:`new_folder` builds a new folder (and any missing parents) in a temporary sibling
+  and renames it into place at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ledger._internal.jsonio import default_file_mode
+from ledger.errors import UsageError
+
+NAME_PATTERNS = {
+    "campaign": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*"),
+    "arm": re.compile(r"[a-z0-9][a-z0-9_-]{0,63}"),
+    "stage": re.compile(r"[a-z0-9][a-z0-9_-]{0,63}"),
+    "cell": re.compile(r"[a-z0-9][a-z0-9_-]{0,127}"),
+}
+"""The schemas' patterns for names that become folder and file names."""
+
+
+class OutputExists(UsageError):
+    """An output would replace existing files (exit status 2)."""
+
+
+def check_name(kind: str, value: str) -> str:
+    """Returns ``value`` when it is a valid ``kind`` name (campaign, arm, stage, cell).
+
+    Raises:
+        UsageError: it is not (an absolute path, ``..``, a separator, upper case, ...).
+    """
+    if not NAME_PATTERNS[kind].fullmatch(value):
+        raise UsageError(
+            f"{kind} name {value!r} is not valid: it must match "
+            f"{NAME_PATTERNS[kind].pattern} (lower case, digits, '-' and '_'; no path)"
+        )
+    return value
+
+
+def inside(root: str | Path, path: str | Path) -> Path:
+    """Returns ``path`` made absolute, after checking that it resolves inside ``root``.
+
+    Raises:
+        UsageError: it resolves outside (through ``..``, an absolute path or a symlink).
+    """
+    base = Path(root).resolve()
+    target = Path(path) if Path(path).is_absolute() else Path(root) / path
+    resolved = target.resolve()
+    if resolved != base and base not in resolved.parents:
+        raise UsageError(f"{path} is outside {root}; nothing was written")
+    return target.absolute()
+
+
+def is_within(path: str | Path, folder: str | Path) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both resolved)."""
+    resolved, base = Path(path).resolve(), Path(folder).resolve()
+    return resolved == base or base in resolved.parents
+
+
+class Changes:
+    """Files written into existing folders, made visible together at :meth:`commit`.
+
+    Seal files should be added last: a crash between two renames then leaves a seal that
+    no longer matches, which verify reports, rather than a seal vouching for half a write.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[Path, tuple[bytes, bool]] = {}
+
+    def put(self, root: str | Path, rel: str, data: bytes, *, replace: bool = True) -> Path:
+        """Adds ``root/rel``, which must resolve inside ``root``; returns its path.
+
+        Args:
+            replace: whether an existing file may be replaced.
+        """
+        target = inside(root, rel)
+        self._files[target] = (data, replace)
+        return target
+
+    def pending(self) -> dict[Path, bytes]:
+        """Every file to be written, with its bytes."""
+        return {path: data for path, (data, _) in self._files.items()}
+
+    def commit(self) -> None:
+        """Writes every file, or none.
+
+        Raises:
+            OutputExists: a file that may not be replaced exists, or a folder is in the
+                way; nothing was written.
+            OSError: a write failed; what was there before is back.
+        """
+        for path, (_, replace) in self._files.items():
+            if path.is_symlink() or (path.exists() and not path.is_file()):
+                raise OutputExists(f"{path} is in the way (not a regular file); nothing written")
+            if path.exists() and not replace:
+                raise OutputExists(f"{path} exists; nothing was written")
+        created: list[Path] = []
+        temps: dict[Path, str] = {}
+        backups: dict[Path, str] = {}
+        done: list[Path] = []
+        try:
+            for path, (data, _) in self._files.items():
+                created.extend(_make_parents(path.parent))
+                temps[path] = _write_temp(path, data)
+            for path in self._files:
+                if path.exists():
+                    backups[path] = _reserve(path, ".bak")
+                    os.replace(path, backups[path])
+                os.replace(temps.pop(path), path)
+                done.append(path)
+        except BaseException:
+            for path in reversed(done):
+                if path in backups:
+                    os.replace(backups.pop(path), path)
+                else:
+                    path.unlink(missing_ok=True)
+            for path, backup in backups.items():
+                # Moved aside when the interrupt came, before its replacement arrived.
+                os.replace(backup, path)
+            backups.clear()
+            for temp in temps.values():
+                Path(temp).unlink(missing_ok=True)
+            for folder in reversed(created):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+        finally:
+            for backup in backups.values():
+                Path(backup).unlink(missing_ok=True)
+        for folder in sorted({p.parent for p in self._files}):
+            _sync_folder(folder)
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir()
+    return list(reversed(missing))
+
+
+def _reserve(path: Path, suffix: str) -> str:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    return name
+
+
+def _write_temp(path: Path, data: bytes) -> str:
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, stat.S_IMODE(default_file_mode()))
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def _sync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def new_folder(target: str | Path) -> Iterator[Path]:
+    """Yields a work folder that becomes ``target`` when the block ends without error.
+
+    Missing parents are built in the same temporary sibling, so a failure leaves no empty
+    folder behind either.
+
+    Raises:
+        OutputExists: ``target`` exists.
+    """
+    final = Path(target).absolute()
+    if final.exists() or final.is_symlink():
+        raise OutputExists(f"{target} exists; this command writes a new folder")
+    missing: list[str] = []
+    anchor = final
+    while not anchor.exists():
+        missing.append(anchor.name)
+        anchor = anchor.parent
+    if not anchor.is_dir():
+        raise OutputExists(f"{anchor} is not a folder; cannot write {target}")
+    top = missing[-1]
+    staging = Path(tempfile.mkdtemp(prefix=f".{top}.", suffix=".tmp", dir=anchor))
+    try:
+        work = staging.joinpath(*reversed(missing))
+        work.mkdir(parents=True)
+        yield work
+        os.replace(staging / top, anchor / top)
+        _sync_folder(anchor)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def new_file(target: str | Path) -> Iterator[Path]:
+    """Yields a temporary path in ``target``'s folder that becomes ``target`` when the block
+    ends without error, and is removed otherwise (a database being built, for instance).
+
+    Raises:
+        OutputExists: ``target`` exists.
+        UsageError: its folder does not exist.
+    """
+    final = Path(target).absolute()
+    if final.exists() or final.is_symlink():
+        raise OutputExists(f"{target} exists; this command writes a new file")
+    if not final.parent.is_dir():
+        raise UsageError(f"{final.parent}: no such folder")
+    temp = Path(_reserve(final, ".tmp"))
+    temp.unlink()
+    try:
+        yield temp
+        os.replace(temp, final)
+    finally:
+        temp.unlink(missing_ok=True)
