@@ -11,7 +11,8 @@ import pytest
 from generate_verify_assets import cell_run
 
 from ledger._internal.jsonio import write_json
-from ledger.database import DatabaseError, build
+from ledger._internal.outputs import OutputExists
+from ledger.database import build
 from tests.conftest import ROOT, CliRun
 
 REQUEST_COLUMNS = (
@@ -138,7 +139,7 @@ def test_export_is_partitioned_deterministic_and_reads_back(
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
     query = "SELECT * FROM cells ORDER BY arm, stage, cell"
     assert build([tmp_path / "one"]).query(query) == db.query(query)
-    with pytest.raises(DatabaseError, match="not empty"):
+    with pytest.raises(OutputExists, match="not an empty folder"):
         db.export_parquet(tmp_path / "one")
 
 
