@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 
 from ledger import __version__, manifest
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
@@ -34,7 +35,16 @@ from ledger.hashing import sha256_file
 from ledger.schema import read_document, write_document
 from runners import evidence, functional, gpu
 from runners.client import EndpointClient
-from runners.plan import FUNCTIONAL_KINDS, Arm, Cell, EvidenceStage, Plan, Stage
+from runners.plan import (
+    FUNCTIONAL_KINDS,
+    MAX_CONTEXT_TARGET,
+    Arm,
+    Cell,
+    EvidenceStage,
+    Plan,
+    Stage,
+    check_context,
+)
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
 from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
@@ -119,6 +129,8 @@ class CampaignRun:
         self.signal_name: str | None = None
         self.keys: dict[str, str | None] = {}
         self.evidence: dict[tuple[str, str], str] = {}
+        self.context_limits: dict[str, int] = {}
+        """Each arm's context as its endpoint reports it."""
         """(arm, evidence stage) -> complete, incomplete or pending."""
         self.before: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
         """arm -> its container's snapshot before the workload, and when it was taken."""
@@ -339,6 +351,10 @@ class CampaignRun:
         try:
             if not await self._startup(arm, base_url, witness):
                 return
+            limit = await self._context_limit(base_url, api_key)
+            if limit is not None:
+                self.context_limits[arm.name] = limit
+                check_context(arm.name, self.plan.stages, limit, "max_model_len at /v1/models")
             restoration = self.plan.evidence_of("restoration")
             if restoration is not None and witness is not None:
                 await self._restoration_before(arm, restoration, witness)
@@ -379,6 +395,26 @@ class CampaignRun:
         finally:
             if witness is not None:
                 witness.close()
+
+    async def _context_limit(self, base_url: str, api_key: str | None) -> int | None:
+        """The context the endpoint reports (``max_model_len`` of ``/v1/models``, as vLLM,
+        SGLang and the simulator give it); None when it reports none."""
+        async with EndpointClient(
+            base_url, concurrency=1, deadlines=self.plan.deadlines, api_key=api_key
+        ) as client:
+            answer = await client.get(base_url.rstrip("/") + "/models", max_bytes=1 << 20)
+        if isinstance(answer, str) or answer[0] != 200:
+            return None
+        try:
+            models = orjson.loads(answer[1]).get("data") or []
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        limits: list[int] = [
+            m["max_model_len"]
+            for m in models
+            if isinstance(m, dict) and type(m.get("max_model_len")) is int
+        ]
+        return min(limits) if limits and min(limits) > 0 else None
 
     async def _functional(
         self, arm: Arm, step: EvidenceStage, base_url: str, api_key: str | None
@@ -494,7 +530,15 @@ class CampaignRun:
             ),
             None,
         )
-        calibration = await calibrate(arm.name, cell.context_target, probe, hint_words=hint)
+        # Every filler word is at least one token, so the endpoint's context (or, when it
+        # reports none, the plan's cap) bounds the prompt calibration may build.
+        calibration = await calibrate(
+            arm.name,
+            cell.context_target,
+            probe,
+            hint_words=hint,
+            max_words=self.context_limits.get(arm.name, MAX_CONTEXT_TARGET),
+        )
         prompts = []
         for index in range(stage.warmup + stage.requests):
             messages = self._messages(calibration, cell, index)

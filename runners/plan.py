@@ -9,6 +9,7 @@ environment variable that holds it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,9 @@ DEFAULT_THINKING = {
 """How thinking is switched unless an arm says otherwise (SGLang's and vLLM's chat
 template argument)."""
 DEFAULT_RESERVE_MIB = 3072
+MAX_CONTEXT_TARGET = 10_000_000
+"""The largest context target a plan may name: above the largest context window served
+today (10 M tokens), so a larger one is a typo, not a measurement."""
 _CAMPAIGN_ID = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -452,9 +456,18 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
         return _evidence_stage(reader, kind)
     name = reader.name("name") if "name" in reader.table else kind
     if kind == "capacity":
-        targets = reader.int_list("context_targets")
+        key = "context_targets"
+        targets = reader.int_list(key)
     else:
-        targets = [reader.positive("context_target")]
+        key = "context_target"
+        targets = [reader.positive(key)]
+    beyond = [t for t in targets if t > MAX_CONTEXT_TARGET]
+    if beyond:
+        raise reader.error(
+            key,
+            f"{beyond[0]} tokens is beyond any serving context window (at most "
+            f"{MAX_CONTEXT_TARGET:,}); a typo?",
+        )
     concurrency = reader.int_list("concurrency", 1)
     thinking = reader.bool_list("thinking", False)
     requests = reader.positive("requests")
@@ -517,7 +530,28 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
         if duplicates:
             raise reader.error(label, f"name {duplicates[0]!r} is used twice")
     _check_evidence(reader, arms, stages, parsed)
+    for arm in arms:
+        if arm.simulated is not None:
+            check_context(
+                arm.name, stages, arm.simulated.context_limit, "its profile's context_limit"
+            )
     return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence)
+
+
+def check_context(arm: str, stages: Sequence[Stage], limit: int, source: str) -> None:
+    """Refuses context targets the endpoint cannot hold.
+
+    Raises:
+        InvalidArtifact: a cell's target is over ``limit`` (the message names it).
+    """
+    for stage in stages:
+        for cell in stage.cells:
+            if cell.context_target > limit:
+                raise InvalidArtifact(
+                    f"arm {arm!r}: stage {stage.name!r} cell {cell.id}: context target "
+                    f"{cell.context_target} is beyond the endpoint's context of {limit} tokens "
+                    f"({source}); lower the target or raise the server's limit"
+                )
 
 
 def _check_evidence(

@@ -163,11 +163,14 @@ Probe = Callable[[int], Awaitable[int | str]]
 """Sends the calibration prompt with a filler of N words: prompt tokens, or an error."""
 
 
-async def calibrate(arm: str, target: int, probe: Probe, *, hint_words: int | None) -> Calibration:
+async def calibrate(
+    arm: str, target: int, probe: Probe, *, hint_words: int | None, max_words: int
+) -> Calibration:
     """Finds the filler size whose prompt lands in ``[target * (1 - TOLERANCE), target]``.
 
     Token count is close to linear in filler words, so each step aims at the middle of
-    the band along the line through the two nearest probes.
+    the band along the line through the two nearest probes. No probe is larger than
+    ``max_words``: memory stays bounded whatever the target.
     """
     low = int(target * (1 - TOLERANCE))
     aim = (low + target) / 2
@@ -184,6 +187,10 @@ async def calibrate(arm: str, target: int, probe: Probe, *, hint_words: int | No
         return failed(0, f"the instruction alone is {base} tokens, above the target {target}")
     words = hint_words if hint_words else max(1, int((aim - base) / 1.3))
     for _ in range(MAX_PROBES):
+        if words > max_words:
+            return failed(
+                max_words, f"the target needs more than {max_words} filler words, the most sent"
+            )
         result = await probe(words)
         if isinstance(result, str):
             return failed(words, f"probe with {words} filler words failed: {result}")

@@ -62,7 +62,7 @@ def test_calibration_on_a_linear_tokenizer() -> None:
         probes.append(words)
         return 37 + int(words * 1.37)
 
-    calibration = asyncio.run(calibrate("a", 100_000, probe, hint_words=None))
+    calibration = asyncio.run(calibrate("a", 100_000, probe, hint_words=None, max_words=1_000_000))
     assert calibration.ok
     assert calibration.prompt_tokens is not None
     assert 100_000 * (1 - TOLERANCE) <= calibration.prompt_tokens <= 100_000
@@ -73,7 +73,7 @@ def test_calibration_failure_is_recorded_not_raised() -> None:
     async def refused(words: int) -> int | str:
         return "context-exceeded: too long" if words else 30
 
-    calibration = asyncio.run(calibrate("a", 4096, refused, hint_words=None))
+    calibration = asyncio.run(calibrate("a", 4096, refused, hint_words=None, max_words=1_000_000))
     assert not calibration.ok
     assert calibration.error is not None and "context-exceeded" in calibration.error
     assert calibration.filler_words > 0
@@ -98,7 +98,9 @@ def test_calibration_against_the_simulated_server(
                 assert record.usage is not None
                 return record.usage["prompt_tokens"]
 
-            calibration = await calibrate("sim", target, probe, hint_words=None)
+            calibration = await calibrate(
+                "sim", target, probe, hint_words=None, max_words=1_000_000
+            )
             assert calibration.ok, calibration
             return calibration.prompt_tokens
 
