@@ -17,7 +17,7 @@ from typing import Any
 from ledger import __version__
 from ledger._decision_cli import add_decision_commands, add_review_flag, is_folder
 from ledger._internal.jsonio import MAX_JSON_BYTES
-from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated
 
 _logger = logging.getLogger("ledger")
 
@@ -431,10 +431,6 @@ def _seal(args: argparse.Namespace) -> int:
         f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"
     )
     return 0
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised where the command is so that its outputs are cleaned up."""
 
 
 def _terminate(signum: int, frame: object) -> None:

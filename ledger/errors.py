@@ -46,6 +46,11 @@ class UsageError(Error):
     exit_status = 2
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that its outputs are cleaned up like after
+    Ctrl-C (exit status 143)."""
+
+
 class InvalidArtifact(Error):
     """An artifact could not be read: too large, not UTF-8, not strict JSON, ...
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ledger._decision_cli import REVIEW_HELP
+from ledger.errors import UsageError
 
 if TYPE_CHECKING:
     from runners.campaign import CellOutcome
@@ -49,9 +51,19 @@ def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
         description="A real HTTP server with a timing model, prefix cache, limits and "
         "seeded fault injection: /v1/models, /v1/chat/completions, /metrics, /sim/requests.",
     )
-    simulate.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1")
+    simulate.add_argument("--port", type=_port, required=True, help="TCP port on 127.0.0.1")
     simulate.add_argument("--profile", metavar="FILE", help="a TOML profile (default: built in)")
     simulate.set_defaults(func=_simulate)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1 to 65535, got {value}")
+    return value
 
 
 def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -239,6 +251,16 @@ def _simulate(args: argparse.Namespace) -> int:
     from runners.simulate.serve import HOST, serve
 
     profile = load_profile(args.profile) if args.profile else Profile()
+    # Bound here, before saying so: a port in use is refused in one line, not after
+    # "serving" was printed.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((HOST, args.port))
+        listener.listen(1024)
+    except OSError as e:
+        listener.close()
+        raise UsageError(f"cannot listen on {HOST}:{args.port}: {e.strerror or e}") from None
     print(f"serving {profile.model!r} on http://{HOST}:{args.port}/v1", file=sys.stderr)
-    serve(profile, port=args.port)
+    serve(profile, fd=listener.fileno())
     return 0

@@ -14,6 +14,7 @@ import contextvars
 import hashlib
 import re
 import time
+import urllib.parse
 from types import TracebackType
 from typing import Any, Self
 
@@ -51,6 +52,24 @@ _MAX_MESSAGE = 300
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if not value > 0:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable http(s) URL (a bad IPv6 literal, a port out of range, no
+    host), or None when it is."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL) as e:
+        return f"not a valid URL: {e}"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "has no host"
+    if port == 0:
+        return "port 0 is not a port"
+    return None
 
 
 @attrs.frozen

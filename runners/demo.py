@@ -19,7 +19,7 @@ import attrs
 
 from ledger.decide import decide
 from ledger.derive import derive_into
-from ledger.errors import RunnerError
+from ledger.errors import RunnerError, Terminated
 from ledger.policy import load_policy
 from ledger.publish import publish
 from ledger.report import write_report
@@ -62,6 +62,12 @@ def run_demo(out: str | Path, *, progress: Progress | None = None) -> DemoResult
         raise RunnerError(f"{root} is not empty; the demo writes a new folder (remove it first)")
     plan = parse_plan(tomllib.loads(plan_text()), source="demo plan")
     result = run_plan(plan, root / "raw", progress=progress)
+    # Interrupted, the run stops where it is (its folder sealed and resumable) and so does
+    # the demo: nothing is derived from half a campaign.
+    if result.interrupted == "SIGTERM":
+        raise Terminated
+    if result.interrupted is not None:
+        raise KeyboardInterrupt
     raw = result.folder
     arms = [a.name for a in plan.arms]
     derive_into(raw, arms[0], arms[1], kind="ab", differs=DECLARED)

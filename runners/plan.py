@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ledger.errors import InvalidArtifact
-from runners.client import Deadlines
+from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
 from runners.tomlfile import read_toml
 from runners.workload import PREFIX_MODES
@@ -297,8 +297,8 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         profile = Profile.from_mapping(merged, source=f"{source}: arms[{index}].simulated")
     elif base_url is None:
         raise reader.error("base_url", "is required (or a [arms.simulated] table)")
-    elif not re.match(r"https?://", base_url):
-        raise reader.error("base_url", f"must start with http:// or https://, got {base_url!r}")
+    elif (problem := url_problem(base_url)) is not None:
+        raise reader.error("base_url", f"{problem}, got {base_url!r}")
     model = reader.get("model", (str,), profile.model if profile else ..., "a model name")
     if profile is not None and model != profile.model:
         raise reader.error(
@@ -352,8 +352,8 @@ def _container(source: str, index: int, table: Any) -> Container | None:
         raise reader.error("name", "must not be empty")
     host = reader.get("docker_host", (str,), None, "unix:///path or tcp://host:port")
     ready_url = reader.get("ready_url", (str,), None, "a URL")
-    if ready_url is not None and not re.match(r"https?://", ready_url):
-        raise reader.error("ready_url", f"must start with http:// or https://, got {ready_url!r}")
+    if ready_url is not None and (problem := url_problem(ready_url)) is not None:
+        raise reader.error("ready_url", f"{problem}, got {ready_url!r}")
     reader.finish()
     return Container(name, host, ready_url)
 

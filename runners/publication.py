@@ -21,6 +21,7 @@ from ledger.errors import InvalidArtifact, RunnerError
 from ledger.hashing import sha256_file
 from ledger.signatures import verify_statement
 from ledger.verify import Report, verify_paths
+from runners.client import url_problem
 
 MAX_FILE_BYTES = 256 << 20
 MAX_TOTAL_BYTES = 4 << 30
@@ -120,6 +121,9 @@ def audit(
         UnusableInputError: the bundle or trusted root cannot be parsed.
     """
     if source.startswith(("http://", "https://")):
+        problem = url_problem(source)
+        if problem is not None:
+            raise AuditInputError(f"{source}: {problem}")
         with tempfile.TemporaryDirectory(prefix="ledger-audit-") as temp:
             return _audit(fetch(source, Path(temp)), identity, issuer, trusted_root, staging)
     folder = Path(source)
