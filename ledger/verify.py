@@ -378,6 +378,22 @@ def _check_campaign(
             for issue in _recompute(campaign.folder, result):
                 add(result.rel, issue)
         summary = result.summary
+        if (
+            summary is None
+            and result.campaign_id is not None
+            and result.campaign_id != folder_name
+            and result.rel != manifest.MANIFEST_NAME
+        ):
+            # Copied in from another campaign (or a copied campaign): its rows would be
+            # counted under the other campaign's id.
+            add(
+                result.rel,
+                Issue(
+                    "campaign-id-mismatch",
+                    "/campaign_id",
+                    f"campaign_id {result.campaign_id!r} but the folder is {folder_name!r}",
+                ),
+            )
         if summary is None:
             continue
         if summary.campaign_id != folder_name:

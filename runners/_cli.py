@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ledger._decision_cli import REVIEW_HELP
+from ledger._decision_cli import REVIEW_HELP, is_folder
 from ledger.errors import UsageError
 
 if TYPE_CHECKING:
@@ -107,6 +107,8 @@ def _approve(args: argparse.Namespace) -> int:
     from ledger.policy import load_policy
     from runners.publication import sign_file
 
+    if not is_folder(args.campaign, "approve"):
+        return 2
     policy = load_policy(args.policy)
     try:
         record, _ = write_approval_record(
@@ -172,6 +174,8 @@ def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
 def _sign(args: argparse.Namespace) -> int:
     from runners.publication import sign
 
+    if not is_folder(args.campaign, "sign"):
+        return 2
     print(f"signed: {sign(args.campaign)}")
     return 0
 

@@ -43,6 +43,8 @@ class DocumentResult:
     """Every reference it holds (none for the manifest, whose entries are checked apart)."""
     summary: BenchmarkDecisionSummary | None = None
     """The structured summary, for the checks that need the manifest."""
+    campaign_id: str | None = None
+    """Its ``campaign_id`` field, when that is a string: the campaign it says it belongs to."""
 
 
 def change_percent(baseline: float, candidate: float) -> float | None:
@@ -198,4 +200,7 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
         found.extend(functional.check_functional_gate(document))
     is_manifest = schema_id.kind == "manifest"
     references = () if is_manifest or not may_reference else tuple(find_references(document))
-    return DocumentResult(name, tuple(found), references, summary)
+    campaign = document.get("campaign_id") if isinstance(document, dict) else None
+    return DocumentResult(
+        name, tuple(found), references, summary, campaign if isinstance(campaign, str) else None
+    )

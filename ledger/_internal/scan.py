@@ -67,6 +67,8 @@ class FileResult(NamedTuple):
     """The ``{path, sha256}`` references the document holds."""
     summary: BenchmarkDecisionSummary | None = None
     """The structured summary, when the document is one."""
+    campaign_id: str | None = None
+    """The campaign the document says it belongs to."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -165,6 +167,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                 document.schema,
                 document.references,
                 document.summary,
+                document.campaign_id,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
 
