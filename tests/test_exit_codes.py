@@ -1,0 +1,120 @@
+"""The README's exit-code table holds for every command: each is run on a missing path and
+on a malformed file, and must exit with the status the table gives, in one line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ledger._cli import _parser
+from tests.conftest import ROOT, CliRun
+
+TABLE_ROW = re.compile(r"^\| `([a-z ]+)` \| (\d|-) \| (\d|-) \| .+ \|$")
+
+# The command line of each command with PATH in the place the table means.
+ARGV = {
+    "verify": ["verify", "PATH"],
+    "seal": ["seal", "PATH"],
+    "db build": ["db", "build", "PATH", "--db", "OUT/new.duckdb"],
+    "sql": ["sql", "SELECT 1", "--from", "PATH"],
+    "export": ["export", "--from", "PATH", "--parquet", "OUT/export"],
+    "derive": ["derive", "PATH", "--baseline", "a", "--candidate", "b"],
+    "import": [
+        "import",
+        "vllm",
+        "PATH",
+        "--raw-dir",
+        "OUT/raw",
+        "--campaign",
+        "2026-11-30-x",
+        "--arm",
+        "a",
+    ],
+    "publish": ["publish", "PATH", "--out", "OUT/public"],
+    "signature verify": [
+        "signature",
+        "verify",
+        "PATH",
+        "--bundle",
+        "PATH",
+        "--identity",
+        "a@example.com",
+        "--issuer",
+        "https://issuer.example",
+    ],
+    "decide": ["decide", "PATH"],
+    "gate": ["gate", "PATH"],
+    "report": ["report", "PATH"],
+    "ticket new": ["ticket", "new", "PATH"],
+    "approve": ["approve", "PATH", "--no-sign"],
+    "audit": ["audit", "PATH", "--identity", "a@example.com", "--issuer", "https://issuer.example"],
+    "demo": ["demo", "--out", "PATH"],
+    "run": ["run", "PATH", "--raw-dir", "OUT/raw"],
+    "sign": ["sign", "PATH"],
+    "simulate": ["simulate", "--port", "1", "--profile", "PATH"],
+}
+
+
+def _table() -> dict[str, tuple[str, str]]:
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        match = TABLE_ROW.match(line)
+        if match:
+            rows[match[1]] = (match[2], match[3])
+    return rows
+
+
+def _commands() -> set[str]:
+    names = set()
+    parser = _parser()
+    for action in parser._subparsers._group_actions:  # type: ignore[union-attr]
+        for name, sub in action.choices.items():
+            nested = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
+            if nested:
+                names.update(f"{name} {child}" for child in nested[0].choices)
+            else:
+                names.add(name)
+    return names
+
+
+def test_the_table_names_every_command() -> None:
+    assert set(_table()) == _commands() == set(ARGV)
+
+
+CASES = [
+    (command, kind, expected)
+    for command, (missing, malformed) in _table().items()
+    for kind, expected in (("missing", missing), ("malformed", malformed))
+    if expected != "-"
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "expected"), CASES, ids=[f"{c}-{k}" for c, k, _ in CASES]
+)
+def test_every_command_exits_as_the_table_says(
+    cli: CliRun, tmp_path: Path, command: str, kind: str, expected: str
+) -> None:
+    if kind == "missing":
+        path = tmp_path / "no-such-thing"
+    else:
+        path = tmp_path / ("broken.toml" if command in ("run", "simulate") else "broken.json")
+        path.write_text('{"schema": [1,\n' if path.suffix == ".json" else "x = [\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [
+        a.replace("PATH", str(path)).replace("OUT", str(out)) if "PATH" in a or "OUT" in a else a
+        for a in ARGV[command]
+    ]
+    status, stdout, err = cli(*argv)
+    assert status == int(expected), (argv, stdout, err)
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    # verify prints its findings on stdout and a verdict on stderr; everything else one line.
+    assert len(lines) == 1, err
+    assert lines[0].startswith(("error:", "ledger ", "FAIL", "usage:")), err
+    # Nothing was written for a command that could not run.
+    if status == 2:
+        assert not any(out.iterdir()), list(out.iterdir())
