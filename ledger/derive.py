@@ -28,7 +28,7 @@ from ledger._internal import bootstrap
 from ledger._internal.findings import Issue
 from ledger._internal.outputs import check_name
 from ledger.database import Database, DatabaseError, build
-from ledger.errors import Error
+from ledger.errors import Error, UsageError
 from ledger.schema import document_bytes
 
 KINDS = ("os", "ab")
@@ -559,7 +559,7 @@ def recompute(folder: Path, document: dict[str, Any]) -> list[Issue]:
             )
         finally:
             db.close()
-    except (DeriveError, DatabaseError) as e:
+    except (DeriveError, DatabaseError, UsageError) as e:
         return [Issue("derived-mismatch", "/derivation", f"cannot be derived again: {e}")]
     pointer = first_difference(fresh, document)
     if pointer is None:

@@ -121,7 +121,8 @@ class Changes:
                 if path.exists():
                     backups[path] = _reserve(path, ".bak")
                     os.replace(path, backups[path])
-                os.replace(temps.pop(path), path)
+                os.replace(temps[path], path)
+                del temps[path]
                 done.append(path)
         except BaseException:
             for path in reversed(done):

@@ -1,0 +1,676 @@
+"""Every command against mistakes and hostile input: one test per finding of the issue
+"Every command holds", each reproducing what was seen, and the mechanisms behind them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger import manifest
+from ledger._internal.jsonio import read_json, write_json
+from ledger._internal.outputs import Changes, OutputExists
+from ledger.hashing import sha256_file
+from tests.conftest import ROOT, TWO_ARMS_PLAN, CliRun, forge_seal, verify_json
+
+PUBLISHED = "2026-11-29-simulated-example"
+VLLM = ROOT / "tests" / "assets" / "imports" / "vllm_save_detailed.json"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes (hidden temporary files included)."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of the repository's evidence/ and tickets/."""
+    for name in ("evidence", "tickets"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+@pytest.fixture
+def raw(tmp_path: Path, two_arm_campaign: Path) -> Path:
+    """A copy of a sealed raw campaign of two simulated arms."""
+    folder = tmp_path / "raw" / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, folder)
+    return folder
+
+
+# 1. Tampering laundered ------------------------------------------------------------------
+
+
+def test_tampering_is_not_laundered_by_report_or_ticket(repo: Path, cli: CliRun) -> None:
+    campaign = repo / "evidence" / PUBLISHED
+    summary = campaign / "summary.json"
+    text = summary.read_text()
+    assert "+25.0%" in text
+    summary.write_text(text.replace("+25.0%", "+66.7%"))
+    before = _files(repo)
+    for argv in (
+        ["report", str(campaign)],
+        ["ticket", "new", str(campaign), "--slug", "again", "--created", "2026-11-30"],
+        ["seal", str(campaign)],
+    ):
+        status, _, err = cli(*argv)
+        assert status == 1, argv
+        assert "summary.json (changed)" in err and "--reseal-after-review" in err
+        assert _files(repo) == before, argv
+    status, report = verify_json(cli, repo / "evidence")
+    assert status == 1 and "hash-mismatch" in {f["code"] for f in report["findings"]}
+    # Reviewed, the change is sealed, and the review stays visible to every verifier.
+    status, _, err = cli("report", str(campaign), "--reseal-after-review")
+    assert status == 0, err
+    document = read_json(campaign / "manifest.json")
+    (review,) = document["reviews"]
+    assert review["command"] == "report"
+    (change,) = review["changes"]
+    assert change["path"] == "summary.json" and change["change"] == "changed"
+    assert change["sealed_sha256"] != change["sha256"]
+    _, report = verify_json(cli, campaign)
+    assert [f["pointer"] for f in report["findings"] if f["code"] == "resealed-after-review"] == [
+        "/reviews/0"
+    ]
+    # A later seal keeps the record.
+    assert cli("seal", str(campaign))[0] == 0
+    assert read_json(campaign / "manifest.json")["reviews"] == document["reviews"]
+
+
+def test_tampered_raw_campaign_is_not_derived_decided_or_published(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
+    document = read_json(cell)
+    document["requests"][3]["end_ns"] -= 1_000_000
+    write_json(cell, document)
+    before = _files(raw)
+    for argv in (
+        ["derive", str(raw), "--baseline", "windows", "--candidate", "linux", "--differs", "os"],
+        ["decide", str(raw)],
+        ["publish", str(raw), "--out", str(tmp_path / "public")],
+    ):
+        status, _, err = cli(*argv)
+        assert status == 1, (argv, err)
+        assert "linux/capacity/ctx256-c1-nothink.json (changed)" in err
+    assert _files(raw) == before
+    assert not (tmp_path / "public").exists()
+
+
+def test_an_unsealed_campaign_is_not_extended(raw: Path, cli: CliRun) -> None:
+    (raw / manifest.MANIFEST_NAME).unlink()
+    (raw / manifest.SUMS_NAME).unlink()
+    status, _, err = cli("derive", str(raw), "--baseline", "windows", "--candidate", "linux")
+    assert status == 1 and "has no seal" in err
+    assert not (raw / "derived").exists()
+
+
+# 2. ledger sql reads and writes anything ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT * FROM read_text('/etc/passwd')",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "COPY (SELECT 1) TO 'OUT/x.csv'",
+        "ATTACH 'OUT/x.duckdb'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "SET enable_external_access = true",
+        "RESET lock_configuration",
+        "CREATE TABLE t AS SELECT 1",
+        "SELECT 1; COPY (SELECT 1) TO 'OUT/y.csv'",
+        "PRAGMA version",
+        "CALL duckdb_settings()",
+    ],
+)
+def test_sql_reads_and_writes_nothing_outside_the_evidence(
+    cli: CliRun, tmp_path: Path, statement: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    status, stdout, err = cli(
+        "sql", statement.replace("OUT", str(out)), "--from", str(ROOT / "evidence" / PUBLISHED)
+    )
+    assert status == 2, (stdout, err)
+    assert err.startswith("error: SQL: ") and err.count("\n") == 1
+    assert "root:" not in stdout
+    assert not any(out.iterdir())
+
+
+def test_sql_configuration_is_locked(cli: CliRun) -> None:
+    status, out, _ = cli(
+        "sql",
+        "SELECT current_setting('enable_external_access') AS external, "
+        "current_setting('lock_configuration') AS locked, "
+        "current_setting('autoinstall_known_extensions') AS install",
+        "--from",
+        str(ROOT / "evidence" / PUBLISHED),
+        "--format",
+        "json",
+    )
+    assert status == 0
+    assert json.loads(out) == [{"external": False, "locked": True, "install": False}]
+
+
+# 3. SQL injection through a path ---------------------------------------------------------
+
+
+def test_sql_injection_through_a_path_runs_nothing(
+    cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    hostile = "x' (FORMAT csv); COPY (SELECT 42) TO 'pwned.csv' (FORMAT csv); --"
+    status, _, err = cli("export", "--from", str(ROOT / "evidence"), "--parquet", hostile)
+    assert status == 0, err
+    assert not (tmp_path / "pwned.csv").exists()
+    assert (tmp_path / hostile / "request_rows").is_dir()
+    # A folder with an apostrophe, as a source and as an export read back.
+    quoted = tmp_path / "it's evidence"
+    shutil.copytree(ROOT / "evidence" / PUBLISHED, quoted / PUBLISHED)
+    for source in (quoted, tmp_path / hostile):
+        status, out, err = cli("sql", "SELECT count(*) AS n FROM requests", "--from", str(source))
+        assert status == 0, err
+        assert out.split() == ["n", "106"]
+
+
+# 4. Writes outside --raw-dir -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--stage", "/ABS/stage"),
+        ("--stage", "../../.."),
+        ("--stage", "a/b"),
+        ("--arm", "../x"),
+        ("--arm", "/ABS/arm"),
+        ("--campaign", "/ABS/2026-11-30-x"),
+        ("--campaign", "../2026-11-30-x"),
+        ("--campaign", "not-a-campaign"),
+    ],
+)
+def test_import_writes_nothing_outside_raw_dir(
+    cli: CliRun, tmp_path: Path, option: str, value: str
+) -> None:
+    raw_dir = tmp_path / "deep" / "raw"
+    raw_dir.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    argv = {"--campaign": "2026-11-30-import", "--arm": "vllm", "--stage": "imported"}
+    argv[option] = value.replace("/ABS", str(outside))
+    before = sorted(p for p in tmp_path.rglob("*"))
+    status, _, err = cli(
+        "import", "vllm", str(VLLM), "--raw-dir", str(raw_dir), *sum(argv.items(), ())
+    )
+    assert status == 2, err
+    assert f"name {value.replace('/ABS', str(outside))!r} is not valid" in err
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+# 5. The private digest map published ---------------------------------------------------------
+
+
+def test_publish_of_an_evidence_root_is_refused(repo: Path, tmp_path: Path, cli: CliRun) -> None:
+    status, _, err = cli("publish", str(repo / "evidence"), "--out", str(tmp_path / "public"))
+    assert status == 2
+    assert "not a sealed campaign folder" in err
+    assert not (tmp_path / "public").exists()
+    assert not list(repo.glob("*.publish-map.json"))
+
+
+def test_a_digest_map_inside_a_campaign_is_never_published(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    shutil.rmtree(tmp_path / "public")
+    # The map, moved into the raw campaign and sealed there.
+    shutil.move(raw.parent / f"{raw.name}.publish-map.json", raw / "notes.json")
+    forge_seal(raw)
+    status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 1
+    assert "notes.json: a private raw-to-public digest map" in err
+    assert not (tmp_path / "public").exists()
+
+
+# 6. Memory exhaustion from a typo ------------------------------------------------------------
+
+
+def test_a_context_target_typo_is_refused_before_anything_runs(cli: CliRun, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(TWO_ARMS_PLAN.replace("[256, 1024]", "[256, 10000000000]"))
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2
+    assert "10000000000 tokens is beyond any serving context window" in err
+    assert not (tmp_path / "raw").exists()
+    # Beyond a simulated arm's own limit.
+    plan.write_text(TWO_ARMS_PLAN.replace("[256, 1024]", "[256, 200000]"))
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2
+    assert "context target 200000 is beyond the endpoint's context of 131072 tokens" in err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_a_target_beyond_the_endpoints_reported_context_is_refused(
+    cli: CliRun, tmp_path: Path, simulator: object
+) -> None:
+    endpoint = simulator(context_limit=4096)  # type: ignore[operator]
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f"""
+campaign_id = "2026-11-30-context"
+[[arms]]
+name = "real"
+base_url = "{endpoint.base_url}"
+model = "anvil-sim"
+[[stages]]
+kind = "capacity"
+context_targets = [1024, 8192]
+requests = 2
+max_tokens = 8
+"""
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2
+    assert (
+        "cell ctx8192-c1-nothink: context target 8192 is beyond the endpoint's context of "
+        "4096 tokens (max_model_len at /v1/models)" in err
+    )
+    # Nothing was measured, and what the run wrote is sealed.
+    folder = tmp_path / "raw" / "2026-11-30-context"
+    assert not (folder / "real").exists()
+    assert verify_json(cli, folder)[0] == 0
+
+
+def test_calibration_never_builds_a_prompt_beyond_its_bound() -> None:
+    import asyncio
+
+    from runners.workload import calibrate
+
+    sizes: list[int] = []
+
+    async def probe(words: int) -> int:
+        sizes.append(words)
+        return 20 + int(words * 1.3)
+
+    calibration = asyncio.run(
+        calibrate("a", 10_000_000_000, probe, hint_words=None, max_words=131_072)
+    )
+    assert max(sizes) <= 131_072
+    assert calibration.error == "the target needs more than 131072 filler words, the most sent"
+
+
+# 7. Wrong statistics, silently ---------------------------------------------------------------
+
+
+def test_db_build_loads_each_campaign_once(repo: Path, tmp_path: Path, cli: CliRun) -> None:
+    evidence = repo / "evidence"
+    for sources in ([evidence, evidence / PUBLISHED], [evidence / PUBLISHED] * 2):
+        status, _, err = cli("db", "build", *map(str, sources), "--db", str(tmp_path / "x.db"))
+        assert status == 2
+        assert f"campaign {PUBLISHED} given twice" in err
+        assert not (tmp_path / "x.db").exists()
+    status, out, _ = cli("sql", "SELECT count(*) AS n FROM requests", "--from", str(evidence))
+    assert out.split() == ["n", "106"]
+
+
+def test_a_copied_campaign_is_named_and_not_merged(repo: Path, cli: CliRun) -> None:
+    evidence = repo / "evidence"
+    copy = evidence / "2026-11-30-copied-example"
+    shutil.copytree(evidence / PUBLISHED, copy)
+    summary = read_json(copy / "summary.json")
+    summary["campaign_id"] = copy.name
+    write_json(copy / "summary.json", summary)
+    forge_seal(copy)
+    status, report = verify_json(cli, copy)
+    assert status == 1
+    mismatched = {f["path"] for f in report["findings"] if f["code"] == "campaign-id-mismatch"}
+    assert f"{copy}/baseline/capacity/ctx1024-c1-nothink.json" in mismatched
+    status, _, err = cli("sql", "SELECT count(*) FROM requests", "--from", str(evidence))
+    assert status == 2
+    assert f"campaign_id '{PUBLISHED}' but the folder is '{copy.name}'" in err
+
+
+# 8. Evidence overwritten --------------------------------------------------------------------
+
+
+def test_decide_with_an_unknown_candidate_changes_nothing(raw: Path, cli: CliRun) -> None:
+    assert cli("decide", str(raw))[0] == 0
+    before = _files(raw)
+    status, _, err = cli("decide", str(raw), "--candidate", "nope")
+    assert status == 1
+    assert "no arm named 'nope' (arms: linux, windows)" in err
+    assert _files(raw) == before
+
+
+def test_a_second_import_never_replaces_the_first(cli: CliRun, tmp_path: Path) -> None:
+    argv = ["import", "vllm", str(VLLM), "--raw-dir", str(tmp_path), "--campaign"]
+    argv += ["2026-11-30-import", "--arm", "vllm"]
+    assert cli(*argv)[0] == 0
+    before = _files(tmp_path)
+    status, _, err = cli(*argv)
+    assert status == 2
+    assert "exists; an import never replaces evidence" in err
+    assert _files(tmp_path) == before
+    # Another stage of the same campaign extends it, under a seal that still holds.
+    assert cli(*argv, "--stage", "again")[0] == 0
+    assert verify_json(cli, tmp_path / "2026-11-30-import")[0] == 0
+
+
+def test_seal_refuses_an_evidence_root_and_misnamed_folders(
+    repo: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    for folder in (repo / "evidence", tmp_path / "My Campaign"):
+        folder.mkdir(exist_ok=True)
+        (folder / "notes.txt").write_text("x\n")
+        status, _, err = cli("seal", str(folder))
+        assert status == 2
+        assert f"campaign name {folder.name!r} is not valid" in err
+        assert not (folder / "manifest.json").exists()
+        assert not (folder / "SHA256SUMS").exists()
+
+
+def test_seal_withhold_moves_a_present_file_beside_the_campaign(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    log = raw / "serve.log"
+    log.write_bytes(b"\x00 a core dump \xff")
+    forge_seal(raw)
+    status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 1 and "serve.log: not UTF-8 text" in err
+    status, _, err = cli("seal", str(raw), "--withhold", "serve.log")
+    assert status == 0, err
+    aside = raw.parent / f"{raw.name}.withheld" / "serve.log"
+    assert aside.read_bytes() == b"\x00 a core dump \xff" and not log.exists()
+    (held,) = read_json(raw / "manifest.json")["withheld"]
+    assert held["path"] == "serve.log"
+    assert held["sha256"] == sha256_file(aside)[0]
+    assert cli("publish", str(raw), "--out", str(tmp_path / "public"))[0] == 0
+    assert not (tmp_path / "public" / raw.name / "serve.log").exists()
+
+
+# 9. Half-written results ---------------------------------------------------------------------
+
+
+def test_a_failed_db_build_leaves_no_file(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
+    good = cell.read_bytes()
+    cell.write_bytes(good.replace(b'"requests": [', b'"requests": [}', 1))
+    target = tmp_path / "ledger.duckdb"
+    status, _, err = cli("db", "build", str(raw), "--db", str(target))
+    assert status == 1, err
+    assert not target.exists() and not list(tmp_path.glob(".ledger.duckdb*"))
+    cell.write_bytes(good)
+    assert cli("db", "build", str(raw), "--db", str(target))[0] == 0
+
+
+def test_a_failed_report_writes_no_chart(repo: Path, cli: CliRun) -> None:
+    campaign = repo / "evidence" / PUBLISHED
+    shutil.rmtree(campaign / "report")
+    (campaign / "report.md").unlink()
+    forge_seal(campaign)
+    (campaign / "report.md").mkdir()  # in the way of the last file the report writes
+    before = _files(campaign)
+    status, _, err = cli("report", str(campaign), "--reseal-after-review")
+    assert status == 2
+    assert "report.md is in the way" in err
+    assert _files(campaign) == before
+    assert not (campaign / "report").exists()
+
+
+def test_a_failed_ticket_leaves_no_orphan(repo: Path, cli: CliRun) -> None:
+    campaign = repo / "evidence" / PUBLISHED
+    (campaign / "follow-up.json").write_text('{"schema": "anvil-serving.follow-up/v1"}\n')
+    forge_seal(campaign)
+    before = _files(repo)
+    status, _, err = cli("ticket", "new", str(campaign), "--slug", "second")
+    assert status == 1
+    assert "follow-up.json" in err
+    assert _files(repo) == before
+    # Fixed, the retry is not blocked by anything the failure left.
+    shutil.copy(ROOT / "evidence" / PUBLISHED / "follow-up.json", campaign / "follow-up.json")
+    forge_seal(campaign)
+    status, _, err = cli("ticket", "new", str(campaign), "--slug", "second")
+    assert status == 0, err
+
+
+def test_a_refused_publication_leaves_no_out_folder(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    (raw / "core.bin").write_bytes(b"\x00\xff")
+    forge_seal(raw)
+    out = tmp_path / "new" / "public"
+    status, _, _ = cli("publish", str(raw), "--out", str(out))
+    assert status == 1
+    assert not (tmp_path / "new").exists()
+    assert not list(raw.parent.glob("*.publish-map.json"))
+
+
+def test_publish_into_the_raw_campaign_is_refused(raw: Path, cli: CliRun) -> None:
+    before = _files(raw)
+    for argv in (["--out", str(raw / "public")], ["--out", "elsewhere", "--map", str(raw / "m")]):
+        status, _, err = cli("publish", str(raw), *argv)
+        assert status == 2
+        assert "would be written inside the raw campaign" in err
+    assert _files(raw) == before
+
+
+def test_changes_put_back_what_was_there_when_a_rename_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.txt").write_text("old a")
+    changes = Changes()
+    changes.put(tmp_path, "a.txt", b"new a")
+    changes.put(tmp_path, "sub/b.txt", b"new b")
+    changes.put(tmp_path, "c.txt", b"new c")
+    real = os.replace
+    calls: list[str] = []
+
+    def failing(source: str, target: str) -> None:
+        calls.append(str(target))
+        if str(target).endswith("c.txt"):
+            raise OSError(28, "No space left on device")
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="No space"):
+        changes.commit()
+    monkeypatch.setattr(os, "replace", real)
+    assert _files(tmp_path) == {"a.txt": b"old a"}
+    assert not (tmp_path / "sub").exists()
+    # And a file that may not be replaced stops the commit before anything is written.
+    changes = Changes()
+    changes.put(tmp_path, "d.txt", b"d")
+    changes.put(tmp_path, "a.txt", b"a", replace=False)
+    with pytest.raises(OutputExists):
+        changes.commit()
+    assert _files(tmp_path) == {"a.txt": b"old a"}
+
+
+# 10. Tracebacks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("statement", ["", ";", "-- c", "  \n"])
+def test_sql_without_a_statement_is_one_line(cli: CliRun, statement: str) -> None:
+    status, _, err = cli("sql", statement, "--from", str(ROOT / "evidence" / PUBLISHED))
+    assert status == 2
+    assert err == "error: SQL: no statement (only whitespace, ';' or comments)\n"
+
+
+def test_integers_beyond_64_bits_are_one_line(cli: CliRun, tmp_path: Path) -> None:
+    big = str(1 << 70)
+    document = json.loads(VLLM.read_text())
+    document["output_lens"][0] = 1 << 70
+    imported = tmp_path / "big.json"
+    imported.write_text(json.dumps(document))
+    status, _, err = cli(
+        "import", "vllm", str(imported), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-30-big", "--arm", "a",
+    )  # fmt: skip
+    assert status == 2 and err.count("\n") == 1
+    assert "output_lens[0]" in err and "a count must be from 0 to 2^63-1" in err
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'schema = "anvil-serving.promotion-policy/v1"\nname = "x"\nn = {big}\n')
+    status, _, err = cli("gate", str(ROOT / "evidence" / PUBLISHED), "--policy", str(policy))
+    assert status == 2 and err.count("\n") == 1
+    assert f"n: {big} is beyond the 64-bit integer range" in err
+    plan = tmp_path / "plan.toml"
+    plan.write_text(TWO_ARMS_PLAN.replace("seed = 11", f"seed = {big}"))
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2 and err.count("\n") == 1
+    assert f"seed: {big} is beyond the 64-bit integer range" in err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_null_per_request_arrays_are_one_line(cli: CliRun, tmp_path: Path) -> None:
+    document = json.loads(VLLM.read_text())
+    document["itls"] = None
+    imported = tmp_path / "null.json"
+    imported.write_text(json.dumps(document))
+    status, _, err = cli(
+        "import", "vllm", str(imported), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-30-null", "--arm", "a",
+    )  # fmt: skip
+    assert status == 2
+    assert err == "error: null.json: line 1: itls is null, not an array\n"
+    assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[::1]:99999/v1", "http://:80/v1"])
+def test_bad_urls_are_one_line(cli: CliRun, tmp_path: Path, url: str) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'campaign_id = "2026-11-30-url"\n[[arms]]\nname = "a"\nbase_url = "{url}"\n'
+        'model = "m"\n[[stages]]\nkind = "capacity"\ncontext_targets = [256]\nrequests = 1\n'
+        "max_tokens = 4\n"
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2 and err.count("\n") == 1 and "base_url" in err
+    status, _, err = cli("audit", url, "--identity", "a", "--issuer", "https://x")
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith(f"ledger audit: error: {url}: ")
+
+
+# 11. Other wrong behaviour ---------------------------------------------------------------
+
+
+def test_sql_json_is_strict_and_csv_plain(cli: CliRun) -> None:
+    statement = (
+        "SELECT 'nan'::DOUBLE AS a, 'inf'::DOUBLE AS b, '-inf'::DOUBLE AS c, "
+        "'\\x01\\xff'::BLOB AS d, INTERVAL 90 MINUTE AS e, {'k': 1.5::DOUBLE, 'v': [1, 2]} AS f, "
+        "3.25::DECIMAL(4, 2) AS g, DATE '2026-11-30' AS h, NULL AS i"
+    )
+    source = ["--from", str(ROOT / "evidence" / PUBLISHED)]
+    status, out, _ = cli("sql", statement, *source, "--format", "json")
+    assert status == 0
+    (row,) = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    assert row == {
+        "a": "NaN",
+        "b": "Infinity",
+        "c": "-Infinity",
+        "d": "01ff",
+        "e": "P0DT5400S",
+        "f": {"k": 1.5, "v": [1, 2]},
+        "g": "3.25",
+        "h": "2026-11-30",
+        "i": None,
+    }
+    status, out, _ = cli("sql", statement, *source, "--format", "csv")
+    assert status == 0
+    assert out.splitlines()[1] == (
+        'NaN,Infinity,-Infinity,01ff,P0DT5400S,"{""k"": 1.5, ""v"": [1, 2]}",3.25,2026-11-30,'
+    )
+
+
+@pytest.mark.parametrize("port", ["70000", "-1", "0", "http"])
+def test_simulate_refuses_a_port_that_is_not_one(cli: CliRun, port: str) -> None:
+    status, _, err = cli("simulate", "--port", port)
+    assert status == 2
+    assert "argument --port:" in err and "serving" not in err
+
+
+def test_simulate_refuses_a_port_in_use_before_saying_it_serves(cli: CliRun) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        status, _, err = cli("simulate", "--port", str(port))
+    assert status == 2
+    assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+@pytest.mark.parametrize(("number", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_demo_stops_with_130_or_143(
+    tmp_path: Path, number: signal.Signals, status: int
+) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "demo", "--out", str(tmp_path / "demo")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    # The first artifact of the run, then the signal: derive, decide and publish never run.
+    for line in process.stderr:
+        if "preflight" in line:
+            break
+    process.send_signal(number)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == status, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == ["raw"]
+    (campaign,) = (tmp_path / "demo" / "raw").iterdir()
+    assert not (campaign / "derived").exists() and not (campaign / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(ttfts=d["ttfts"][:-1]), "has 5 entries for 4 requests (ttfts)"),
+        (lambda d: d["output_lens"].__setitem__(2, -5), "output_lens[2] is -5"),
+        (lambda d: d.update(max_concurrency=-4), "max_concurrency is -4"),
+        (lambda d: d.update(max_concurrency=0), "max_concurrency is 0"),
+    ],
+    ids=["ttfts-short", "negative-tokens", "negative-concurrency", "zero-concurrency"],
+)
+def test_malformed_imports_are_refused(
+    cli: CliRun, tmp_path: Path, edit: object, message: str
+) -> None:
+    document = json.loads(VLLM.read_text())
+    edit(document)  # type: ignore[operator]
+    source = tmp_path / "edited.json"
+    source.write_text(json.dumps(document))
+    status, _, err = cli(
+        "import", "vllm", str(source), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-30-edit", "--arm", "a",
+    )  # fmt: skip
+    assert status == 2 and err.count("\n") == 1, err
+    assert message in err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_an_aiperf_unit_it_does_not_read_is_refused(cli: CliRun, tmp_path: Path) -> None:
+    lines = (ROOT / "tests/data/realworld/aiperf_gpt-oss-20b_run1/profile_export.jsonl").read_text()
+    first = lines.index('"ttft":{')
+    edited = lines[:first] + lines[first:].replace('"unit":"ms"', '"unit":"parsecs"', 1)
+    assert edited != lines
+    source = tmp_path / "profile_export.jsonl"
+    source.write_text(edited)
+    status, _, err = cli(
+        "import", "aiperf", str(source), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-30-aiperf", "--arm", "a",
+    )  # fmt: skip
+    assert status == 2
+    assert "metrics.ttft has unit 'parsecs'; this import reads 'ms' only" in err
