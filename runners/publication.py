@@ -192,6 +192,7 @@ def sign(folder: str | Path) -> Path:
 
     Raises:
         RunnerError: no statement, no ambient credential, or sigstore failed.
+        SealBroken: the campaign's files differ from its seal.
     """
     from sigstore.dsse import Statement
 
@@ -199,6 +200,8 @@ def sign(folder: str | Path) -> Path:
     statement_path = root / intoto.STATEMENT_NAME
     if not statement_path.exists():
         raise RunnerError(f"{root}: no {intoto.STATEMENT_NAME}; publish the campaign first")
+    # A signature vouches for the statement's subjects: never over files that differ.
+    manifest.check_seal(root, "sign")
     try:
         with _signer_context() as signer:
             bundle = signer.sign_dsse(Statement(statement_path.read_bytes()))

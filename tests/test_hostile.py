@@ -62,6 +62,8 @@ def test_tampering_is_not_laundered_by_report_or_ticket(repo: Path, cli: CliRun)
         ["report", str(campaign)],
         ["ticket", "new", str(campaign), "--slug", "again", "--created", "2026-11-30"],
         ["seal", str(campaign)],
+        # Refused before any credential is looked for: no signature over changed files.
+        ["sign", str(campaign)],
     ):
         status, _, err = cli(*argv)
         assert status == 1, argv
