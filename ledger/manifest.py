@@ -139,16 +139,19 @@ class SealBroken(VerificationError):
 
 
 def _current_digests(
-    root: Path, pending: Mapping[str, bytes], jobs: int | None
+    root: Path, pending: Mapping[str, bytes], jobs: int | None, *, schemas: bool = True
 ) -> list[ManifestEntry]:
     """Every file of the folder as it will be once ``pending`` is written, seal files
-    excluded."""
+    excluded; with ``schemas`` false, digests only (no JSON is parsed)."""
     listing = tree.list_campaign(root)
     if listing.issues:
         rel, problem = listing.issues[0]
         raise VerificationError(f"cannot seal {root}: {rel}: {problem.message}")
     entries = [e for e in listing.entries if e.rel not in SEAL_FILES and e.rel not in pending]
-    tasks = [scan.FileTask(e.path, e.rel, e.rel.endswith(".json"), e.identity) for e in entries]
+    tasks = [
+        scan.FileTask(e.path, e.rel, schemas and e.rel.endswith(".json"), e.identity)
+        for e in entries
+    ]
     found = []
     for result in scan.process_files(tasks, jobs=jobs):
         if result.sha256 is None or result.size is None:
@@ -196,7 +199,7 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
         if (root / SUMS_NAME).exists():
             changes.append(ReviewedChange(MANIFEST_NAME, "missing"))
         return changes
-    current = {e.path: e.sha256 for e in _current_digests(root, {}, jobs)}
+    current = {e.path: e.sha256 for e in _current_digests(root, {}, jobs, schemas=False)}
     listed = {e.path: e.sha256 for e in sealed.artifacts} if sealed else {}
     for path in sorted(set(current) | set(listed)):
         if path not in listed:
@@ -307,7 +310,14 @@ def seal_files(
     disclosed = disclosed or {}
     artifacts = _current_digests(root, pending, jobs)
     present = {a.path for a in artifacts}
-    previous = _previous(root)
+    try:
+        previous = _previous(root)
+    except VerificationError:
+        if not reviews:
+            raise
+        # A reviewed re-seal over an unreadable manifest: its declarations are lost with
+        # it, and the review records that it changed.
+        previous = None
     withheld = {e.path: e for e in previous.withheld} if previous else {}
     reviews = [*(previous.reviews if previous else ()), *reviews]
     wanted = list(withhold)

@@ -328,9 +328,11 @@ def _check_campaign(
         for issue in _check_manifest_entries(loaded, by_rel, listed, withheld):
             add(manifest.MANIFEST_NAME, issue)
         for index, review in enumerate(loaded.reviews):
-            changed = ", ".join(f"{c.path} ({c.change})" for c in review.changes) or (
+            changed = ", ".join(f"{c.path} ({c.change})" for c in review.changes[:8]) or (
                 "a folder without a seal"
             )
+            if len(review.changes) > 8:
+                changed += f" and {len(review.changes) - 8} more, listed there"
             add(
                 manifest.MANIFEST_NAME,
                 Issue(
