@@ -289,6 +289,7 @@ def seal_files(
     withhold_missing: bool = False,
     reason: str = DEFAULT_WITHHELD_REASON,
     disclosed: Mapping[str, str] | None = None,
+    carried: Sequence[WithheldEntry] = (),
     reviews: Sequence[Review] = (),
     jobs: int | None = None,
 ) -> tuple[Manifest, dict[str, bytes]]:
@@ -297,7 +298,8 @@ def seal_files(
     statement with its subjects brought up to date.
 
     Existing ``withheld`` declarations and reviews are kept (a withheld path now present
-    is listed instead).
+    is listed instead); ``carried`` adds declarations from elsewhere (a publication carries
+    its raw campaign's).
 
     Raises:
         VerificationError: the folder holds something a seal must not vouch for (a symlink,
@@ -318,7 +320,7 @@ def seal_files(
         # A reviewed re-seal over an unreadable manifest: its declarations are lost with
         # it, and the review records that it changed.
         previous = None
-    withheld = {e.path: e for e in previous.withheld} if previous else {}
+    withheld = {e.path: e for e in [*carried, *(previous.withheld if previous else ())]}
     reviews = [*(previous.reviews if previous else ()), *reviews]
     wanted = list(withhold)
     summary = _read_summary(root)

@@ -25,7 +25,7 @@ from ledger._internal.outputs import Changes, OutputExists, is_within, new_folde
 from ledger._internal.sanitizer import Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
-from ledger.models import Review, ReviewedChange
+from ledger.models import Manifest, Review, ReviewedChange
 
 MAX_TEXT_BYTES = 256 << 20
 
@@ -206,8 +206,14 @@ def publish(
     mapped = False
     try:
         with new_folder(target) as work:
-            reviews = _public_reviews(source, review)
-            _, seal = manifest.seal_files(work, public, reviews=reviews, jobs=1)
+            raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
+            _, seal = manifest.seal_files(
+                work,
+                public,
+                carried=raw_seal.withheld,
+                reviews=_public_reviews(raw_seal, review),
+                jobs=1,
+            )
             changes = Changes()
             for rel, data in {**public, **seal}.items():
                 changes.put(work, rel, data)
@@ -222,10 +228,9 @@ def publish(
     return Published(target, map_path, len(public) - 1, sanitizer.redactions)
 
 
-def _public_reviews(source: Path, review: Review | None) -> list[Review]:
+def _public_reviews(sealed: Manifest, review: Review | None) -> list[Review]:
     """The raw campaign's reviews, as the publication records them: paths only, since raw
     digests would let anyone confirm a guessed redacted value."""
-    sealed = manifest.read_manifest(source / manifest.MANIFEST_NAME)
     reviews = [*sealed.reviews, *([review] if review is not None else [])]
     return [
         Review(r.command, tuple(ReviewedChange(c.path, c.change) for c in r.changes))

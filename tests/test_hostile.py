@@ -400,7 +400,10 @@ def test_seal_withhold_moves_a_present_file_beside_the_campaign(
     assert held["path"] == "serve.log"
     assert held["sha256"] == sha256_file(aside)[0]
     assert cli("publish", str(raw), "--out", str(tmp_path / "public"))[0] == 0
-    assert not (tmp_path / "public" / raw.name / "serve.log").exists()
+    public = tmp_path / "public" / raw.name
+    assert not (public / "serve.log").exists()
+    assert read_json(public / "manifest.json")["withheld"] == [held]
+    assert verify_json(cli, public)[0] == 0
 
 
 # 9. Half-written results ---------------------------------------------------------------------
