@@ -13,6 +13,8 @@ import datetime
 import io
 import json
 import math
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,7 @@ class Database:
 
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self.connection = connection
+        self._spill: str | None = None
 
     def query(self, text: str, parameters: Sequence[Any] | None = None) -> Table:
         """Runs one statement; returns its result.
@@ -145,6 +148,10 @@ class Database:
         configuration is locked, so no statement can open them again.
         """
         con = self.connection
+        # DuckDB allows its spill folder even with external access off; by default that is
+        # ./.tmp, which a symlink could point anywhere. A fresh private one instead.
+        self._spill = tempfile.mkdtemp(prefix="ledger-duckdb-")
+        con.execute("SET temp_directory = ?", [self._spill])
         con.execute(
             "SET allowed_directories = ?", [[p.resolve().as_posix() + "/" for p in readable]]
         )
@@ -159,7 +166,8 @@ class Database:
 
     def user_query(self, text: str) -> Table:
         """Runs one statement a person wrote: a query (``SELECT``, ``WITH``, ``DESCRIBE``,
-        ``SHOW``, ``SUMMARIZE``) or ``EXPLAIN``, over a locked database (:meth:`lock`).
+        ``SHOW``, ``SUMMARIZE``), over a locked database (:meth:`lock`). Not ``EXPLAIN``:
+        ``EXPLAIN ANALYZE`` runs the statement it wraps, whatever that is.
 
         Raises:
             UsageError: no statement, more than one, one that would change anything
@@ -175,11 +183,10 @@ class Database:
         if len(statements) > 1:
             raise UsageError(f"SQL: {len(statements)} statements; ledger sql runs one")
         kind = statements[0].type
-        if kind not in (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN):
+        if kind != duckdb.StatementType.SELECT:
             raise UsageError(
                 f"SQL: {_KIND_NAMES.get(kind.name, kind.name)} is not allowed; ledger sql reads "
-                "the evidence and "
-                "changes nothing (queries and EXPLAIN only)"
+                "the evidence and changes nothing (queries only)"
             )
         try:
             return self.query(text)
@@ -232,6 +239,8 @@ class Database:
     def close(self) -> None:
         """Closes the connection."""
         self.connection.close()
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
 
 
 def _quote(path: str | Path) -> str:

@@ -21,11 +21,28 @@ from typing import Any
 
 import attrs
 
-from ledger.errors import Error, VerificationError
+from ledger.errors import UsageError, VerificationError
+
+MAX_ROOT_BYTES = 4 << 20
+"""A trusted root or a bundle is tens of kilobytes."""
+MAX_SIGNED_BYTES = 1 << 30
+"""The largest file ``signature verify`` reads whole (sigstore verifies bytes, not a
+stream)."""
 
 
-class UnusableInputError(Error):
+class UnusableInputError(UsageError):
     """A file, bundle or trusted root cannot be read or parsed (exit status 2)."""
+
+
+def _read_capped(path: str | Path, cap: int, what: str) -> bytes:
+    try:
+        with open(path, "rb") as stream:
+            data = stream.read(cap + 1)
+    except OSError as e:
+        raise UnusableInputError(f"{path}: {e.strerror or e}") from None
+    if len(data) > cap:
+        raise UnusableInputError(f"{path}: larger than {cap} bytes; not {what}")
+    return data
 
 
 @attrs.frozen
@@ -42,14 +59,19 @@ class SignatureResult:
 def _root(trusted_root: str | Path | None, staging: bool) -> Any:
     from sigstore.models import TrustedRoot
 
-    try:
-        if trusted_root is not None:
-            return TrustedRoot.from_file(str(trusted_root))
+    if trusted_root is not None:
+        path = str(trusted_root)
+        _read_capped(path, MAX_ROOT_BYTES, "a trusted root")
+    else:
         name = "staging" if staging else "production"
-        pinned = importlib.resources.files("ledger") / "_trust" / f"{name}_trusted_root.json"
-        return TrustedRoot.from_file(str(pinned))
+        path = str(importlib.resources.files("ledger") / "_trust" / f"{name}_trusted_root.json")
+    try:
+        return TrustedRoot.from_file(path)
     except Exception as e:  # noqa: BLE001 - sigstore raises several types for a bad root
-        raise UnusableInputError(f"trusted root: {type(e).__name__}: {e}") from None
+        # The type only: the parser's message quotes the file, which may be anything.
+        raise UnusableInputError(
+            f"trusted root {path}: not a sigstore trusted root ({type(e).__name__})"
+        ) from None
 
 
 def verify_bundle(
@@ -135,11 +157,8 @@ def verify_file(
     Raises:
         UnusableInputError: a file cannot be read, or the bundle or root parsed.
     """
-    try:
-        data = Path(path).read_bytes()
-        bundle_data = Path(bundle).read_bytes()
-    except OSError as e:
-        raise UnusableInputError(f"{e.filename}: {e.strerror}") from None
+    bundle_data = _read_capped(bundle, MAX_ROOT_BYTES, "a sigstore bundle")
+    data = _read_capped(path, MAX_SIGNED_BYTES, "a file signature verify reads")
     return verify_bundle(
         data,
         bundle_data,

@@ -21,7 +21,7 @@ import orjson
 
 from ledger import manifest
 from ledger._internal.outputs import Changes, OutputExists
-from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.schema import document_bytes, read_document
 
 TICKETS_FOLDER = "tickets"
@@ -184,12 +184,12 @@ def new_ticket(
     name = slug or f"{campaign_id[11:]}-follow-up"
     ticket_id = f"{campaign_id[:10]}-{name}"
     if not _ID.fullmatch(ticket_id):
-        raise TicketError(f"slug must be lowercase words joined by '-', got {name!r}")
+        raise UsageError(f"slug must be lowercase words joined by '-', got {name!r}")
     day = created or datetime.datetime.now(datetime.UTC).date().isoformat()
     try:
         datetime.date.fromisoformat(day)
     except ValueError:
-        raise TicketError(f"created must be YYYY-MM-DD, got {day!r}") from None
+        raise UsageError(f"created must be YYYY-MM-DD, got {day!r}") from None
     ticket = Ticket(ticket_id, campaign_id, "open", day, _failed_gates(summary))
     target = (Path(tickets) if tickets else tickets_folder_for(folder)) / f"{ticket_id}.md"
     if target.exists():

@@ -30,6 +30,7 @@ import attrs
 import orjson
 
 from ledger import __version__, manifest
+from ledger._internal.outputs import OutputExists
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.hashing import sha256_file
 from ledger.schema import read_document, write_document
@@ -145,7 +146,7 @@ class CampaignRun:
         self.keys = {arm.name: self._api_key(arm) for arm in self.plan.arms}
         plan_path = self.folder / PLAN_NAME
         if self.folder.exists() and any(self.folder.iterdir()) and not self.resume:
-            raise RunnerError(
+            raise OutputExists(
                 f"{self.folder} already holds a run; pass --resume to finish it, or choose "
                 "another --raw-dir"
             )

@@ -67,6 +67,9 @@ def url_problem(url: str) -> str | None:
         return "must start with http:// or https://"
     if not parts.hostname:
         return "has no host"
+    if parts.username is not None or parts.password is not None:
+        # They would be recorded with the plan; an API key belongs in api_key_env.
+        return "holds credentials (user:password@); put an API key in api_key_env"
     if port == 0:
         return "port 0 is not a port"
     return None

@@ -17,9 +17,10 @@ from typing import TextIO
 
 import attrs
 
+from ledger._internal.outputs import OutputExists
 from ledger.decide import decide
 from ledger.derive import derive_into
-from ledger.errors import RunnerError, Terminated
+from ledger.errors import Terminated
 from ledger.policy import load_policy
 from ledger.publish import publish
 from ledger.report import write_report
@@ -59,7 +60,7 @@ def run_demo(out: str | Path, *, progress: Progress | None = None) -> DemoResult
     """
     root = Path(out)
     if root.exists() and any(root.iterdir()):
-        raise RunnerError(f"{root} is not empty; the demo writes a new folder (remove it first)")
+        raise OutputExists(f"{root} is not empty; the demo writes a new folder (remove it first)")
     plan = parse_plan(tomllib.loads(plan_text()), source="demo plan")
     result = run_plan(plan, root / "raw", progress=progress)
     # Interrupted, the run stops where it is (its folder sealed and resumable) and so does

@@ -55,6 +55,10 @@ DEFAULT_THINKING = {
 """How thinking is switched unless an arm says otherwise (SGLang's and vLLM's chat
 template argument)."""
 DEFAULT_RESERVE_MIB = 3072
+MAX_REQUESTS = 1_000_000
+"""Requests per cell: a million at 1 ms each is already a quarter of an hour."""
+MAX_CONCURRENCY = 10_000
+"""Requests in flight at once: each holds a connection and a task."""
 MAX_CONTEXT_TARGET = 10_000_000
 """The largest context target a plan may name: above the largest context window served
 today (10 M tokens), so a larger one is a typo, not a measurement."""
@@ -472,10 +476,17 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     thinking = reader.bool_list("thinking", False)
     requests = reader.positive("requests")
     max_tokens = reader.positive("max_tokens")
+    for key, values, cap in (
+        ("requests", [requests], MAX_REQUESTS),
+        ("concurrency", concurrency, MAX_CONCURRENCY),
+        ("max_tokens", [max_tokens], MAX_CONTEXT_TARGET),
+    ):
+        if max(values) > cap:
+            raise reader.error(key, f"{max(values)} is more than {cap:,}; a typo?")
     controlled = reader.get("controlled_output", (bool,), False, "true or false")
     warmup = reader.get("warmup", (int,), 0, "a whole number")
-    if warmup < 0:
-        raise reader.error("warmup", f"must be >= 0, got {warmup}")
+    if not 0 <= warmup <= MAX_REQUESTS:
+        raise reader.error("warmup", f"must be 0 to {MAX_REQUESTS:,}, got {warmup}")
     temperature = float(reader.get("temperature", (int, float), 0.0, "a number"))
     if not 0 <= temperature <= 2:
         raise reader.error("temperature", f"must be between 0 and 2, got {temperature}")

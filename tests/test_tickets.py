@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ledger._internal.outputs import OutputExists
+from ledger.errors import UsageError
 from ledger.tickets import TicketError, new_ticket, parse_ticket, read_ticket
 from tests.conftest import ROOT, CliRun, forge_seal, verify_json
 
@@ -55,7 +56,7 @@ def test_a_ticket_written_from_a_decision(repo: Path) -> None:
     )
     with pytest.raises(OutputExists, match="exists"):
         new_ticket(folder, slug="host-memory", created="2026-11-29")
-    with pytest.raises(TicketError, match="slug must be"):
+    with pytest.raises(UsageError, match="slug must be"):
         new_ticket(folder, slug="Host Memory")
 
 

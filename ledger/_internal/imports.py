@@ -78,7 +78,7 @@ def _int(value: Any, what: str) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
     whole = isinstance(value, float) and value.is_integer()
-    digits = isinstance(value, str) and value.strip().isdigit()
+    digits = isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()
     number = value if isinstance(value, int) else int(value) if whole or digits else None
     if number is not None and not 0 <= number <= _MAX_COUNT:
         raise InvalidArtifact(f"{what} is {value!r}: a count must be from 0 to 2^63-1")

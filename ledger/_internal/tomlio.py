@@ -1,12 +1,14 @@
 """Reading TOML (plans, policies, simulator profiles) with one-line errors.
 
-TOML integers are unbounded in Python, but every number we keep goes into JSON artifacts and
-DuckDB columns that hold 64 bits: a larger one is refused here, naming its key, rather than
-failing later in a serializer.
+TOML integers are unbounded in Python and TOML floats may be inf or nan, but every number we
+keep goes into JSON artifacts and DuckDB columns that hold 64 bits and finite values: such a
+number is refused here, naming its key, rather than failing later in a serializer. Files are
+read up to a size cap, so a path such as /dev/zero is refused rather than read forever.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,17 @@ from typing import Any
 from ledger.errors import InvalidArtifact
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+MAX_TOML_BYTES = 4 << 20
+"""Plans, policies and profiles are a few kilobytes."""
 
 
 def _check_ints(value: Any, key: str, source: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool):
         if not _INT64[0] <= value <= _INT64[1]:
             raise InvalidArtifact(f"{source}: {key}: {value} is beyond the 64-bit integer range")
+    elif isinstance(value, float) and not math.isfinite(value):
+        # JSON, where every value we keep ends up, has no inf or nan.
+        raise InvalidArtifact(f"{source}: {key}: {value} is not a finite number")
     elif isinstance(value, dict):
         for name, item in value.items():
             _check_ints(item, f"{key}.{name}" if key else str(name), source)
@@ -50,9 +57,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """
     try:
         with open(path, "rb") as stream:
-            data = stream.read()
+            data = stream.read(MAX_TOML_BYTES + 1)
     except OSError as e:
         raise InvalidArtifact(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > MAX_TOML_BYTES:
+        raise InvalidArtifact(f"{path}: larger than {MAX_TOML_BYTES} bytes; not a plan or policy")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
