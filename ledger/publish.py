@@ -13,6 +13,7 @@ raw digests would let anyone confirm a guessed redacted value.
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,16 @@ def publish(
             raise UsageError(f"{path}: {what} would be written inside the raw campaign {raw}")
     if is_within(map_path, out):
         raise UsageError(f"{map_path}: the private map would be written inside the public tree")
+    holder = next(
+        (
+            folder
+            for folder in Path(map_path).absolute().parents
+            if any((folder / marker).exists() for marker in tree.CAMPAIGN_MARKERS)
+        ),
+        None,
+    )
+    if holder is not None:
+        raise UsageError(f"{map_path}: the private map would be written inside campaign {holder}")
     for path in (target, map_path):
         if path.exists() or path.is_symlink():
             raise OutputExists(f"{path} exists; publish writes a new publication and map")
@@ -133,6 +144,13 @@ def publish(
     bundles: dict[str, bytes] = {}
     raw_digests: dict[str, str] = {}
     for entry in entries:
+        named = name_hits(sanitizer, entry.rel)
+        if named:
+            folder = posixpath.dirname(entry.rel)
+            raise PublishError(
+                f"{folder + '/' if folder else ''}<a file name>: the name holds a {named[0]}; "
+                "names are published as they are, so rename the file"
+            )
         data = Path(entry.path).read_bytes()
         raw_digests[entry.rel] = sha256_bytes(data)
         if _is_digest_map(data):
@@ -246,6 +264,12 @@ def _is_digest_map(data: bytes) -> bool:
     except InvalidArtifact:
         return False
     return isinstance(document, dict) and "artifacts" in document and "public" in document
+
+
+def name_hits(sanitizer: Sanitizer, rel: str) -> list[str]:
+    """The categories the detectors find in a path's names (a credential, a private
+    endpoint, a host path), one name at a time."""
+    return [hit.category for part in rel.split("/") for hit in sanitizer.detect(part)]
 
 
 def _is_bundle(rel: str, data: bytes) -> bool:

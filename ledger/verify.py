@@ -301,6 +301,12 @@ def _check_campaign(
 
     for rel, issue in campaign.listing.issues:
         add(rel, issue)
+    if _is_public(campaign.folder):
+        from ledger.publish import name_hits
+
+        for result in results:
+            for category in dict.fromkeys(name_hits(scan.detector(), result.rel)):
+                add(result.rel, Issue("private-data", "", f"{category} in a public file name"))
     by_rel = {r.rel: r for r in results}
     for result in results:
         for issue in result.issues:

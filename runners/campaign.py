@@ -150,6 +150,8 @@ class CampaignRun:
                 f"{self.folder} already holds a run; pass --resume to finish it, or choose "
                 "another --raw-dir"
             )
+        if self.resume and (self.folder / manifest.MANIFEST_NAME).exists():
+            self._check_seal()
         if self.resume and plan_path.exists():
             recorded = self._read(plan_path)
             wanted = self.plan.to_json()
@@ -174,6 +176,27 @@ class CampaignRun:
                     self._recover(arm, stage, cell)
             for step in self.plan.evidence:
                 self._recover_evidence(arm, step)
+
+    def _check_seal(self) -> None:
+        """A resumed run keeps the cells it finished, so they must be as it sealed them.
+
+        Files a run killed after its last seal wrote are new (added) or its own bookkeeping
+        (rewritten as it goes); anything else that differs was changed by someone else.
+        """
+        own = {PLAN_NAME, WORKLOAD_NAME, RUN_MANIFEST_NAME, manifest.SUMS_NAME}
+        changed = [
+            c
+            for c in manifest.changes_since_seal(self.folder, jobs=1)
+            if c.change != "added" and c.path not in own
+        ]
+        if changed:
+            shown = ", ".join(f"{c.path} ({c.change})" for c in changed[:8])
+            raise manifest.SealBroken(
+                f"{self.folder} no longer matches its seal: {shown}. A resumed run would keep "
+                "and seal them as measured; run 'ledger verify', review them, and re-seal with "
+                "'ledger seal --reseal-after-review' before resuming",
+                changed,
+            )
 
     def _recover_evidence(self, arm: Arm, step: EvidenceStage) -> None:
         path = self.folder / evidence.artifact_path(arm, step)

@@ -156,7 +156,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
             if task.scan_private:
                 issues.extend(
                     Issue("private-data", pointer, f"{category} in a public artifact")
-                    for pointer, category in _detector().scan(parsed)
+                    for pointer, category in detector().scan(parsed)
                 )
             return FileResult(
                 task.rel,
@@ -173,7 +173,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
 
 
 @functools.cache
-def _detector() -> Sanitizer:
+def detector() -> Sanitizer:
     return Sanitizer()
 
 
@@ -181,7 +181,7 @@ def _private_text(data: bytes) -> list[Issue]:
     """Detector hits in a public text file, by line (never the value)."""
     found = []
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
-        for hit in _detector().detect(line):
+        for hit in detector().detect(line):
             found.append(
                 Issue("private-data", "", f"line {number}: {hit.category} in a public file")
             )
