@@ -188,6 +188,11 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         help="an identity key the arms are meant to differ in (default for os: os); repeatable",
     )
     add_review_flag(derive)
+    derive.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a comparison that exists with other content (by default refused)",
+    )
     derive.set_defaults(func=_derive)
 
     imported = commands.add_parser(
@@ -336,6 +341,7 @@ def _derive(args: argparse.Namespace) -> int:
         kind=args.kind,
         differs=args.differs,
         reseal_after_review=args.reseal_after_review,
+        replace=args.replace,
     )
     print(f"derived {target}")
     return 0

@@ -77,6 +77,11 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         help="md (default) or html; repeat for both",
     )
     add_review_flag(report)
+    report.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace report files that exist with other content (by default refused)",
+    )
     report.set_defaults(func=_report)
     ticket = commands.add_parser(
         "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"
@@ -103,7 +108,12 @@ def _report(args: argparse.Namespace) -> int:
     if not is_folder(args.campaign, "report"):
         return 2
     formats = args.formats or ["md"]
-    for path in write_report(args.campaign, formats, reseal_after_review=args.reseal_after_review):
+    for path in write_report(
+        args.campaign,
+        formats,
+        reseal_after_review=args.reseal_after_review,
+        replace=args.replace,
+    ):
         if path.name.startswith("report."):
             print(f"report: {path}")
     return 0

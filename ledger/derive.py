@@ -26,7 +26,7 @@ import numpy as np
 from ledger import manifest
 from ledger._internal import bootstrap
 from ledger._internal.findings import Issue
-from ledger._internal.outputs import check_name
+from ledger._internal.outputs import check_name, refuse_other_content
 from ledger.database import Database, DatabaseError, build
 from ledger.errors import Error, UsageError
 from ledger.schema import document_bytes
@@ -509,6 +509,7 @@ def derive_into(
     kind: str = "ab",
     differs: Sequence[str] = (),
     reseal_after_review: bool = False,
+    replace: bool = False,
 ) -> Path:
     """Derives a comparison from a campaign folder, writes it under ``derived/`` and re-seals.
 
@@ -516,6 +517,7 @@ def derive_into(
         DeriveError: as :func:`derive`, or the folder holds no campaign.
         SealBroken: the folder no longer matches its seal (see ``manifest.check_seal``).
         UsageError: an arm name is not valid.
+        OutputExists: the comparison exists with other content and ``replace`` is false.
     """
     root = Path(folder)
     check_name("arm", baseline)
@@ -531,9 +533,12 @@ def derive_into(
     finally:
         db.close()
     name = output_name(kind, baseline, candidate)
+    files = {name: document_bytes(document)}
+    if not replace:
+        refuse_other_content(root, files, "--replace")
     manifest.write_sealed(
         root,
-        {name: document_bytes(document)},
+        files,
         command="derive",
         checked=(review,),
     )

@@ -20,6 +20,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import charts
+from ledger._internal.outputs import refuse_other_content
 from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.promotion import Evidence, load_evidence
@@ -712,7 +713,11 @@ def render_html(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:
 
 
 def write_report(
-    folder: str | Path, formats: Sequence[str] = ("md",), *, reseal_after_review: bool = False
+    folder: str | Path,
+    formats: Sequence[str] = ("md",),
+    *,
+    reseal_after_review: bool = False,
+    replace: bool = False,
 ) -> list[Path]:
     """Writes the report in each format, its charts and graph data, and re-seals, all at
     once or not at all.
@@ -720,6 +725,7 @@ def write_report(
     Raises:
         ReportError: no readable decision summary or manifest.
         SealBroken: the folder no longer matches its seal (see ``manifest.check_seal``).
+        OutputExists: a report file exists with other content and ``replace`` is false.
         ValueError: an unknown format.
     """
     root = Path(folder)
@@ -738,5 +744,7 @@ def write_report(
     for fmt in formats:
         text = (render_markdown if fmt == "md" else render_html)(blocks, builder.charts)
         files[f"report.{fmt}"] = text.encode()
+    if not replace:
+        refuse_other_content(root, files, "--replace")
     manifest.write_sealed(root, files, command="report", checked=(review,))
     return [root / rel for rel in files]

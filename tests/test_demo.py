@@ -161,7 +161,7 @@ def test_html_report_renders_in_chromium(demo: DemoResult, tmp_path: Path) -> No
 def test_demo_refuses_a_used_folder(tmp_path: Path, cli: CliRun) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     status, _, err = cli("demo", "--out", str(tmp_path))
-    assert status == 1
+    assert status == 2
     assert "is not empty" in err and (tmp_path / "keep.txt").read_text() == "mine"
 
 

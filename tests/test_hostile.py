@@ -71,8 +71,12 @@ def test_tampering_is_not_laundered_by_report_or_ticket(repo: Path, cli: CliRun)
         assert _files(repo) == before, argv
     status, report = verify_json(cli, repo / "evidence")
     assert status == 1 and "hash-mismatch" in {f["code"] for f in report["findings"]}
-    # Reviewed, the change is sealed, and the review stays visible to every verifier.
+    # Reviewed, the change is sealed, and the review stays visible to every verifier. The
+    # report then differs from the one in place, which is replaced only when asked.
     status, _, err = cli("report", str(campaign), "--reseal-after-review")
+    assert status == 2 and "report.md exists with other content" in err
+    assert _files(repo) == before
+    status, _, err = cli("report", str(campaign), "--reseal-after-review", "--replace")
     assert status == 0, err
     document = read_json(campaign / "manifest.json")
     (review,) = document["reviews"]
@@ -107,6 +111,36 @@ def test_tampered_raw_campaign_is_not_derived_decided_or_published(
         assert "linux/capacity/ctx256-c1-nothink.json (changed)" in err
     assert _files(raw) == before
     assert not (tmp_path / "public").exists()
+
+
+def test_a_resumed_run_refuses_a_cell_changed_since_its_seal(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(TWO_ARMS_PLAN)
+    cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
+    document = read_json(cell)
+    document["requests"][1]["end_ns"] += 1_000_000_000
+    write_json(cell, document)
+    before = _files(raw)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(raw.parent), "--resume")
+    assert status == 1
+    assert "linux/capacity/ctx256-c1-nothink.json (changed)" in err
+    assert _files(raw) == before
+
+
+def test_derive_never_replaces_a_comparison_with_another(raw: Path, cli: CliRun) -> None:
+    argv = ["derive", str(raw), "--baseline", "windows", "--candidate", "linux"]
+    declared = ["--differs", "os", "--differs", "simulated_profile"]
+    assert cli(*argv, *declared)[0] == 0
+    before = _files(raw)
+    assert cli(*argv, *declared)[0] == 0  # the same comparison again changes nothing
+    assert _files(raw) == before
+    status, _, err = cli(*argv)  # without the declared differences: another comparison
+    assert status == 2 and "exists with other content" in err
+    assert _files(raw) == before
+    assert cli(*argv, "--replace")[0] == 0
+    assert read_json(raw / "derived/ab-comparison-windows-vs-linux.json")["matched"] is False
 
 
 def test_an_unsealed_campaign_is_not_extended(raw: Path, cli: CliRun) -> None:

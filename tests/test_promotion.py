@@ -485,6 +485,7 @@ def test_resume_keeps_the_before_snapshot_and_takes_missing_readings(
     half["failures"] = [{"code": "in-progress", "message": "the workload has not finished"}]
     path.write_text(json.dumps(half, indent=2, sort_keys=True) + "\n")
     (campaign / "candidate/reserve.json").unlink()
+    forge_seal(campaign)  # as the stopped run sealed it
     cell = "candidate/capacity/ctx256-c1-nothink.json"
     cell_before = (campaign / cell).read_bytes()
     config = nvml_shim.configure(tmp_path / "nvml.conf", GPUS)

@@ -147,6 +147,21 @@ class Changes:
             _sync_folder(folder)
 
 
+def refuse_other_content(root: str | Path, files: dict[str, bytes], flag: str) -> None:
+    """Refuses to replace a file with other content (the same bytes again are no change).
+
+    Raises:
+        OutputExists: a file exists with other content; ``flag`` is the option that allows
+            replacing it.
+    """
+    for rel, data in files.items():
+        path = Path(root) / rel
+        if path.is_file() and path.read_bytes() != data:
+            raise OutputExists(
+                f"{path} exists with other content; nothing was written ({flag} replaces it)"
+            )
+
+
 def _make_parents(folder: Path) -> list[Path]:
     missing = []
     while not folder.exists():
