@@ -423,6 +423,32 @@ def _connect_and_build(database: str, paths: Sequence[str | Path], locked: bool)
     return db
 
 
+def _load_once(loaded: dict[str, Path], campaign: str, source: Path) -> None:
+    """Records where a campaign comes from; refuses a second source (the same folder or
+    export twice, two folders of one name, a campaign and its own export)."""
+    if campaign in loaded:
+        same = "given twice" if loaded[campaign] == source else "in two places"
+        raise UsageError(
+            f"campaign {campaign} {same} ({loaded[campaign]} and {source}); each campaign is "
+            "loaded once"
+        )
+    loaded[campaign] = source
+
+
+def _export_campaigns(con: duckdb.DuckDBPyConnection, export: Path) -> list[str]:
+    """The campaigns an export holds: those with request rows, and those with artifacts."""
+    sources = [(export / "artifacts.parquet").as_posix()]
+    rows = export / "request_rows"
+    if any(rows.glob("*/*/*.parquet")):
+        sources.append((rows / "**" / "*.parquet").as_posix())
+    found = con.execute(
+        "SELECT DISTINCT campaign_id FROM read_parquet(?, union_by_name = true) "
+        "WHERE campaign_id IS NOT NULL ORDER BY 1",
+        [sources],
+    ).fetchall()
+    return [str(r[0]) for r in found]
+
+
 def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[Path]:
     """Loads every path; returns the exports, which stay where they are."""
     sources = _Sources()
@@ -432,19 +458,12 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
         if not path.is_dir():
             raise UsageError(f"{raw}: not a folder (an evidence root, a campaign or an export)")
         if (path / EXPORT_MARKER).exists():
-            if path.resolve() in sources.exports:
-                raise UsageError(f"{raw}: given twice")
+            for name in _export_campaigns(con, path):
+                _load_once(loaded, name, path.resolve())
             sources.exports.append(path.resolve())
             continue
         for folder in tree.campaign_folders(path):
-            name = folder.resolve().name
-            if name in loaded:
-                same = "given twice" if loaded[name] == folder.resolve() else "two folders"
-                raise UsageError(
-                    f"campaign {name} {same} ({loaded[name]} and {folder}); each campaign "
-                    "is loaded once"
-                )
-            loaded[name] = folder.resolve()
+            _load_once(loaded, folder.resolve().name, folder.resolve())
             _campaign(con, folder, sources)
     con.execute(sql.REQUEST_ROWS_DDL)
     con.execute(sql.TABLES_DDL)

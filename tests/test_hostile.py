@@ -360,6 +360,14 @@ def test_db_build_loads_each_campaign_once(repo: Path, tmp_path: Path, cli: CliR
         assert not (tmp_path / "x.db").exists()
     status, out, _ = cli("sql", "SELECT count(*) AS n FROM requests", "--from", str(evidence))
     assert out.split() == ["n", "106"]
+    # A campaign and its own export, or two copies of one export.
+    export = tmp_path / "export"
+    assert cli("export", "--from", str(evidence), "--parquet", str(export))[0] == 0
+    shutil.copytree(export, tmp_path / "copy")
+    for other in (evidence / PUBLISHED, tmp_path / "copy"):
+        status, _, err = cli("sql", "SELECT 1", "--from", str(export), "--from", str(other))
+        assert status == 2
+        assert f"campaign {PUBLISHED} in two places" in err
 
 
 def test_a_copied_campaign_is_named_and_not_merged(repo: Path, cli: CliRun) -> None:
