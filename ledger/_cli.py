@@ -12,14 +12,21 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger import __version__
 from ledger._decision_cli import add_decision_commands, add_review_flag, is_folder
 from ledger._internal.jsonio import MAX_JSON_BYTES
-from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated
+from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, printable
 
 _logger = logging.getLogger("ledger")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit status 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, printable(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
 
 def _positive_int(text: str) -> int:
@@ -38,7 +45,7 @@ def _jobs_default() -> int | None:
 
 
 def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "-v",
         "--verbose",
@@ -53,7 +60,7 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         help="processes for hashing and parsing (default: every core; env LEDGER_JOBS)",
     )
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ledger",
         description="Artifact ledger and evidence verification for LLM serving campaigns.",
     )
@@ -439,8 +446,16 @@ def _seal(args: argparse.Namespace) -> int:
     return 0
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated
+_SIGNALLED: list[int] = []
+"""Signals received: DuckDB turns an interrupt into its own error, so the exit status
+cannot come from the exception alone."""
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    _SIGNALLED.append(signum)
+    if signum == signal.SIGTERM:
+        raise Terminated
+    raise KeyboardInterrupt
 
 
 def main(args: list[str] | None = None) -> int:
@@ -458,7 +473,8 @@ def main(args: list[str] | None = None) -> int:
         level=logging.DEBUG if namespace.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
     )
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    _SIGNALLED.clear()
+    previous = {n: signal.signal(n, _on_signal) for n in (signal.SIGINT, signal.SIGTERM)}
     try:
         status: int = namespace.func(namespace)
     except KeyboardInterrupt:
@@ -468,11 +484,18 @@ def main(args: list[str] | None = None) -> int:
         print("terminated", file=sys.stderr)
         return 143
     except Exception as e:
+        if _SIGNALLED:
+            # An interrupt that a library reported as its own error ("Query interrupted").
+            print(
+                "interrupted" if _SIGNALLED[0] == signal.SIGINT else "terminated", file=sys.stderr
+            )
+            return 128 + _SIGNALLED[0]
         if namespace.verbose > 1:
             raise
         return _report_error(e)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return status
 
 
@@ -489,11 +512,13 @@ def _report_error(error: Exception) -> int:
     if isinstance(error, OSError):
         # A path the command had to read or write: unusable input, never a traceback.
         where = f"{error.filename}: " if error.filename else ""
-        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+        print(printable(f"error: {where}{error.strerror or error}"), file=sys.stderr)
         return 2
     print(
-        f"error: internal error ({type(error).__name__}: {' '.join(str(error).split())}); "
-        "please report it, with the output of the same command run with -vv",
+        printable(
+            f"error: internal error ({type(error).__name__}: {' '.join(str(error).split())}); "
+            "please report it, with the output of the same command run with -vv"
+        ),
         file=sys.stderr,
     )
     return 1

@@ -8,8 +8,17 @@ Misuse by a caller raises builtins instead.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import ClassVar, NoReturn
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``): a file name or a
+    value from the evidence can never start a new line or drive the terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class Error(Exception):
@@ -25,7 +34,7 @@ class Error(Exception):
     def diagnostics(self) -> str:
         """Returns a one-line, human-readable explanation of the error."""
         text = str(self) or self.__class__.__name__
-        return " ".join(text.split())
+        return printable(" ".join(text.split()))
 
     def log_and_exit(self, raise_error: bool = False) -> NoReturn:
         """Prints the diagnostics to stderr and exits with :attr:`exit_status`.

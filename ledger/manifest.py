@@ -21,7 +21,7 @@ from ledger._internal import jsonio, scan, tree
 from ledger._internal.documents import check_document
 from ledger._internal.findings import Issue
 from ledger._internal.outputs import Changes, OutputExists, check_name
-from ledger.errors import InvalidArtifact, SchemaError, VerificationError
+from ledger.errors import InvalidArtifact, SchemaError, UsageError, VerificationError
 from ledger.hashing import sha256_bytes, sha256_file
 from ledger.models import (
     BenchmarkDecisionSummary,
@@ -167,6 +167,14 @@ def _current_digests(
         if rel.endswith(".json"):
             schema = check_document(jsonio.parse_strict(data), may_reference=False).schema
         found.append(ManifestEntry(rel, sha256_bytes(data), len(data), schema))
+    folded: dict[str, str] = {}
+    for entry in found:
+        other = folded.setdefault(entry.path.casefold(), entry.path)
+        if other != entry.path:
+            # One of them would be lost on a case-insensitive file system (macOS, Windows).
+            raise VerificationError(
+                f"cannot seal {root}: {other!r} and {entry.path!r} differ only by case"
+            )
     return sorted(found, key=lambda e: e.path)
 
 
@@ -431,11 +439,15 @@ def seal(
         review = check_seal(
             root, "seal", reseal_after_review=reseal_after_review, require_seal=False, jobs=jobs
         )
-    held = list(withhold)
+    held = list(dict.fromkeys(withhold))
     for path in held:
         issue = tree.check_relative_path(path)
         if issue is not None:
-            raise VerificationError(f"cannot withhold {path!r}: {issue.message}")
+            raise UsageError(f"cannot withhold {path!r}: {issue.message}")
+        if path in SEAL_FILES:
+            raise UsageError(f"cannot withhold {path!r}: a seal file, not an artifact")
+        if (root / path).is_dir():
+            raise UsageError(f"cannot withhold {path!r}: a folder; withhold its files")
     # A present file declared withheld moves beside the campaign, where the operator keeps
     # it; its digest is disclosed so that references to it stay checkable.
     aside = withheld_folder(root)

@@ -18,7 +18,7 @@ import attrs
 from ledger import gate, manifest, promotion, tickets
 from ledger._internal import jsonio, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
-from ledger.errors import Error, InvalidArtifact, SchemaError
+from ledger.errors import Error, InvalidArtifact, SchemaError, printable
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
 from ledger.schema import SchemaId
@@ -83,12 +83,14 @@ class Report:
         for finding in self.findings:
             if finding.campaign != group:
                 group = finding.campaign
-                lines.append(group or "(documents)")
+                lines.append(printable(group or "(documents)"))
             shown = finding.path
             if finding.campaign and shown.startswith(finding.campaign + "/"):
                 shown = shown[len(finding.campaign) + 1 :]
             where = f"{shown}#{finding.pointer}" if finding.pointer else shown
-            lines.append(f"  {finding.severity:<7} {finding.code:<26} {where}: {finding.message}")
+            lines.append(
+                printable(f"  {finding.severity:<7} {finding.code:<26} {where}: {finding.message}")
+            )
         lines.append(self.summary_line())
         return "\n".join(lines) + "\n"
 

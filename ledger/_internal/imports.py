@@ -18,6 +18,7 @@ under its names and units, and ``source.definitions`` says how the source measur
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 from ledger._internal import jsonio
 from ledger._internal.outputs import OutputExists, check_name, new_folder
-from ledger.errors import InvalidArtifact
+from ledger.errors import InvalidArtifact, UsageError
 from ledger.hashing import sha256_bytes
 
 TOOLS = ("llmperf", "aiperf", "vllm", "sglang")
@@ -166,6 +167,8 @@ _AIPERF_UNITS = {
 
 def _concurrency(value: Any, what: str) -> int | None:
     number = _int(value, what)
+    if value is not None and number is None:
+        raise InvalidArtifact(f"{what} is {value!r}: a concurrency is a whole number or null")
     if number == 0:
         raise InvalidArtifact(f"{what} is 0: a concurrency must be at least 1")
     return number
@@ -349,11 +352,33 @@ def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]
             f"{name}: line {number}: itls has {len(found['itls'])} entries for {count} requests"
         )
     for index, gaps in enumerate(found["itls"]):
-        if not isinstance(gaps, list) or not all(
-            isinstance(g, int | float) and not isinstance(g, bool) for g in gaps
-        ):
+        if not isinstance(gaps, list) or not all(_finite(g) for g in gaps):
             raise InvalidArtifact(f"{name}: line {number}: itls[{index}] is not a list of numbers")
+        if not math.isfinite(sum(gaps)):
+            raise InvalidArtifact(f"{name}: line {number}: itls[{index}] sums beyond any time")
+    for key in ("ttfts", "e2els"):
+        for index, value in enumerate(found[key]):
+            if value is not None and not _finite(value):
+                raise InvalidArtifact(
+                    f"{name}: line {number}: {key}[{index}] is {value!r}, not a number"
+                )
     return found
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _not_imported(stage: Path) -> str | None:
+    """The first file of a stage folder that is not an imported run (a measured cell)."""
+    for path in sorted(stage.glob("*")) if stage.is_dir() else ():
+        try:
+            document = jsonio.read_json(path)
+        except (OSError, InvalidArtifact):
+            return path.name
+        if not isinstance(document, dict) or document.get("schema") != IMPORTED_SCHEMA:
+            return path.name
+    return None
 
 
 def _load(path: Path, data: bytes) -> Any:
@@ -434,6 +459,12 @@ def import_files(
         raise OutputExists(
             f"{folder / rel} exists; an import never replaces evidence (import into another "
             "--stage)"
+        )
+    measured = _not_imported(folder / arm / stage)
+    if measured is not None:
+        raise UsageError(
+            f"{folder / arm / stage} holds the run's own artifacts ({measured}); imported "
+            "requests go into a stage of their own (--stage)"
         )
     data = document_bytes(document)
     if folder.exists():

@@ -14,6 +14,7 @@ Every command that writes goes through here, so a command added later inherits t
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import re
 import shutil
@@ -38,17 +39,34 @@ class OutputExists(UsageError):
     """An output would replace existing files (exit status 2)."""
 
 
+RESERVED_ARMS = frozenset({"approvals", "derived", "report"})
+"""Folders of a campaign that hold no arm."""
+
+
 def check_name(kind: str, value: str) -> str:
     """Returns ``value`` when it is a valid ``kind`` name (campaign, arm, stage, cell).
 
     Raises:
-        UsageError: it is not (an absolute path, ``..``, a separator, upper case, ...).
+        UsageError: it is not (an absolute path, ``..``, a separator, upper case, a
+            campaign whose date is not a date, an arm named like a campaign's own folder).
     """
     if not NAME_PATTERNS[kind].fullmatch(value):
+        allowed = (
+            "YYYY-MM-DD, then lower-case words joined by '-'"
+            if kind == "campaign"
+            else "lower case, digits, '-' and '_'"
+        )
         raise UsageError(
             f"{kind} name {value!r} is not valid: it must match "
-            f"{NAME_PATTERNS[kind].pattern} (lower case, digits, '-' and '_'; no path)"
+            f"{NAME_PATTERNS[kind].pattern} ({allowed}; no path)"
         )
+    if kind == "campaign":
+        try:
+            datetime.date.fromisoformat(value[:10])
+        except ValueError:
+            raise UsageError(f"campaign name {value!r} does not start with a real date") from None
+    if kind == "arm" and value in RESERVED_ARMS:
+        raise UsageError(f"arm name {value!r} is a campaign's own folder; choose another")
     return value
 
 
