@@ -721,3 +721,234 @@ def test_an_aiperf_unit_it_does_not_read_is_refused(cli: CliRun, tmp_path: Path)
     )  # fmt: skip
     assert status == 2
     assert "metrics.ttft has unit 'parsecs'; this import reads 'ms' only" in err
+
+
+# Found by trying every command again, after the mechanisms were in -------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
+        "EXPLAIN ANALYZE COPY (SELECT 1) TO 'OUT/z.csv'",
+        "EXPLAIN SELECT 1",
+    ],
+)
+def test_sql_explain_analyze_runs_nothing(cli: CliRun, tmp_path: Path, statement: str) -> None:
+    test_sql_reads_and_writes_nothing_outside_the_evidence(cli, tmp_path, statement)
+
+
+def test_sql_spill_folder_is_not_a_way_out(
+    cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "hostname").write_text("private\n")
+    os.symlink(secret, tmp_path / ".tmp")
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli(
+        "sql",
+        "SELECT content FROM read_text('.tmp/hostname')",
+        "--from",
+        str(ROOT / "evidence" / PUBLISHED),
+    )
+    assert status == 2 and "Permission Error" in err
+    assert "private" not in out
+
+
+def test_an_interrupt_a_library_reports_as_its_own_error_exits_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ledger._cli as cli_module
+
+    def query_interrupted(_: object) -> int:
+        # What DuckDB does with Ctrl-C during a query: its own RuntimeError.
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError("Query interrupted") from None
+        return 0
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("stuck", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=query_interrupted)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["stuck"]) == 130
+
+
+@pytest.mark.parametrize("path", ["manifest.json", "SHA256SUMS", "linux", "../x", "/etc/passwd"])
+def test_seal_withhold_refuses_what_is_not_an_artifact(raw: Path, cli: CliRun, path: str) -> None:
+    before = _files(raw.parent)
+    status, _, err = cli("seal", str(raw), "--withhold", path)
+    assert status == 2 and err.startswith(f"error: cannot withhold {path!r}")
+    assert _files(raw.parent) == before
+
+
+def test_control_characters_never_reach_the_terminal(repo: Path, cli: CliRun) -> None:
+    campaign = repo / "evidence" / PUBLISHED
+    (campaign / "evil\n0 errors, 0 warnings\nOK\x1b[2J.txt").write_text("x\n")
+    status, out, _ = cli("verify", str(campaign))
+    assert status == 1
+    assert "\x1b" not in out
+    assert "0 errors, 0 warnings\nOK" not in out
+    assert "evil 0 errors" not in out and "evil\\n0 errors, 0 warnings\\nOK\\x1b[2J.txt" in out
+
+
+def test_seal_refuses_paths_that_differ_only_by_case(raw: Path, cli: CliRun) -> None:
+    (raw / "Run-Plan.json").write_bytes((raw / "run-plan.json").read_bytes())
+    status, _, err = cli("seal", str(raw), "--reseal-after-review")
+    assert status == 1
+    assert "'Run-Plan.json' and 'run-plan.json' differ only by case" in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--campaign", "2026-13-45-import", "does not start with a real date"),
+        ("--arm", "approvals", "is a campaign's own folder"),
+        ("--arm", "derived", "is a campaign's own folder"),
+    ],
+)
+def test_import_refuses_names_that_are_not_names(
+    cli: CliRun, tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    argv = {"--campaign": "2026-11-30-import", "--arm": "vllm"}
+    argv[option] = value
+    status, _, err = cli(
+        "import", "vllm", str(VLLM), "--raw-dir", str(tmp_path), *sum(argv.items(), ())
+    )
+    assert status == 2 and message in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_import_never_mixes_into_a_runs_own_stage(raw: Path, cli: CliRun) -> None:
+    before = _files(raw)
+    status, _, err = cli(
+        "import", "vllm", str(VLLM), "--raw-dir", str(raw.parent), "--campaign", raw.name,
+        "--arm", "linux", "--stage", "capacity",
+    )  # fmt: skip
+    assert status == 2
+    assert "holds the run's own artifacts (ctx1024-c1-nothink.json)" in err
+    assert _files(raw) == before
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["ttfts"].__setitem__(1, "a"), "ttfts[1] is 'a', not a number"),
+        (lambda d: d["ttfts"].__setitem__(2, True), "ttfts[2] is True, not a number"),
+        (lambda d: d.update(max_concurrency=4.5), "max_concurrency is 4.5"),
+        (lambda d: d.update(max_concurrency="abc"), "max_concurrency is 'abc'"),
+        (lambda d: d["output_lens"].__setitem__(0, "²"), None),
+        (lambda d: d["itls"].__setitem__(0, [1e308, 1e308]), "itls[0] sums beyond any time"),
+    ],
+    ids=[
+        "ttft-text",
+        "ttft-bool",
+        "concurrency-fraction",
+        "concurrency-text",
+        "superscript",
+        "itl-overflow",
+    ],
+)
+def test_import_values_that_are_not_numbers_are_refused(
+    cli: CliRun, tmp_path: Path, edit: object, message: str | None
+) -> None:
+    test_malformed_imports_are_refused(cli, tmp_path, edit, message or "output_lens[0]")
+
+
+@pytest.mark.parametrize(
+    ("replace", "message"),
+    [
+        ("decode_tok_s = 300.0", "decode_tok_s = inf"),
+        ("decode_tok_s = 300.0", "decode_tok_s = nan"),
+        ("requests = 12", "requests = 9223372036854775807"),
+        (
+            "requests = 12\nmax_tokens = 16",
+            "requests = 12\nconcurrency = [1, 100000]\nmax_tokens = 16",
+        ),
+    ],
+    ids=["inf", "nan", "requests", "concurrency"],
+)
+def test_plan_values_beyond_reason_are_refused_before_anything_runs(
+    cli: CliRun, tmp_path: Path, replace: str, message: str
+) -> None:
+    plan = tmp_path / "plan.toml"
+    text = TWO_ARMS_PLAN.replace(replace, message, 1)
+    assert text != TWO_ARMS_PLAN
+    plan.write_text(text)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2 and err.count("\n") == 1, err
+    assert not (tmp_path / "raw").exists()
+
+
+def test_a_url_with_credentials_is_refused(cli: CliRun, tmp_path: Path) -> None:
+    test_bad_urls_are_one_line(cli, tmp_path, "http://user:secretpw@127.0.0.1:1/v1")
+
+
+@pytest.mark.parametrize("command", ["run", "gate", "simulate"])
+def test_an_endless_file_is_not_read_forever(cli: CliRun, tmp_path: Path, command: str) -> None:
+    argv = {
+        "run": ["run", "/dev/zero", "--raw-dir", str(tmp_path / "raw")],
+        "gate": ["gate", str(ROOT / "evidence" / PUBLISHED), "--policy", "/dev/zero"],
+        "simulate": ["simulate", "--port", "1", "--profile", "/dev/zero"],
+    }[command]
+    status, _, err = cli(*argv)
+    assert status == 2
+    assert "/dev/zero: larger than 4194304 bytes" in err
+
+
+def test_a_trusted_root_that_is_not_one_is_never_quoted(cli: CliRun, tmp_path: Path) -> None:
+    secret = tmp_path / "passwords.txt"
+    secret.write_text("root:hunter2\n")
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    bundle = ROOT / "tests/data/sigstore/staging-rekor-v2.txt.sigstore.json"
+    status, _, err = cli(
+        "signature", "verify", str(target), "--bundle", str(bundle), "--identity", "a",
+        "--issuer", "https://x", "--trusted-root", str(secret),
+    )  # fmt: skip
+    assert status == 2
+    assert "not a sigstore trusted root" in err and "hunter2" not in err
+
+
+def test_publish_refuses_a_secret_in_a_file_name(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    token = "ghp_1234567890abcdefghijABCDEFGHIJ123456"
+    (raw / "notes").mkdir()
+    (raw / "notes" / f"{token}.json").write_text("{}\n")
+    forge_seal(raw)
+    status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 1
+    assert "notes/<a file name>: the name holds a credential" in err and token not in err
+    assert not (tmp_path / "public").exists()
+    # Published anyway (by hand), verify names it.
+    public = tmp_path / "public" / raw.name
+    shutil.copytree(raw, public)
+    (public / "statement.intoto.json").write_text("{}\n")
+    status, report = verify_json(cli, public)
+    assert ("private-data", "credential in a public file name") in {
+        (f["code"], f["message"]) for f in report["findings"]
+    }
+
+
+def test_the_map_is_never_written_into_another_campaign(
+    raw: Path, repo: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    other = repo / "evidence" / PUBLISHED
+    before = _files(other)
+    status, _, err = cli(
+        "publish", str(raw), "--out", str(tmp_path / "public"), "--map", str(other / "m.json")
+    )
+    assert status == 2 and "would be written inside campaign" in err
+    assert _files(other) == before
+    assert not (tmp_path / "public").exists()
+
+
+@pytest.mark.parametrize(
+    "argv", [["verify"], ["sql", "SELECT 1"], ["simulate", "--port", "x"], ["nope"]]
+)
+def test_usage_errors_are_one_line(cli: CliRun, argv: list[str]) -> None:
+    status, out, err = cli(*argv)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and "error: " in err and "--help" in err

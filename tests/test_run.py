@@ -132,7 +132,7 @@ def test_folder_with_a_run_needs_resume(tmp_path: Path, key: str, cli: CliRun) -
     plan_path = _write_plan(tmp_path)
     assert cli("run", str(plan_path), "--raw-dir", str(tmp_path))[0] == 0
     status, _, err = cli("run", str(plan_path), "--raw-dir", str(tmp_path))
-    assert status == 1
+    assert status == 2
     assert "pass --resume" in err
     # A resume of a finished run redoes nothing.
     before = _all_bytes(tmp_path / "2026-11-29-run-test" / "linux")

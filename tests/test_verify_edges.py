@@ -232,6 +232,6 @@ def test_seal_withhold_declares_and_refuses_unsafe_paths(tmp_path: Path, cli: Cl
     assert held["raw/gpu-state.json"] == "holds GPU UUIDs"
     before = (campaign / "manifest.json").read_bytes()
     status, _, err = cli("seal", str(campaign), "--withhold", "../outside.json")
-    assert status == 1
+    assert status == 2
     assert "climbs out" in err
     assert (campaign / "manifest.json").read_bytes() == before

@@ -71,16 +71,20 @@ _MAX_COUNT = (1 << 63) - 1
 
 
 def _int(value: Any, what: str) -> int | None:
-    """A count or a timestamp: None when absent or not a whole number.
+    """A count or a timestamp (a whole number, as a number or in ASCII digits); None when
+    absent.
 
     Raises:
-        InvalidArtifact: negative, or beyond 64 bits (a column cannot hold it).
+        InvalidArtifact: anything else: a fraction, text, negative, or beyond 64 bits (a
+            column cannot hold it).
     """
     if isinstance(value, bool) or value is None:
         return None
     whole = isinstance(value, float) and value.is_integer()
     digits = isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()
-    number = value if isinstance(value, int) else int(value) if whole or digits else None
+    if not (isinstance(value, int) or whole or digits):
+        raise InvalidArtifact(f"{what} is {value!r}: a count is a whole number")
+    number = value if isinstance(value, int) else int(value)
     if number is not None and not 0 <= number <= _MAX_COUNT:
         raise InvalidArtifact(f"{what} is {value!r}: a count must be from 0 to 2^63-1")
     return number
@@ -167,8 +171,6 @@ _AIPERF_UNITS = {
 
 def _concurrency(value: Any, what: str) -> int | None:
     number = _int(value, what)
-    if value is not None and number is None:
-        raise InvalidArtifact(f"{what} is {value!r}: a concurrency is a whole number or null")
     if number == 0:
         raise InvalidArtifact(f"{what} is 0: a concurrency must be at least 1")
     return number
