@@ -49,10 +49,18 @@ class Table:
 
     def to_json(self) -> list[dict[str, Any]]:
         """An array of objects keyed by column name, in JSON's own types only (see
-        :func:`plain`), so that ``json.dumps(..., allow_nan=False)`` always succeeds."""
+        :func:`plain`), so that ``json.dumps(..., allow_nan=False)`` always succeeds. A name
+        that repeats (``SELECT r.arm, c.arm``) is suffixed ``:2``, ``:3``, ... rather than
+        losing a column."""
+        keys: list[str] = []
+        for column in self.columns:
+            key, n = column, 1
+            while key in keys:
+                n += 1
+                key = f"{column}:{n}"
+            keys.append(key)
         return [
-            {column: plain(value) for column, value in zip(self.columns, row, strict=True)}
-            for row in self.rows
+            {key: plain(value) for key, value in zip(keys, row, strict=True)} for row in self.rows
         ]
 
     def to_csv(self) -> str:

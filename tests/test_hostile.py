@@ -952,3 +952,16 @@ def test_usage_errors_are_one_line(cli: CliRun, argv: list[str]) -> None:
     status, out, err = cli(*argv)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and "error: " in err and "--help" in err
+
+
+def test_sql_json_keeps_every_column_of_a_join(cli: CliRun) -> None:
+    status, out, _ = cli(
+        "sql",
+        "SELECT 1 AS arm, 2 AS arm, 3 AS arm",
+        "--from",
+        str(ROOT / "evidence" / PUBLISHED),
+        "--format",
+        "json",
+    )
+    assert status == 0
+    assert json.loads(out) == [{"arm": 1, "arm:2": 2, "arm:3": 3}]
