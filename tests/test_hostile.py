@@ -965,3 +965,33 @@ def test_sql_json_keeps_every_column_of_a_join(cli: CliRun) -> None:
     )
     assert status == 0
     assert json.loads(out) == [{"arm": 1, "arm:2": 2, "arm:3": 3}]
+
+
+@pytest.mark.parametrize(
+    ("seal_file", "named"),
+    [
+        ("SHA256SUMS", "SHA256SUMS (changed)"),
+        ("statement.intoto.json", "statement.intoto.json (changed)"),
+        ("manifest.json", "SHA256SUMS (changed)"),
+    ],
+)
+def test_a_seal_file_edited_alone_breaks_the_seal(
+    repo: Path, cli: CliRun, seal_file: str, named: str
+) -> None:
+    campaign = repo / "evidence" / PUBLISHED
+    path = campaign / seal_file
+    if seal_file == "SHA256SUMS":
+        first, rest = path.read_text().split("\n", 1)
+        path.write_text("0" * 64 + first[64:] + "\n" + rest)
+    else:
+        document = read_json(path)
+        if seal_file == "manifest.json":
+            document["artifacts"][0]["sha256"] = "0" * 64
+        else:
+            document["subject"][0]["digest"]["sha256"] = "0" * 64
+        write_json(path, document)
+    before = _files(campaign)
+    status, _, err = cli("report", str(campaign))
+    assert status == 1
+    assert named in err
+    assert _files(campaign) == before
