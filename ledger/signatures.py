@@ -21,7 +21,8 @@ from typing import Any
 
 import attrs
 
-from ledger.errors import UsageError, VerificationError
+from ledger._internal import jsonio
+from ledger.errors import InvalidArtifact, UsageError, VerificationError
 
 MAX_ROOT_BYTES = 4 << 20
 """A trusted root or a bundle is tens of kilobytes."""
@@ -36,13 +37,11 @@ class UnusableInputError(UsageError):
 
 def _read_capped(path: str | Path, cap: int, what: str) -> bytes:
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(cap + 1)
+        return jsonio.read_limited(path, cap, what=what)
     except OSError as e:
         raise UnusableInputError(f"{path}: {e.strerror or e}") from None
-    if len(data) > cap:
-        raise UnusableInputError(f"{path}: larger than {cap} bytes; not {what}")
-    return data
+    except InvalidArtifact as e:
+        raise UnusableInputError(f"{path}: {e}") from None
 
 
 @attrs.frozen
@@ -61,7 +60,7 @@ def _root(trusted_root: str | Path | None, staging: bool) -> Any:
 
     if trusted_root is not None:
         path = str(trusted_root)
-        _read_capped(path, MAX_ROOT_BYTES, "a trusted root")
+        _read_capped(path, MAX_ROOT_BYTES, "trusted roots")
     else:
         name = "staging" if staging else "production"
         path = str(importlib.resources.files("ledger") / "_trust" / f"{name}_trusted_root.json")
@@ -157,8 +156,8 @@ def verify_file(
     Raises:
         UnusableInputError: a file cannot be read, or the bundle or root parsed.
     """
-    bundle_data = _read_capped(bundle, MAX_ROOT_BYTES, "a sigstore bundle")
-    data = _read_capped(path, MAX_SIGNED_BYTES, "a file signature verify reads")
+    bundle_data = _read_capped(bundle, MAX_ROOT_BYTES, "sigstore bundles")
+    data = _read_capped(path, MAX_SIGNED_BYTES, "files signature verify reads")
     return verify_bundle(
         data,
         bundle_data,

@@ -896,7 +896,7 @@ def test_an_endless_file_is_not_read_forever(cli: CliRun, tmp_path: Path, comman
     }[command]
     status, _, err = cli(*argv)
     assert status == 2
-    assert "/dev/zero: larger than 4194304 bytes" in err
+    assert "/dev/zero: grew past the 4194304-byte limit for plans, policies and profiles" in err
 
 
 def test_a_trusted_root_that_is_not_one_is_never_quoted(cli: CliRun, tmp_path: Path) -> None:

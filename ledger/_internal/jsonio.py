@@ -139,8 +139,11 @@ def parse_strict(data: bytes) -> Any:
     return obj
 
 
-def read_limited(path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES) -> bytes:
-    """Reads a whole file, refusing one larger than ``max_bytes`` before reading it.
+def read_limited(
+    path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES, *, what: str = "JSON artifacts"
+) -> bytes:
+    """Reads a whole file, refusing one larger than ``max_bytes`` before reading it (or, for
+    a device or a file that grows, as soon as it passes the cap).
 
     Raises:
         InvalidArtifact: ``json-too-large`` when over the cap.
@@ -150,14 +153,15 @@ def read_limited(path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES) 
         size = os.fstat(stream.fileno()).st_size
         if size > max_bytes:
             raise InvalidArtifact(
-                f"{size} bytes is over the {max_bytes}-byte limit for JSON artifacts",
+                f"{size} bytes is over the {max_bytes}-byte limit for {what}",
                 code="json-too-large",
             )
         # Read one byte past the cap: a file growing after the fstat cannot slip through.
         data = stream.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidArtifact(
-            f"grew past the {max_bytes}-byte limit while being read", code="json-too-large"
+            f"grew past the {max_bytes}-byte limit for {what} while being read",
+            code="json-too-large",
         )
     return data
 
@@ -207,6 +211,36 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def write_temp(path: Path, data: bytes) -> str:
+    """Writes ``data``, fsynced, to a new temporary file beside ``path``; returns its name
+    (the caller renames it into place or removes it)."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temp, stat.S_IMODE(default_file_mode()))
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def sync_folder(folder: Path) -> None:
+    """fsyncs a folder, so that a rename into it survives a crash (where the platform can)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str | Path, data: bytes, *, replace: bool = True) -> None:
     """Writes ``data`` to ``path`` so that readers see the old file or the new one, whole.
 
@@ -220,28 +254,13 @@ def write_atomic(path: str | Path, data: bytes, *, replace: bool = True) -> None
     target = Path(path)
     if not replace and target.exists():
         raise FileExistsError(f"{target} exists and replace=False")
-    folder = target.parent
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    temp = write_temp(target, data)
     try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, stat.S_IMODE(default_file_mode()))
         os.replace(temp, target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    sync_folder(target.parent)
 
 
 def write_json(path: str | Path, obj: Any, *, replace: bool = True) -> bytes:

@@ -18,12 +18,11 @@ import datetime
 import os
 import re
 import shutil
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ledger._internal.jsonio import default_file_mode
+from ledger._internal.jsonio import sync_folder, write_temp
 from ledger.errors import UsageError
 
 NAME_PATTERNS = {
@@ -134,7 +133,7 @@ class Changes:
         try:
             for path, (data, _) in self._files.items():
                 created.extend(_make_parents(path.parent))
-                temps[path] = _write_temp(path, data)
+                temps[path] = write_temp(path, data)
             for path in self._files:
                 if path.exists():
                     backups[path] = _reserve(path, ".bak")
@@ -162,7 +161,7 @@ class Changes:
             for backup in backups.values():
                 Path(backup).unlink(missing_ok=True)
         for folder in sorted({p.parent for p in self._files}):
-            _sync_folder(folder)
+            sync_folder(folder)
 
 
 def refuse_other_content(root: str | Path, files: dict[str, bytes], flag: str) -> None:
@@ -196,33 +195,6 @@ def _reserve(path: Path, suffix: str) -> str:
     return name
 
 
-def _write_temp(path: Path, data: bytes) -> str:
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, stat.S_IMODE(default_file_mode()))
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return temp
-
-
-def _sync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 @contextlib.contextmanager
 def new_folder(target: str | Path) -> Iterator[Path]:
     """Yields a work folder that becomes ``target`` when the block ends without error.
@@ -250,7 +222,7 @@ def new_folder(target: str | Path) -> Iterator[Path]:
         work.mkdir(parents=True)
         yield work
         os.replace(staging / top, anchor / top)
-        _sync_folder(anchor)
+        sync_folder(anchor)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from ledger._internal.jsonio import read_limited
 from ledger.errors import InvalidArtifact
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -56,12 +57,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         InvalidArtifact: unreadable, not UTF-8, not TOML, or an integer beyond 64 bits.
     """
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_TOML_BYTES + 1)
+        data = read_limited(path, MAX_TOML_BYTES, what="plans, policies and profiles")
     except OSError as e:
         raise InvalidArtifact(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(data) > MAX_TOML_BYTES:
-        raise InvalidArtifact(f"{path}: larger than {MAX_TOML_BYTES} bytes; not a plan or policy")
+    except InvalidArtifact as e:
+        raise InvalidArtifact(f"{path}: {e}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
