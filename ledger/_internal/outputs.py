@@ -136,30 +136,34 @@ class Changes:
                 temps[path] = write_temp(path, data)
             for path in self._files:
                 if path.exists():
-                    backups[path] = _reserve(path, ".bak")
-                    os.replace(path, backups[path])
+                    backup = _reserve(path, ".bak")
+                    os.replace(path, backup)
+                    backups[path] = backup
                 os.replace(temps[path], path)
                 del temps[path]
                 done.append(path)
         except BaseException:
+            # Best effort, each step on its own: one that fails must not stop the others.
             for path in reversed(done):
-                if path in backups:
-                    os.replace(backups.pop(path), path)
-                else:
-                    path.unlink(missing_ok=True)
-            for path, backup in backups.items():
-                # Moved aside when the interrupt came, before its replacement arrived.
-                os.replace(backup, path)
-            backups.clear()
+                with contextlib.suppress(OSError):
+                    if path in backups:
+                        os.replace(backups.pop(path), path)
+                    else:
+                        path.unlink(missing_ok=True)
+            for path, backup in list(backups.items()):
+                # Moved aside when the failure came, before its replacement arrived.
+                with contextlib.suppress(OSError):
+                    os.replace(backup, path)
+                    del backups[path]
             for temp in temps.values():
                 Path(temp).unlink(missing_ok=True)
             for folder in reversed(created):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+            # A backup whose restore failed stays where it is: the old file, kept.
             raise
-        finally:
-            for backup in backups.values():
-                Path(backup).unlink(missing_ok=True)
+        for backup in backups.values():
+            Path(backup).unlink(missing_ok=True)
         for folder in sorted({p.parent for p in self._files}):
             sync_folder(folder)
 
