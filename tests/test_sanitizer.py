@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ledger._internal.sanitizer import Sanitizer
-from tests.conftest import DATA, SEEDS
+from tests.conftest import DATA, seed_paths
 
 CORPUS = DATA / "secrets-corpus"
 LABELLED = [json.loads(line) for line in (CORPUS / "derived/labelled_strings.jsonl").open()]
@@ -180,5 +180,5 @@ def test_placeholders_are_stable_idempotent_and_deterministic() -> None:
 
 def test_seed_evidence_is_clean() -> None:
     sanitizer = Sanitizer()
-    for path in sorted(SEEDS.glob("*.summary.json")):
+    for path in seed_paths():
         assert list(sanitizer.scan(json.loads(path.read_text()))) == [], path.name

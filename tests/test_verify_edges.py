@@ -12,7 +12,7 @@ import pytest
 from ledger import manifest
 from ledger._internal import scan, tree
 from ledger.verify import verify_paths
-from tests.conftest import ASSETS, ROOT, SEEDS, CliRun, verify_json
+from tests.conftest import ASSETS, ROOT, SEEDS, CliRun, seed_paths, verify_json
 
 EVIDENCE = ROOT / "evidence"
 VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
@@ -41,7 +41,7 @@ def test_evidence_tree_verifies_with_withheld_and_gate_warnings(cli: CliRun) -> 
 
 
 def test_evidence_summaries_are_the_seeds_byte_for_byte() -> None:
-    for seed in SEEDS.glob("*.summary.json"):
+    for seed in seed_paths():
         campaign = seed.name.removesuffix(".summary.json")
         assert (EVIDENCE / campaign / "summary.json").read_bytes() == seed.read_bytes()
     publication = SEEDS / "2026-09-08-glm53-linux-wsl-comparison.publication.md"
@@ -116,6 +116,7 @@ def test_seal_refuses_a_symlink_leaving_the_campaign(tmp_path: Path, cli: CliRun
 def test_unusable_input_exits_2_in_one_line(cli: CliRun, args: list[str]) -> None:
     status, out, err = cli(*args)
     assert status == 2
+    assert err.count("\n") == 1, err
     assert "Traceback" not in err
     assert out == ""
 
