@@ -124,6 +124,23 @@ class Podman:
         )
 
 
+def _api_answers(path: Path) -> bool:
+    """Whether the Docker-compatible API on the unix socket ``path`` answers ``/_ping``."""
+    import socket as sockets
+
+    if not path.exists():
+        return False
+    try:
+        with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as conn:
+            conn.settimeout(2)
+            conn.connect(str(path))
+            conn.sendall(b"GET /_ping HTTP/1.0\r\nHost: podman\r\n\r\n")
+            answer = conn.recv(64)
+    except OSError:
+        return False
+    return answer.startswith(b"HTTP/1.") and b" 200 " in answer
+
+
 @pytest.fixture(scope="session")
 def podman() -> Iterator[Podman]:
     """podman's Docker-compatible API on a unix socket, with its own storage."""
@@ -160,7 +177,8 @@ def podman() -> Iterator[Podman]:
     )
     try:
         deadline = time.monotonic() + 30
-        while not socket.exists():
+        # The socket file appears before the API listens on it: wait for an answer.
+        while not _api_answers(socket):
             if service.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(
                     f"podman system service did not start: {(folder / 'service.log').read_text()}"
