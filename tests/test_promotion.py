@@ -19,7 +19,7 @@ from ledger import manifest
 from ledger.decide import decide, write_approval_record
 from ledger.derive import derive_into
 from ledger.policy import load_policy
-from ledger.promotion import evaluate, load_evidence
+from ledger.promotion import RULE_CODES, evaluate, load_evidence
 from runners.campaign import run_plan
 from runners.plan import parse_plan
 from runners.progress import LogProgress
@@ -606,3 +606,77 @@ def test_private_bundles_fail_against_the_pinned_production_root(
         ).ok
         is False
     )
+
+
+def _policy_with(policy_file: Path, old: str, new: str) -> Path:
+    text = policy_file.read_text()
+    assert old in text
+    policy_file.write_text(text.replace(old, new))
+    return policy_file
+
+
+def _restarted(d: dict[str, Any]) -> None:
+    d["after"]["started_at"] = "2026-11-29T23:59:59.000000000Z"
+
+
+def _image_changed(d: dict[str, Any]) -> None:
+    d["after"]["image_id"] = "sha256:" + "e" * 64
+
+
+@pytest.mark.parametrize(
+    ("rule", "policy_edit", "forged", "reason"),
+    [
+        (
+            "reserve",
+            ("reserve_min_free_mib = 3072", "reserve_min_free_mib = 4100"),
+            None,
+            "card 0: 4000 MiB free, below the 4100 MiB reserve",
+        ),
+        (
+            "matched-ab",
+            ("min_samples_per_cell = 10", "min_samples_per_cell = 11"),
+            None,
+            "10 successful requests on baseline, the policy needs 11",
+        ),
+        ("restoration", None, ("candidate/restoration.json", _restarted), "restarted: started at"),
+        (
+            "restoration",
+            None,
+            ("candidate/restoration.json", _image_changed),
+            "image-changed: image sha256:",
+        ),
+    ],
+    ids=["reserve-below-on-one-card-of-two", "too-few-samples", "restart", "changed-image"],
+)
+def test_each_rule_refused_on_its_own(
+    campaign: Path,
+    policy_file: Path,
+    sigstore: PrivateSigstore,
+    cli: CliRun,
+    rule: str,
+    policy_edit: tuple[str, str] | None,
+    forged: tuple[str, Any] | None,
+    reason: str,
+) -> None:
+    # Every rule holds first: the campaign is approved and promotion allowed.
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, policy).evaluation.allowed
+    # Then exactly one rule is broken.
+    if policy_edit is not None:
+        policy = load_policy(_policy_with(policy_file, *policy_edit))
+    if forged is not None:
+        _forge(campaign, *forged)
+    decided = decide(campaign, policy, reseal_after_review=True)
+    assert {u.rule for u in decided.evaluation.unmet} == {rule}
+    reasons = [u.reason for u in decided.evaluation.unmet]
+    assert any(reason in r for r in reasons), reasons
+    assert decided.summary["decision"]["promotion_authorized"] is False
+    status, out, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 1
+    assert f"FAIL {rule}" in out and "promotion NOT allowed" in out
+    _claim_promotion(campaign)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    assert RULE_CODES[rule] in _codes(report)
