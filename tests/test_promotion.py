@@ -187,7 +187,7 @@ def _forge(campaign: Path, rel: str, edit: Any) -> None:
     path.write_bytes(data)
     run_path = campaign / "run-manifest.json"
     run = json.loads(run_path.read_text())
-    for entry in run["evidence"]:
+    for entry in [*run["evidence"], *run["cells"]]:
         if entry["artifact"] and entry["artifact"]["path"] == rel:
             entry["artifact"]["sha256"] = hashlib.sha256(data).hexdigest()
     run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
@@ -623,6 +623,18 @@ def _image_changed(d: dict[str, Any]) -> None:
     d["after"]["image_id"] = "sha256:" + "e" * 64
 
 
+def _check_failed(d: dict[str, Any]) -> None:
+    d["records"][0]["verdict"] = "failed"
+    d["checks_passed"] -= 1
+    d["passed"] = False
+
+
+def _request_failed(d: dict[str, Any]) -> None:
+    d["requests"][1].update(
+        error={"class": "http-5xx", "status": 503, "message": "Service Unavailable"}
+    )
+
+
 @pytest.mark.parametrize(
     ("rule", "policy_edit", "forged", "reason"),
     [
@@ -645,8 +657,27 @@ def _image_changed(d: dict[str, Any]) -> None:
             ("candidate/restoration.json", _image_changed),
             "image-changed: image sha256:",
         ),
+        (
+            "required-gates",
+            None,
+            ("candidate/preflight.json", _check_failed),
+            "required gate 'preflight' failed",
+        ),
+        (
+            "required-gates",
+            None,
+            ("candidate/capacity/ctx256-c1-nothink.json", _request_failed),
+            "required gate 'capacity' failed: 1 cell, 9/10 requests completed",
+        ),
     ],
-    ids=["reserve-below-on-one-card-of-two", "too-few-samples", "restart", "changed-image"],
+    ids=[
+        "reserve-below-on-one-card-of-two",
+        "too-few-samples",
+        "restart",
+        "changed-image",
+        "required-gate-failed",
+        "workload-gate-with-failed-requests",
+    ],
 )
 def test_each_rule_refused_on_its_own(
     campaign: Path,
