@@ -711,3 +711,63 @@ def test_each_rule_refused_on_its_own(
     status, report = verify_json(cli, "--policy", str(policy_file), campaign)
     assert status == 1
     assert RULE_CODES[rule] in _codes(report)
+
+
+CELL = "capacity/ctx256-c1-nothink.json"
+
+
+def _first_measured(d: dict[str, Any]) -> dict[str, Any]:
+    return next(r for r in d["requests"] if not r["warmup"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            lambda d, _: _first_measured(d).update(prompt_sha256="0" * 64),
+            "capacity/ctx256-c1-nothink: prompt digests differ for 1 requests",
+        ),
+        (
+            lambda d, _: _first_measured(d)["usage"].update(
+                prompt_tokens=_first_measured(d)["usage"]["prompt_tokens"] + 7
+            ),
+            "capacity/ctx256-c1-nothink: actual prompt tokens differ for 1 requests",
+        ),
+        (
+            lambda d, _: d["cell"].update(temperature=0.7),
+            "capacity/ctx256-c1-nothink: temperature differs (0.0 vs 0.7)",
+        ),
+        (
+            lambda d, _: d["cell"].update(concurrency=2),
+            "capacity/ctx256-c1-nothink: concurrency differs (1 vs 2)",
+        ),
+        (
+            lambda d, _: d["cell"].update(controlled_output=False),
+            "capacity/ctx256-c1-nothink: output uncontrolled on candidate",
+        ),
+        (
+            lambda d, base: d["metrics"]["prefix_cache"].update(
+                hit_rate=0.0 if base["metrics"]["prefix_cache"]["hit_rate"] > 0.5 else 1.0
+            ),
+            "capacity/ctx256-c1-nothink: cache reuse differs",
+        ),
+    ],
+    ids=["prompt-digests", "prompt-tokens", "sampling", "concurrency", "controlled-output",
+         "cache-state"],
+)  # fmt: skip
+def test_unmatched_ab_refused_for_each_match_reason(
+    campaign: Path, policy_file: Path, cli: CliRun, edit: Any, reason: str
+) -> None:
+    baseline = json.loads((campaign / "baseline" / CELL).read_text())
+    _forge(campaign, f"candidate/{CELL}", lambda d: edit(d, baseline))
+    derive_into(
+        campaign, "baseline", "candidate", differs=["engine", "simulated_profile"], replace=True
+    )
+    decided = decide(campaign, load_policy(policy_file))
+    unmet = [u for u in decided.evaluation.unmet if u.rule == "matched-ab"]
+    assert any(reason in u.reason for u in unmet), [u.reason for u in unmet]
+    assert {u.rule for u in decided.evaluation.unmet} == {"matched-ab"}
+    assert cli("gate", str(campaign), "--policy", str(policy_file))[0] == 1
+    _claim_promotion(campaign)
+    _, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert "promotion-unmatched-ab" in _codes(report)
