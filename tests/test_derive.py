@@ -92,6 +92,27 @@ def test_derive_is_deterministic(campaign: Path) -> None:
     assert first == second
 
 
+@pytest.mark.parametrize(("factor", "caught"), [(1 + 1e-8, True), (1 + 1e-11, False)])
+def test_recomputation_tolerance_is_one_in_a_billion(
+    campaign: Path, cli: CliRun, factor: float, caught: bool
+) -> None:
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    metric = document["rows"][1]["metrics"]["e2e_p50_ms"]
+    metric["candidate"] *= factor  # just outside, or well inside, the 1e-9 relative tolerance
+    # The row's own arithmetic kept consistent: only the recomputation from raw rows can tell.
+    metric["change_percent"] = (metric["candidate"] - metric["baseline"]) / metric["baseline"] * 100
+    write_json(path, document)
+    forge_seal(campaign)
+    status, report = verify_json(cli, campaign)
+    codes = [(f["code"], f["pointer"]) for f in report["findings"]]
+    if caught:
+        assert status == 1
+        assert codes == [("derived-mismatch", "/rows/1/metrics/e2e_p50_ms/candidate")]
+    else:
+        assert status == 0 and codes == []
+
+
 def test_hand_edited_number_is_caught(campaign: Path, cli: CliRun) -> None:
     path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     document = json.loads(path.read_text())
