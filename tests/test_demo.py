@@ -45,17 +45,28 @@ def test_demo_decides_with_reasons_and_verifies(
     assert isinstance(decision, dict)
     assert decision["promotion_authorized"] is False
     assert decision["decision_labels"] == ["verified", "challenger", "no-promotion"]
-    assert {u["rule"] for u in decision["unmet"]} == {"reserve", "restoration"}
+    # The reserve verdict is whatever this machine's NVML reading implies: none here, or a
+    # GPU (a real driver, or the test shim already loaded into this process).
+    reserve = read_document(demo.public / "candidate" / "reserve.json")
+    reading = reserve["nvml"]["available"]
+    enough = reading and all(
+        card["memory"]["free_mib"] >= reserve["threshold_mib"] for card in reserve["cards"]
+    )
+    expected = {"restoration"} | (set() if enough else {"reserve"})
+    assert {u["rule"] for u in decision["unmet"]} == expected
     print_result(demo, sys.stdout)
     printed = capsys.readouterr().out
     assert "decision: verified, challenger, no-promotion; promotion NOT authorized" in printed
-    assert "because reserve: candidate/reserve.json: no GPU reading" in printed
-    assert "this machine has no NVIDIA GPU" in printed
+    if not reading:
+        assert "because reserve: candidate/reserve.json: no GPU reading" in printed
+        assert "this machine has no NVIDIA GPU" in printed
+    else:
+        assert "this machine has no NVIDIA GPU" not in printed
     assert f"report: {demo.report}" in printed
     gates = {g["name"]: g for g in demo.summary["gates"]}  # type: ignore[union-attr]
     for name in ("preflight", "thinking-control", "capacity", "endurance", "context-quality"):
         assert gates[f"candidate {name}"]["passed"] is True, name
-    assert gates["candidate reserve"]["passed"] is False
+    assert gates["candidate reserve"]["passed"] is bool(enough)
 
 
 def test_demo_publication_holds_report_ticket_and_links(demo: DemoResult, cli: CliRun) -> None:
