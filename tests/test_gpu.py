@@ -163,8 +163,19 @@ def test_a_driver_that_does_not_load_is_recorded_not_raised(
 
 
 def test_without_the_library_the_reading_says_unavailable(tmp_path: Path) -> None:
-    # A fresh process with no libnvidia-ml.so.1 to load (this one has the shim loaded).
-    script = "import json; from runners import gpu; print(json.dumps(gpu.snapshot()))"
+    # A fresh process (this one has the shim loaded) in which loading libnvidia-ml.so.1
+    # fails as on a machine without a driver, whether or not this machine has one.
+    script = (
+        "import ctypes, json\n"
+        "real = ctypes.CDLL\n"
+        "def absent(name, *args, **kwargs):\n"
+        "    if 'nvidia-ml' in str(name):\n"
+        "        raise OSError(f'{name}: cannot open shared object file')\n"
+        "    return real(name, *args, **kwargs)\n"
+        "ctypes.CDLL = absent\n"
+        "from runners import gpu\n"
+        "print(json.dumps(gpu.snapshot()))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
