@@ -15,7 +15,12 @@ import sys
 from typing import Any, NoReturn
 
 from ledger import __version__
-from ledger._decision_cli import add_decision_commands, add_review_flag, is_folder
+from ledger._decision_cli import (
+    add_decision_commands,
+    add_replace_flag,
+    add_review_flag,
+    is_folder,
+)
 from ledger._internal.jsonio import MAX_JSON_BYTES
 from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, printable
 
@@ -195,11 +200,7 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         help="an identity key the arms are meant to differ in (default for os: os); repeatable",
     )
     add_review_flag(derive)
-    derive.add_argument(
-        "--replace",
-        action="store_true",
-        help="replace a comparison that exists with other content (by default refused)",
-    )
+    add_replace_flag(derive, "comparisons")
     derive.set_defaults(func=_derive)
 
     imported = commands.add_parser(
@@ -501,14 +502,11 @@ def main(args: list[str] | None = None) -> int:
 
 def _report_error(error: Exception) -> int:
     """One line on stderr for an error that ended a command; its exit status."""
-    if isinstance(error, InvalidArtifact | SchemaError):
-        # Evidence inside a campaign is checked by verify and wrapped by the commands that
-        # read it; what reaches here is a file named on the command line.
-        print(f"error: {error.diagnostics()}", file=sys.stderr)
-        return 2
     if isinstance(error, Error):
         print(f"error: {error.diagnostics()}", file=sys.stderr)
-        return error.exit_status
+        # Evidence inside a campaign is checked by verify and wrapped by the commands that
+        # read it; a malformed document that reaches here is a file named on the command line.
+        return 2 if isinstance(error, InvalidArtifact | SchemaError) else error.exit_status
     if isinstance(error, OSError):
         # A path the command had to read or write: unusable input, never a traceback.
         where = f"{error.filename}: " if error.filename else ""

@@ -21,6 +21,15 @@ def add_review_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
 
 
+def add_replace_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--replace``, for a command whose output may exist with other content."""
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help=f"replace {what} that exist with other content (by default refused)",
+    )
+
+
 def is_folder(path: str, command: str) -> bool:
     """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
     if os.path.isdir(path):
@@ -77,11 +86,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         help="md (default) or html; repeat for both",
     )
     add_review_flag(report)
-    report.add_argument(
-        "--replace",
-        action="store_true",
-        help="replace report files that exist with other content (by default refused)",
-    )
+    add_replace_flag(report, "report files")
     report.set_defaults(func=_report)
     ticket = commands.add_parser(
         "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"

@@ -109,10 +109,6 @@ class Changes:
         self._files[target] = (data, replace)
         return target
 
-    def pending(self) -> dict[Path, bytes]:
-        """Every file to be written, with its bytes."""
-        return {path: data for path, (data, _) in self._files.items()}
-
     def commit(self) -> None:
         """Writes every file, or none.
 
