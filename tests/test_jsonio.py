@@ -4,6 +4,8 @@ import hashlib
 import io
 import json
 import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -174,3 +176,84 @@ def test_sha256_streams_the_stored_bytes(tmp_path: Path) -> None:
     assert sha256_bytes(data) == expected
     assert is_hex_digest(expected)
     assert not is_hex_digest(expected.upper())
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer"),
+    [
+        ('{"a": 1, "b": 2, "a": 3, "b": 4}', "/a"),
+        ('{"x": 1, "y": {"k": 1, "j": 2, "k": 3}}', "/y/k"),
+        ('[{"u": 1}, {"v": 1, "w": 1, "v": 2}]', "/1/v"),
+    ],
+)
+def test_the_first_repeated_key_is_named(text: str, pointer: str) -> None:
+    with pytest.raises(InvalidArtifact) as raised:
+        jsonio.parse_strict(text.encode())
+    assert raised.value.code == "duplicate-key"
+    assert raised.value.pointer == pointer
+
+
+def test_nonfinite_at_the_root_is_placed_at_slash() -> None:
+    with pytest.raises(ValueError, match=r"^non-finite number nan at /$"):
+        jsonio.dumps_deterministic(float("nan"))
+
+
+def test_read_limited_reads_a_file_of_exactly_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_bytes(b"x" * 64)
+    assert jsonio.read_limited(path, 64) == b"x" * 64
+    path.write_bytes(b"x" * 65)
+    with pytest.raises(InvalidArtifact, match="65 bytes is over the 64-byte limit"):
+        jsonio.read_limited(path, 64)
+
+
+def test_read_limited_refuses_a_stream_that_grows_past_the_cap(tmp_path: Path) -> None:
+    # A FIFO has no size when it is opened: only the cap on the read can catch it.
+    fifo = tmp_path / "growing"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b"y" * 65))
+    writer.start()
+    try:
+        with pytest.raises(InvalidArtifact, match="grew past the 64-byte limit"):
+            jsonio.read_limited(fifo, 64)
+    finally:
+        writer.join()
+
+
+def _open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_write_atomic_syncs_the_file_and_its_folder_and_restores_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def record(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    target = tmp_path / "a.json"
+    before = _open_descriptors()
+    old_umask = os.umask(0o027)
+    try:
+        written = jsonio.write_json(target, {"v": 1})
+        assert os.umask(0o027) == 0o027, "the umask was not restored"
+    finally:
+        os.umask(old_umask)
+    assert written == target.read_bytes() == b'{\n  "v": 1\n}\n'
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    # The temporary file's contents, then the folder that holds the rename.
+    assert len(synced) == 2
+    assert synced[0].startswith(str(tmp_path / ".a.json.")) and synced[1] == str(tmp_path)
+    assert _open_descriptors() == before, "a descriptor was left open"
+    jsonio.write_atomic(target, b"[]\n")  # replacing is the default
+    assert target.read_bytes() == b"[]\n"
+
+
+def test_write_temp_removes_its_file_when_writing_fails(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        jsonio.write_temp(tmp_path / "a.json", "not bytes")  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

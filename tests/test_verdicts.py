@@ -24,22 +24,26 @@ BEFORE = {
     ("change", "code", "message"),
     [
         ({"id": "d" * 64}, "container-replaced", "container id aaaaaaaaaaaa became dddddddddddd"),
-        ({"image_id": "sha256:" + "e" * 64}, "image-changed", "image sha256:bbbb"),
+        (
+            {"image_id": "sha256:" + "e" * 64},
+            "image-changed",
+            f"image sha256:{'b' * 64} became sha256:{'e' * 64}",
+        ),
         ({"config_sha256": "f" * 64}, "config-changed", "the configuration digest changed"),
         ({"restart_count": 1}, "restarted", "restart count 0 became 1"),
         (
             {"started_at": "2026-11-29T11:00:00.000000000Z"},
             "restarted",
-            "started at 2026-11-29T10:00:00.000000000Z, again at 2026-11-29T11:00:00",
+            "started at 2026-11-29T10:00:00.000000000Z, again at 2026-11-29T11:00:00.000000000Z",
         ),
-        ({"oom_killed": True}, "oom-killed", "killed for want of memory"),
+        ({"oom_killed": True}, "oom-killed", "the container was killed for want of memory"),
         ({"state": "exited"}, "state-changed", "state running became exited"),
     ],
 )
 def test_each_disturbance_is_named_alone(change: dict[str, Any], code: str, message: str) -> None:
     failures = restoration_failures(BEFORE, {**BEFORE, **change})
     assert [f["code"] for f in failures] == [code]
-    assert message in failures[0]["message"]
+    assert failures[0]["message"] == message
 
 
 def test_an_undisturbed_container_restores() -> None:

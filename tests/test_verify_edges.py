@@ -236,3 +236,20 @@ def test_seal_withhold_declares_and_refuses_unsafe_paths(tmp_path: Path, cli: Cl
     assert status == 2
     assert "climbs out" in err
     assert (campaign / "manifest.json").read_bytes() == before
+
+
+def test_a_reference_behind_unicode_escapes_is_still_checked(tmp_path: Path, cli: CliRun) -> None:
+    # "sha\u0032\u0035\u0036" parses as "sha256": the cheap filter on the raw text must not
+    # let a reference spelled that way go unchecked.
+    asset = ASSETS / "verify" / "reference_digest_mismatch" / VALID.name
+    campaign = tmp_path / "evidence" / VALID.name
+    shutil.copytree(asset, campaign)
+    shutil.copytree(ASSETS / "verify" / "tickets", tmp_path / "tickets")
+    path = campaign / "comparison.json"
+    path.write_text(path.read_text().replace('"sha256"', '"sha\\u0032\\u0035\\u0036"'))
+    assert b'"sha256"' not in path.read_bytes()
+    manifest.seal(campaign, check=False, jobs=1)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    errors = [(f["code"], f["pointer"]) for f in report["findings"] if f["severity"] == "error"]
+    assert errors == [("reference-mismatch", "/rows/0/sources/0")]

@@ -1,0 +1,642 @@
+"""Mutation score of the modules that decide what is true (``make mutants``).
+
+Each mutant is one small deliberate bug in one function: a comparison turned round, ``and``
+for ``or``, a ``not`` dropped, a number moved by one, a constant flipped, a call statement
+removed, a returned value replaced by ``None``. The test files that cover the module run
+against it, stopping at the first failure; a mutant that no test notices *survives*.
+
+Speed comes from loading everything once: this process imports the project and the tests,
+then forks one child per mutant. The child swaps the mutated function's code object into
+the live function (so every ``from x import f`` sees the bug too), runs pytest in-process
+and exits with pytest's status. A mutant that runs past its time limit counts as killed
+(an endless loop is a visible failure).
+
+String literals are not mutated: findings are asserted by their stable codes, pointers and
+paths, and the exact wording of messages is checked where it is a contract.
+
+Survivors that are equivalent to the original (no input can tell them apart) are listed in
+the README, under "Mutation score", with the reason; this script reads that table and
+reports them apart. It exits 1 when any module kills under 90% of its non-equivalent
+mutants or leaves a survivor that is not listed.
+
+    python benchmarks/mutation_score.py                    # every module
+    python benchmarks/mutation_score.py --module verify    # one (a suffix of its path)
+    python benchmarks/mutation_score.py --jobs 2 --json mutants.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import importlib
+import inspect
+import json
+import os
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+GOAL = 0.90
+
+# The modules under test, each with the functions in scope (None: all of them).
+SCOPE: dict[str, tuple[str, ...] | None] = {
+    "ledger/_internal/jsonio.py": None,
+    "ledger/_internal/verdicts.py": None,
+    "ledger/_internal/documents.py": None,
+    "ledger/policy.py": None,
+    "ledger/gate.py": None,
+    "ledger/promotion.py": None,
+    "ledger/manifest.py": None,
+    "ledger/verify.py": None,
+    # derive's recomputation: what verify re-derives and compares with the stated artifact
+    # (not derive_into, which writes a new one).
+    "ledger/derive.py": (
+        "_close",
+        "first_difference",
+        "_change",
+        "_cells",
+        "_values",
+        "_intervals",
+        "_identity",
+        "_prompt_evidence",
+        "_match_failures",
+        "_limitations",
+        "derive",
+        "_metric_values",
+        "_sources",
+        "_label",
+        "_os_document",
+        "_mid",
+        "_ab_document",
+        "recompute",
+        "_at",
+    ),
+    # The detectors (the rules' matching), not the placeholder bookkeeping around them.
+    "ledger/_internal/sanitizer.py": (
+        "Detector",
+        "_detector",
+        "load_rules",
+        "key_words",
+        "Sanitizer.secret_key",
+        "Sanitizer._gpu_key",
+        "Sanitizer._allowed",
+        "Sanitizer._masked_uuid",
+        "Sanitizer.detect",
+        "Sanitizer._detect",
+        "_plausible_endpoint",
+    ),
+}
+# Every test may kill a mutant; each mutant runs the tests that call its function, fastest
+# first. Left out: tests that compare clocks, build llama.cpp or a wheel, run the whole demo,
+# or hash two gigabytes; none of them is the only check of a rule.
+TESTS = ("tests",)
+EXCLUDE = (
+    "tests/test_accuracy.py",
+    "tests/test_demo.py",
+    "tests/test_llama_server.py",
+    "tests/test_packaging.py",
+    "tests/test_verify_edges.py::test_two_gigabyte_json_is_hashed_not_parsed",
+)
+
+_COMPARE_SWAP: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+_BINOP_SWAP: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.Mult,
+    ast.BitOr: ast.BitAnd,
+    ast.BitAnd: ast.BitOr,
+}
+
+
+@dataclass
+class Mutant:
+    module: str
+    qualname: str
+    original: str
+    mutated: str
+    line: int
+    occurrence: int
+    # Where it sits: the path of AST indices from the module, so it can be rebuilt in a child.
+    path: tuple[tuple[str, int | None], ...]
+    kind: str
+    status: str = "pending"
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        suffix = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.qualname}: {self.original} -> {self.mutated}{suffix}"
+
+
+def _short(node: ast.AST) -> str:
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def _variants(node: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """(kind, replacement) for each mutation of this node alone."""
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            swap = _COMPARE_SWAP.get(type(op))
+            if swap is not None:
+                new = copy.deepcopy(node)
+                new.ops[i] = swap()
+                yield "compare", new
+    elif isinstance(node, ast.BoolOp):
+        new = copy.deepcopy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        yield "boolean", new
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield "not", copy.deepcopy(node.operand)
+    elif isinstance(node, ast.BinOp | ast.AugAssign):
+        swap = _BINOP_SWAP.get(type(node.op))
+        if swap is not None:
+            new = copy.deepcopy(node)
+            new.op = swap()
+            yield "arithmetic", new
+    elif isinstance(node, ast.Constant) and not isinstance(node.value, str | bytes):
+        value = node.value
+        if isinstance(value, bool):
+            yield "constant", ast.Constant(not value)
+        elif isinstance(value, int):
+            yield "constant", ast.Constant(value + 1)
+            if value != 0:
+                yield "constant", ast.Constant(0)
+        elif isinstance(value, float):
+            yield "constant", ast.Constant(value * 2 if value else 1.0)
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call | ast.Await):
+        yield "removed call", ast.Pass()
+    elif isinstance(node, ast.Return) and node.value is not None:
+        if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            yield "return None", ast.Return(ast.Constant(None))
+    elif isinstance(node, ast.Break):
+        yield "loop", ast.Continue()
+    elif isinstance(node, ast.Continue):
+        yield "loop", ast.Break()
+
+
+def _skip(node: ast.AST) -> bool:
+    # Docstrings, annotations and type-checking blocks do not run.
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True
+    return isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+
+
+def _walk(
+    node: ast.AST, path: tuple[tuple[str, int | None], ...]
+) -> Iterator[tuple[ast.AST, tuple[tuple[str, int | None], ...]]]:
+    yield node, path
+    for name, value in ast.iter_fields(node):
+        if name in {"annotation", "returns", "decorator_list", "type_comment"}:
+            continue
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, ast.AST) and not _skip(item):
+                    yield from _walk(item, (*path, (name, i)))
+        elif isinstance(value, ast.AST):
+            yield from _walk(value, (*path, (name, None)))
+
+
+def _functions(
+    tree: ast.Module,
+) -> Iterator[tuple[str, ast.AST, tuple[tuple[str, int | None], ...]]]:
+    """(qualname, node, path) of each top-level function and method."""
+    for i, node in enumerate(tree.body):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node.name, node, (("body", i),)
+        elif isinstance(node, ast.ClassDef):
+            for j, item in enumerate(node.body):
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield f"{node.name}.{item.name}", item, (("body", i), ("body", j))
+
+
+def _in_scope(qualname: str, names: tuple[str, ...] | None) -> bool:
+    if names is None:
+        return True
+    return any(qualname == n or qualname.startswith(n + ".") for n in names)
+
+
+_SOURCES: dict[str, str] = {}
+"""Each module's text as it was when its mutants were made (edits during a run change nothing)."""
+
+
+def _source(module: str) -> str:
+    if module not in _SOURCES:
+        _SOURCES[module] = (ROOT / module).read_text()
+    return _SOURCES[module]
+
+
+def mutants_of(module: str, names: tuple[str, ...] | None) -> list[Mutant]:
+    tree = ast.parse(_source(module), module)
+    found: list[Mutant] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for qualname, function, base in _functions(tree):
+        if not _in_scope(qualname, names):
+            continue
+        assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for i, statement in enumerate(function.body):
+            if _skip(statement):
+                continue
+            for node, path in _walk(statement, (*base, ("body", i))):
+                for kind, replacement in _variants(node):
+                    original, mutated = _short(node), _short(replacement)
+                    if original == mutated:
+                        continue
+                    k = (qualname, original, mutated)
+                    seen[k] = seen.get(k, 0) + 1
+                    found.append(
+                        Mutant(
+                            module=module,
+                            qualname=qualname,
+                            original=original,
+                            mutated=mutated,
+                            line=getattr(node, "lineno", 0),
+                            occurrence=seen[k],
+                            path=path,
+                            kind=kind,
+                            extra={"variant": len(list(_variants(node))), "index": 0},
+                        )
+                    )
+    # Several variants of one node: remember which one each mutant is.
+    by_node: dict[tuple[tuple[str, int | None], ...], int] = {}
+    for mutant in found:
+        mutant.extra["index"] = by_node.get(mutant.path, 0)
+        by_node[mutant.path] = mutant.extra["index"] + 1
+    return found
+
+
+def _locate(tree: ast.AST, path: tuple[tuple[str, int | None], ...]) -> tuple[Any, str, int | None]:
+    parent: Any = tree
+    for name, index in path[:-1]:
+        parent = getattr(parent, name) if index is None else getattr(parent, name)[index]
+    name, index = path[-1]
+    return parent, name, index
+
+
+def _mutated_tree(mutant: Mutant) -> ast.Module:
+    tree = ast.parse(_source(mutant.module), mutant.module)
+    parent, name, index = _locate(tree, mutant.path)
+    node = getattr(parent, name) if index is None else getattr(parent, name)[index]
+    _, replacement = list(_variants(node))[mutant.extra["index"]]
+    ast.copy_location(replacement, node)
+    ast.fix_missing_locations(replacement)
+    if index is None:
+        setattr(parent, name, replacement)
+    else:
+        getattr(parent, name)[index] = replacement
+    return tree
+
+
+def _code_named(code: CodeType, qualname: str) -> CodeType | None:
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            if const.co_qualname == qualname:
+                return const
+            inner = _code_named(const, qualname)
+            if inner is not None:
+                return inner
+    return None
+
+
+def _live_function(module: ModuleType, qualname: str) -> FunctionType:
+    owner: Any = module
+    for part in qualname.split("."):
+        owner = inspect.getattr_static(owner, part)
+    if isinstance(owner, staticmethod | classmethod):
+        owner = owner.__func__
+    if isinstance(owner, property):
+        owner = owner.fget
+    owner = inspect.unwrap(owner)
+    assert isinstance(owner, FunctionType), (qualname, owner)
+    return owner
+
+
+def _import(module: str) -> ModuleType:
+    return importlib.import_module(module.removesuffix(".py").replace("/", "."))
+
+
+def _swap_code(module: str, tree: ast.Module, qualnames: list[str]) -> None:
+    compiled = compile(tree, str(ROOT / module), "exec")
+    live = _import(module)
+    for qualname in qualnames:
+        code = _code_named(compiled, qualname)
+        assert code is not None, qualname
+        _live_function(live, qualname).__code__ = code
+
+
+def apply(mutant: Mutant) -> None:
+    """Puts the mutant into the running process: the live function gets the mutated code."""
+    _swap_code(mutant.module, _mutated_tree(mutant), [mutant.qualname])
+
+
+HITS: set[tuple[str, str]] = set()
+"""Functions called since the last test began, while coverage is being collected."""
+
+
+def instrument(module: str) -> None:
+    """Makes every function of the module note its call in HITS (for choosing tests)."""
+    tree = ast.parse(_source(module), module)
+    qualnames = []
+    for qualname, function, _ in _functions(tree):
+        assert isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        note = ast.parse(f"_MUTATION_HITS_.add(({module!r}, {qualname!r}))").body[0]
+        function.body.insert(0, ast.copy_location(note, function.body[0]))
+        qualnames.append(qualname)
+    ast.fix_missing_locations(tree)
+    _import(module).__dict__["_MUTATION_HITS_"] = HITS
+    _swap_code(module, tree, qualnames)
+
+
+def _pytest_args(tests: list[str], basetemp: Path) -> list[str]:
+    args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", f"--basetemp={basetemp}"]
+    args += [f"--deselect={d}" for d in EXCLUDE if "::" in d]
+    args += [f"--ignore={d}" for d in EXCLUDE if "::" not in d]
+    return [*args, *tests]
+
+
+def _quiet() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+
+def _fork(mutant: Mutant | None, tests: list[str], basetemp: Path) -> int:
+    pid = os.fork()
+    if pid == 0:
+        status = 3
+        try:
+            import pytest
+
+            _quiet()
+            if mutant is not None:
+                apply(mutant)
+            status = int(pytest.main(_pytest_args(tests, basetemp)))
+        finally:
+            os._exit(status)
+    return pid
+
+
+class _Coverage:
+    """A pytest plugin: which in-scope functions each test calls, and how long it takes."""
+
+    def __init__(self) -> None:
+        self.tests: dict[str, list[str]] = {}
+        self.seconds: dict[str, float] = {}
+        self.failed: list[str] = []
+
+    def pytest_runtest_protocol(self, item: Any) -> Iterator[None]:
+        HITS.clear()
+        began = time.perf_counter()
+        yield
+        self.seconds[item.nodeid] = time.perf_counter() - began
+        for module, qualname in HITS:
+            self.tests.setdefault(f"{module}::{qualname}", []).append(item.nodeid)
+
+    pytest_runtest_protocol.hookwrapper = True  # type: ignore[attr-defined]
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed:
+            self.failed.append(report.nodeid)
+
+
+def coverage(modules: list[str], work: Path) -> dict[str, Any]:
+    """Runs the tests once, unmutated, in a child: the tests of each function, their times."""
+    out = work / "coverage.json"
+    pid = os.fork()
+    if pid == 0:
+        status = 3
+        try:
+            import pytest
+
+            _quiet()
+            for module in modules:
+                instrument(module)
+            plugin = _Coverage()
+            args = [a for a in _pytest_args(list(TESTS), work / "coverage") if a != "-x"]
+            status = int(pytest.main(args, plugins=[plugin]))
+            out.write_text(json.dumps(vars(plugin)))
+        finally:
+            os._exit(status)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    result: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    if status != 0 or not result:
+        failed = ", ".join(result.get("failed", [])) or f"pytest exit {status}"
+        raise SystemExit(f"the tests must pass without any mutant first: {failed}")
+    return result
+
+
+def _equivalent() -> dict[tuple[str, str], str]:
+    """The README's table of equivalent mutants: (module, mutant key) -> reason."""
+    table: dict[tuple[str, str], str] = {}
+    text = README.read_text()
+    start = text.find("### Equivalent mutants")
+    if start < 0:
+        return table
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`ledger/"):
+            table[(cells[0].strip("`"), cells[1].strip("`").replace("\\|", "|"))] = cells[2]
+    return table
+
+
+def run(modules: list[str], jobs: int, timeout_factor: float, out: Path | None) -> int:
+    import pytest
+
+    # Import everything once, here, so that every child starts warm. Workers of verify's
+    # pool would be other processes; one job keeps every call in the process under test.
+    os.environ["LEDGER_JOBS"] = "1"
+    for module in modules:
+        _import(module)
+    with open(os.devnull, "w") as quiet:
+        saved = sys.stdout
+        sys.stdout = quiet
+        try:
+            pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *TESTS])
+        finally:
+            sys.stdout = saved
+    work = Path(tempfile.mkdtemp(prefix="mutants-"))
+    equivalent = _equivalent()
+    results: list[Mutant] = []
+    failed = False
+    try:
+        began = time.monotonic()
+        covered = coverage(modules, work)
+        print(
+            f"coverage: {len(covered['seconds'])} tests in {time.monotonic() - began:.0f} s",
+            flush=True,
+        )
+        seconds: dict[str, float] = covered["seconds"]
+        for module in modules:
+            mutants = mutants_of(module, SCOPE[module])
+            print(f"{module}: {len(mutants)} mutants", flush=True)
+            _run_all(mutants, covered["tests"], seconds, jobs, timeout_factor, work)
+            results += mutants
+            failed |= _summary(module, mutants, equivalent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    _table(modules, results, equivalent)
+    if out is not None:
+        rows = [
+            {"module": m.module, "key": m.key, "line": m.line, "kind": m.kind,
+             "status": m.status, "tests": m.extra.get("tests", 0),
+             "seconds": round(m.seconds, 2)}
+            for m in results
+        ]  # fmt: skip
+        out.write_text(json.dumps(rows, indent=1) + "\n")
+    return 1 if failed else 0
+
+
+def _run_all(
+    mutants: list[Mutant],
+    tests_of: dict[str, list[str]],
+    seconds: dict[str, float],
+    jobs: int,
+    timeout_factor: float,
+    work: Path,
+) -> None:
+    pending = list(enumerate(mutants))
+    running: dict[int, tuple[Mutant, float, float, Path]] = {}
+    done = 0
+    while pending or running:
+        while pending and len(running) < jobs:
+            i, mutant = pending.pop(0)
+            tests = sorted(tests_of.get(f"{mutant.module}::{mutant.qualname}", []),
+                           key=lambda t: (seconds[t], t))  # fmt: skip
+            mutant.extra["tests"] = len(tests)
+            if not tests:
+                mutant.status = "not covered"
+                done += 1
+                print(f"  not covered  {mutant.module}:{mutant.line}  {mutant.key}", flush=True)
+                continue
+            deadline = 10.0 + timeout_factor * sum(seconds[t] for t in tests)
+            temp = work / f"m{i}"
+            pid = _fork(mutant, tests, temp)
+            running[pid] = (mutant, time.monotonic(), deadline, temp)
+        if not running:
+            continue
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            now = time.monotonic()
+            for child, (mutant, began, deadline, _) in list(running.items()):
+                if now - began > deadline and not mutant.extra.get("timed_out"):
+                    os.kill(child, signal.SIGKILL)
+                    mutant.extra["timed_out"] = True
+            select.select([], [], [], 0.05)
+            continue
+        mutant, began, _, temp = running.pop(pid)
+        mutant.seconds = time.monotonic() - began
+        code = os.waitstatus_to_exitcode(status)
+        if code in {4, 5}:
+            raise SystemExit(f"pytest could not run the tests of {mutant.key} (exit {code})")
+        if mutant.extra.get("timed_out"):
+            mutant.status = "timeout"
+        elif code == 0:
+            mutant.status = "survived"
+        else:
+            mutant.status = "killed"
+        shutil.rmtree(temp, ignore_errors=True)
+        done += 1
+        if mutant.status == "survived":
+            print(f"  survived  {mutant.module}:{mutant.line}  {mutant.key}", flush=True)
+        elif done % 50 == 0:
+            print(f"  {done}/{len(mutants)}", flush=True)
+
+
+def _counts(
+    mutants: list[Mutant], module: str, equivalent: dict[tuple[str, str], str]
+) -> tuple[int, list[Mutant], list[Mutant], float]:
+    killed = sum(m.status in {"killed", "timeout"} for m in mutants)
+    survivors = [m for m in mutants if m.status in {"survived", "not covered"}]
+    listed = [m for m in survivors if (module, m.key) in equivalent]
+    unlisted = [m for m in survivors if (module, m.key) not in equivalent]
+    scored = len(mutants) - len(listed)
+    return killed, listed, unlisted, (killed / scored if scored else 1.0)
+
+
+def _summary(module: str, mutants: list[Mutant], equivalent: dict[tuple[str, str], str]) -> bool:
+    killed, listed, unlisted, score = _counts(mutants, module, equivalent)
+    print(
+        f"{module}: {killed} killed, {len(listed)} equivalent, {len(unlisted)} survived "
+        f"of {len(mutants)}: {score:.1%}",
+        flush=True,
+    )
+    return score < GOAL or bool(unlisted)
+
+
+def _table(
+    modules: list[str], results: list[Mutant], equivalent: dict[tuple[str, str], str]
+) -> None:
+    print()
+    print(f"{'module':32} {'mutants':>7} {'killed':>7} {'equiv.':>7} {'survived':>8} {'score':>7}")
+    for module in modules:
+        mutants = [m for m in results if m.module == module]
+        killed, listed, unlisted, score = _counts(mutants, module, equivalent)
+        print(
+            f"{module:32} {len(mutants):7} {killed:7} {len(listed):7} {len(unlisted):8} "
+            f"{score:7.1%}"
+        )
+    survivors = {(m.module, m.key) for m in results if m.status in {"survived", "not covered"}}
+    unlisted = [m for m in results if (m.module, m.key) in survivors - set(equivalent)]
+    if unlisted:
+        print("\nsurvivors not listed as equivalent:")
+        for m in unlisted:
+            print(f"  {m.module}:{m.line}  `{m.key}`")
+    stale = {(mod, key) for mod, key in set(equivalent) - survivors if mod in modules}
+    if stale:
+        print("\nlisted as equivalent but killed (remove them from the README):")
+        for mod, key in sorted(stale):
+            print(f"  {mod}  `{key}`")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--module", action="append", default=[], help="part of a module's path")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--timeout-factor", type=float, default=4.0)
+    parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--json", type=Path, help="write every mutant's result here")
+    args = parser.parse_args()
+    modules = [m for m in SCOPE if not args.module or any(s in m for s in args.module)]
+    if not modules:
+        print(f"no module matches {args.module}; choose from: {', '.join(SCOPE)}")
+        return 2
+    if args.list:
+        for module in modules:
+            for m in mutants_of(module, SCOPE[module]):
+                print(f"{module}:{m.line}  {m.key}")
+        return 0
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))
+    return run(modules, args.jobs, args.timeout_factor, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
