@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench mutants clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/client_bench.py
 	$(BIN)/python benchmarks/derive_bench.py
 	$(BIN)/python benchmarks/sanitize_bench.py
+
+# The mutation score of the core (README, "Mutation score"); about half an hour on 2 cores,
+# so not part of `make test`.
+mutants: $(STAMP)
+	$(BIN)/python benchmarks/mutation_score.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) test-output .pytest_cache .mypy_cache .ruff_cache build dist

@@ -2,8 +2,10 @@
 
 Each mutant is one small deliberate bug in one function: a comparison turned round, ``and``
 for ``or``, a ``not`` dropped, a number moved by one, a constant flipped, a call statement
-removed, a returned value replaced by ``None``. The test files that cover the module run
-against it, stopping at the first failure; a mutant that no test notices *survives*.
+removed, a returned value replaced by ``None``. The whole suite runs once, unmutated, to learn
+which tests call each function and how long each takes. Each mutant then runs the tests that
+call its function, fastest first, up to ``--budget`` seconds of their measured time, and
+stops at the first failure; a mutant that no test notices *survives*.
 
 Speed comes from loading everything once: this process imports the project and the tests,
 then forks one child per mutant. The child swaps the mutated function's code object into
@@ -467,7 +469,9 @@ def _equivalent() -> dict[tuple[str, str], str]:
     return table
 
 
-def run(modules: list[str], jobs: int, timeout_factor: float, out: Path | None) -> int:
+def run(
+    modules: list[str], jobs: int, timeout_factor: float, budget: float, out: Path | None
+) -> int:
     import pytest
 
     # Import everything once, here, so that every child starts warm. Workers of verify's
@@ -497,7 +501,7 @@ def run(modules: list[str], jobs: int, timeout_factor: float, out: Path | None) 
         for module in modules:
             mutants = mutants_of(module, SCOPE[module])
             print(f"{module}: {len(mutants)} mutants", flush=True)
-            _run_all(mutants, covered["tests"], seconds, jobs, timeout_factor, work)
+            _run_all(mutants, covered["tests"], seconds, jobs, timeout_factor, budget, work)
             results += mutants
             failed |= _summary(module, mutants, equivalent)
     finally:
@@ -514,12 +518,25 @@ def run(modules: list[str], jobs: int, timeout_factor: float, out: Path | None) 
     return 1 if failed else 0
 
 
+def _within(tests: list[str], seconds: dict[str, float], budget: float) -> list[str]:
+    """The fastest tests whose measured times add up to the budget (at least one)."""
+    chosen: list[str] = []
+    spent = 0.0
+    for test in tests:
+        if chosen and spent + seconds[test] > budget:
+            break
+        chosen.append(test)
+        spent += seconds[test]
+    return chosen
+
+
 def _run_all(
     mutants: list[Mutant],
     tests_of: dict[str, list[str]],
     seconds: dict[str, float],
     jobs: int,
     timeout_factor: float,
+    budget: float,
     work: Path,
 ) -> None:
     pending = list(enumerate(mutants))
@@ -530,6 +547,7 @@ def _run_all(
             i, mutant = pending.pop(0)
             tests = sorted(tests_of.get(f"{mutant.module}::{mutant.qualname}", []),
                            key=lambda t: (seconds[t], t))  # fmt: skip
+            tests = _within(tests, seconds, budget)
             mutant.extra["tests"] = len(tests)
             if not tests:
                 mutant.status = "not covered"
@@ -621,6 +639,12 @@ def main() -> int:
     parser.add_argument("--module", action="append", default=[], help="part of a module's path")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout-factor", type=float, default=4.0)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=5.0,
+        help="seconds of measured test time per mutant (the fastest covering tests first)",
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--json", type=Path, help="write every mutant's result here")
     args = parser.parse_args()
@@ -635,7 +659,7 @@ def main() -> int:
         return 0
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    return run(modules, args.jobs, args.timeout_factor, args.json)
+    return run(modules, args.jobs, args.timeout_factor, args.budget, args.json)
 
 
 if __name__ == "__main__":

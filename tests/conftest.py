@@ -38,6 +38,22 @@ def seed_paths() -> list[Path]:
     return paths
 
 
+def parser_commands() -> list[str]:
+    """Every command the parser knows, nested ones as "ticket new": from the parser itself,
+    so a test over "every command" cannot fall behind a new one."""
+    from ledger._cli import _parser
+
+    names = []
+    for action in _parser()._subparsers._group_actions:  # type: ignore[union-attr]
+        for name, sub in action.choices.items():
+            nested = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
+            if nested:
+                names.extend(f"{name} {child}" for child in nested[0].choices)
+            else:
+                names.append(name)
+    return sorted(names)
+
+
 CliRun = Callable[..., tuple[int, str, str]]
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger._cli import _parser
-from tests.conftest import ROOT, CliRun
+from tests.conftest import ROOT, CliRun, parser_commands
 
 TABLE_ROW = re.compile(r"^\| `([a-z ]+)` \| (\d|-) \| (\d|-) \| .+ \|$")
 
@@ -71,21 +70,8 @@ def _table() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def _commands() -> set[str]:
-    names = set()
-    parser = _parser()
-    for action in parser._subparsers._group_actions:  # type: ignore[union-attr]
-        for name, sub in action.choices.items():
-            nested = [a for a in sub._actions if a.__class__.__name__ == "_SubParsersAction"]
-            if nested:
-                names.update(f"{name} {child}" for child in nested[0].choices)
-            else:
-                names.add(name)
-    return names
-
-
 def test_the_table_names_every_command() -> None:
-    assert set(_table()) == _commands() == set(ARGV)
+    assert set(_table()) == set(parser_commands()) == set(ARGV)
 
 
 CASES = [

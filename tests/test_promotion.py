@@ -276,16 +276,15 @@ def test_signed_approval_allows_promotion(
     assert _codes(report) == ["promotion-without-approval"]
 
 
-def test_approval_by_someone_else_or_of_another_summary_does_not_count(
-    campaign: Path, policy_file: Path, sigstore: PrivateSigstore
-) -> None:
-    policy = load_policy(policy_file)
-    record = _approve(campaign, policy_file, sigstore, identity="intern@example.com")
-    decided = decide(campaign, policy)
-    assert not decided.evaluation.allowed
-    (reason,) = [u.reason for u in decided.evaluation.unmet]
-    assert "not signed by an allowed approver" in reason and "intern@example.com" in reason
-    # A valid signature over a record naming another summary digest.
+def _approval_by_another_identity(campaign: Path, policy_file: Path, sigstore: Any) -> str:
+    _approve(campaign, policy_file, sigstore, identity="intern@example.com")
+    return "not signed by an allowed approver"
+
+
+def _approval_of_another_summary(campaign: Path, policy_file: Path, sigstore: Any) -> str:
+    record = _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, load_policy(policy_file)).evaluation.allowed  # sealed with it
+    # A valid signature by the right approver, over a record naming another summary digest.
     data = json.loads(record.read_text())
     data["summary_sha256"] = "0" * 64
     record.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -294,10 +293,31 @@ def test_approval_by_someone_else_or_of_another_summary_does_not_count(
     )
     # The sealed record changed: decide refuses until someone has reviewed the change.
     with pytest.raises(manifest.SealBroken, match=r"approvals/candidate-.* \(changed\)"):
-        decide(campaign, policy)
+        decide(campaign, load_policy(policy_file))
+    return "approves summary sha256 000000000000"
+
+
+@pytest.mark.parametrize(
+    "approval",
+    [_approval_by_another_identity, _approval_of_another_summary],
+    ids=["approval-by-another-identity", "approval-of-another-summary"],
+)
+def test_approval_by_someone_else_or_of_another_summary_does_not_count(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, cli: CliRun, approval: Any
+) -> None:
+    policy = load_policy(policy_file)
+    assert {u.rule for u in decide(campaign, policy).evaluation.unmet} == {"approval"}
+    reason = approval(campaign, policy_file, sigstore)
     decided = decide(campaign, policy, reseal_after_review=True)
-    (reason,) = [u.reason for u in decided.evaluation.unmet]
-    assert "approves summary sha256 000000000000" in reason
+    assert not decided.evaluation.allowed
+    (unmet,) = decided.evaluation.unmet
+    assert unmet.rule == "approval" and reason in unmet.reason, unmet.reason
+    status, out, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and "FAIL approval" in out
+    _claim_promotion(campaign)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    assert _codes(report) == ["promotion-without-approval"]
 
 
 def test_a_tampered_approval_record_fails_its_signature(
