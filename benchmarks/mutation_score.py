@@ -4,8 +4,9 @@ Each mutant is one small deliberate bug in one function: a comparison turned rou
 for ``or``, a ``not`` dropped, a number moved by one, a constant flipped, a call statement
 removed, a returned value replaced by ``None``. The whole suite runs once, unmutated, to learn
 which tests call each function and how long each takes. Each mutant then runs the tests that
-call its function, fastest first, up to ``--budget`` seconds of their measured time, and
-stops at the first failure; a mutant that no test notices *survives*.
+call its function: those of the module's own test file (``tests/test_<module>*.py``), then
+the fastest of the others up to ``--budget`` seconds of their measured time. It stops at the
+first failure; a mutant that no test notices *survives*.
 
 Speed comes from loading everything once: this process imports the project and the tests,
 then forks one child per mutant. The child swaps the mutated function's code object into
@@ -388,7 +389,18 @@ def _quiet() -> None:
     os.dup2(devnull, 2)
 
 
-def _fork(mutant: Mutant | None, tests: list[str], basetemp: Path) -> int:
+class _FirstFailure:
+    """A pytest plugin: writes the id of the first failing test (what killed the mutant)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed and not self.path.exists():
+            self.path.write_text(f"{report.nodeid} ({report.when})")
+
+
+def _fork(mutant: Mutant | None, tests: list[str], basetemp: Path, failure: Path) -> int:
     pid = os.fork()
     if pid == 0:
         status = 3
@@ -398,7 +410,8 @@ def _fork(mutant: Mutant | None, tests: list[str], basetemp: Path) -> int:
             _quiet()
             if mutant is not None:
                 apply(mutant)
-            status = int(pytest.main(_pytest_args(tests, basetemp)))
+            plugins = [_FirstFailure(failure)]
+            status = int(pytest.main(_pytest_args(tests, basetemp), plugins=plugins))
         finally:
             os._exit(status)
     return pid
@@ -470,7 +483,14 @@ def _equivalent() -> dict[tuple[str, str], str]:
 
 
 def run(
-    modules: list[str], jobs: int, timeout_factor: float, budget: float, out: Path | None
+    modules: list[str],
+    jobs: int,
+    timeout_factor: float,
+    budget: float,
+    out: Path | None,
+    chosen: str = "",
+    cached: Path | None = None,
+    resume: Path | None = None,
 ) -> int:
     import pytest
 
@@ -488,19 +508,33 @@ def run(
             sys.stdout = saved
     work = Path(tempfile.mkdtemp(prefix="mutants-"))
     equivalent = _equivalent()
+    # Mutants an earlier run killed stay killed: tests were only added since.
+    earlier = {
+        (r["module"], r["key"]): r["status"]
+        for r in (json.loads(resume.read_text()) if resume else [])
+        if r["status"] in {"killed", "timeout"}
+    }
     results: list[Mutant] = []
     failed = False
     try:
         began = time.monotonic()
-        covered = coverage(modules, work)
+        if cached is not None and cached.exists():
+            covered = json.loads(cached.read_text())
+        else:
+            covered = coverage(list(SCOPE), work)
+            if cached is not None:
+                cached.write_text(json.dumps(covered))
         print(
             f"coverage: {len(covered['seconds'])} tests in {time.monotonic() - began:.0f} s",
             flush=True,
         )
         seconds: dict[str, float] = covered["seconds"]
         for module in modules:
-            mutants = mutants_of(module, SCOPE[module])
-            print(f"{module}: {len(mutants)} mutants", flush=True)
+            mutants = [m for m in mutants_of(module, SCOPE[module]) if chosen in m.key]
+            for m in mutants:
+                m.status = earlier.get((m.module, m.key), "pending")
+            again = sum(m.status == "pending" for m in mutants)
+            print(f"{module}: {len(mutants)} mutants, {again} to run", flush=True)
             _run_all(mutants, covered["tests"], seconds, jobs, timeout_factor, budget, work)
             results += mutants
             failed |= _summary(module, mutants, equivalent)
@@ -511,6 +545,7 @@ def run(
         rows = [
             {"module": m.module, "key": m.key, "line": m.line, "kind": m.kind,
              "status": m.status, "tests": m.extra.get("tests", 0),
+             "killed_by": m.extra.get("killed_by"), "exit": m.extra.get("exit"),
              "seconds": round(m.seconds, 2)}
             for m in results
         ]  # fmt: skip
@@ -518,74 +553,128 @@ def run(
     return 1 if failed else 0
 
 
-def _within(tests: list[str], seconds: dict[str, float], budget: float) -> list[str]:
-    """The fastest tests whose measured times add up to the budget (at least one)."""
-    chosen: list[str] = []
+def _within(module: str, tests: list[str], seconds: dict[str, float], budget: float) -> list[str]:
+    """The module's own tests (``tests/test_<name>*.py``), then the fastest others whose
+    measured times add up to the budget; put back together by file in the suite's order:
+    interleaving files would tear down and rebuild every module-scoped fixture (a campaign
+    run) between two tests."""
+    own = f"tests/test_{Path(module).stem.lstrip('_')}"
+    chosen = [t for t in tests if t.startswith(own)]
     spent = 0.0
     for test in tests:
+        if test in chosen:
+            continue
         if chosen and spent + seconds[test] > budget:
             break
         chosen.append(test)
         spent += seconds[test]
-    return chosen
+    files = {t.split("::")[0]: rank for rank, t in reversed(list(enumerate(chosen)))}
+    order = {t: i for i, t in enumerate(seconds)}  # the order the suite ran in
+    return sorted(chosen, key=lambda t: (files[t.split("::")[0]], order[t]))
+
+
+@dataclass
+class _Job:
+    mutant: Mutant | None
+    tests: list[str]
+    deadline: float
+    code: int = 0
+    seconds: float = 0.0
+    timed_out: bool = False
+    killed_by: str = ""
+
+
+def _execute(jobs: list[_Job], parallel: int, work: Path, progress: bool) -> None:
+    """Runs each job in its own forked child, ``parallel`` at a time, within its deadline."""
+    pending = list(enumerate(jobs))
+    running: dict[int, tuple[_Job, float, Path]] = {}
+    done = 0
+    while pending or running:
+        while pending and len(running) < parallel:
+            i, job = pending.pop(0)
+            temp = work / f"m{i}"
+            failure = work / f"m{i}.failed"
+            failure.unlink(missing_ok=True)
+            running[_fork(job.mutant, job.tests, temp, failure)] = (job, time.monotonic(), temp)
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            now = time.monotonic()
+            for child, (job, began, _) in running.items():
+                if now - began > job.deadline and not job.timed_out:
+                    os.kill(child, signal.SIGKILL)
+                    job.timed_out = True
+            select.select([], [], [], 0.05)
+            continue
+        job, began, temp = running.pop(pid)
+        job.seconds = time.monotonic() - began
+        job.code = os.waitstatus_to_exitcode(status)
+        failure = temp.with_name(temp.name + ".failed")
+        if failure.exists():
+            job.killed_by = failure.read_text()
+        shutil.rmtree(temp, ignore_errors=True)
+        if job.code in {4, 5}:
+            what = job.mutant.key if job.mutant else "the unmutated code"
+            raise SystemExit(f"pytest could not run the tests of {what} (exit {job.code})")
+        done += 1
+        if progress and done % 50 == 0:
+            print(f"  {done}/{len(jobs)}", flush=True)
 
 
 def _run_all(
     mutants: list[Mutant],
     tests_of: dict[str, list[str]],
     seconds: dict[str, float],
-    jobs: int,
+    parallel: int,
     timeout_factor: float,
     budget: float,
     work: Path,
 ) -> None:
-    pending = list(enumerate(mutants))
-    running: dict[int, tuple[Mutant, float, float, Path]] = {}
-    done = 0
-    while pending or running:
-        while pending and len(running) < jobs:
-            i, mutant = pending.pop(0)
-            tests = sorted(tests_of.get(f"{mutant.module}::{mutant.qualname}", []),
-                           key=lambda t: (seconds[t], t))  # fmt: skip
-            tests = _within(tests, seconds, budget)
-            mutant.extra["tests"] = len(tests)
-            if not tests:
-                mutant.status = "not covered"
-                done += 1
-                print(f"  not covered  {mutant.module}:{mutant.line}  {mutant.key}", flush=True)
-                continue
-            deadline = 10.0 + timeout_factor * sum(seconds[t] for t in tests)
-            temp = work / f"m{i}"
-            pid = _fork(mutant, tests, temp)
-            running[pid] = (mutant, time.monotonic(), deadline, temp)
-        if not running:
+    jobs: list[_Job] = []
+    for mutant in mutants:
+        if mutant.status != "pending":
             continue
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:
-            now = time.monotonic()
-            for child, (mutant, began, deadline, _) in list(running.items()):
-                if now - began > deadline and not mutant.extra.get("timed_out"):
-                    os.kill(child, signal.SIGKILL)
-                    mutant.extra["timed_out"] = True
-            select.select([], [], [], 0.05)
+        tests = sorted(tests_of.get(f"{mutant.module}::{mutant.qualname}", []),
+                       key=lambda t: (seconds[t], t))  # fmt: skip
+        tests = _within(mutant.module, tests, seconds, budget)
+        mutant.extra["tests"] = len(tests)
+        if not tests:
+            mutant.status = "not covered"
             continue
-        mutant, began, _, temp = running.pop(pid)
-        mutant.seconds = time.monotonic() - began
-        code = os.waitstatus_to_exitcode(status)
-        if code in {4, 5}:
-            raise SystemExit(f"pytest could not run the tests of {mutant.key} (exit {code})")
-        if mutant.extra.get("timed_out"):
+        deadline = 10.0 + timeout_factor * sum(seconds[t] for t in tests)
+        jobs.append(_Job(mutant, tests, deadline))
+    _execute(jobs, parallel, work, progress=True)
+    # A child past its deadline may only have met slow fixtures: time the same tests without
+    # the mutant, then give the mutant three times that. Only then is a timeout a kill.
+    slow = [job for job in jobs if job.timed_out]
+    if slow:
+        clean = {tuple(job.tests): _Job(None, job.tests, 600.0) for job in slow}
+        _execute(list(clean.values()), parallel, work, progress=False)
+        for job in slow:
+            reference = clean[tuple(job.tests)]
+            if reference.code != 0:
+                raise SystemExit(f"tests fail without a mutant: {reference.killed_by}")
+            job.deadline = 10.0 + 3 * reference.seconds
+            job.timed_out = False
+        _execute(slow, parallel, work, progress=False)
+    for job in jobs:
+        mutant = job.mutant
+        assert mutant is not None
+        mutant.extra["ran"] = True
+        mutant.seconds = job.seconds
+        mutant.extra.update(exit=job.code, killed_by=job.killed_by)
+        if job.timed_out:
             mutant.status = "timeout"
-        elif code == 0:
+        elif job.code == 0:
             mutant.status = "survived"
         else:
             mutant.status = "killed"
-        shutil.rmtree(temp, ignore_errors=True)
-        done += 1
-        if mutant.status == "survived":
-            print(f"  survived  {mutant.module}:{mutant.line}  {mutant.key}", flush=True)
-        elif done % 50 == 0:
-            print(f"  {done}/{len(mutants)}", flush=True)
+    for mutant in mutants:
+        if not mutant.extra.get("ran"):
+            continue
+        if mutant.status in {"survived", "not covered"} or len(mutants) <= 5:
+            by = mutant.extra.get("killed_by", "")
+            print(f"  {mutant.status} ({mutant.seconds:.1f} s) {by}  "
+                  f"{mutant.module}:{mutant.line}  {mutant.key}", flush=True)  # fmt: skip
 
 
 def _counts(
@@ -645,6 +734,15 @@ def main() -> int:
         default=5.0,
         help="seconds of measured test time per mutant (the fastest covering tests first)",
     )
+    parser.add_argument(
+        "--coverage", type=Path, help="keep which tests call what here, and reuse it if present"
+    )
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="a --json file of an earlier run: run only the mutants it did not kill",
+    )
+    parser.add_argument("--mutant", help="only the mutants whose key contains this text")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--json", type=Path, help="write every mutant's result here")
     args = parser.parse_args()
@@ -659,7 +757,16 @@ def main() -> int:
         return 0
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
-    return run(modules, args.jobs, args.timeout_factor, args.budget, args.json)
+    return run(
+        modules,
+        args.jobs,
+        args.timeout_factor,
+        args.budget,
+        args.json,
+        args.mutant or "",
+        args.coverage,
+        args.resume,
+    )
 
 
 if __name__ == "__main__":

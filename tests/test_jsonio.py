@@ -182,6 +182,7 @@ def test_sha256_streams_the_stored_bytes(tmp_path: Path) -> None:
     ("text", "pointer"),
     [
         ('{"a": 1, "b": 2, "a": 3, "b": 4}', "/a"),
+        ('{"a": 1, "b": 2, "b": 3}', "/b"),
         ('{"x": 1, "y": {"k": 1, "j": 2, "k": 3}}', "/y/k"),
         ('[{"u": 1}, {"v": 1, "w": 1, "v": 2}]', "/1/v"),
     ],
@@ -228,26 +229,29 @@ def test_write_atomic_syncs_the_file_and_its_folder_and_restores_the_umask(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[str] = []
+    sizes: list[int] = []
     real_fsync = os.fsync
 
     def record(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        sizes.append(os.fstat(fd).st_size)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", record)
     target = tmp_path / "a.json"
     before = _open_descriptors()
-    old_umask = os.umask(0o027)
+    old_umask = os.umask(0o022)
     try:
         written = jsonio.write_json(target, {"v": 1})
-        assert os.umask(0o027) == 0o027, "the umask was not restored"
+        assert os.umask(0o022) == 0o022, "the umask was not restored"
     finally:
         os.umask(old_umask)
     assert written == target.read_bytes() == b'{\n  "v": 1\n}\n'
-    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
     # The temporary file's contents, then the folder that holds the rename.
     assert len(synced) == 2
     assert synced[0].startswith(str(tmp_path / ".a.json.")) and synced[1] == str(tmp_path)
+    assert sizes[0] == len(written), "fsynced before the bytes left Python's buffer"
     assert _open_descriptors() == before, "a descriptor was left open"
     jsonio.write_atomic(target, b"[]\n")  # replacing is the default
     assert target.read_bytes() == b"[]\n"
