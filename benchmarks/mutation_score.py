@@ -507,6 +507,9 @@ def run(
         finally:
             sys.stdout = saved
     work = Path(tempfile.mkdtemp(prefix="mutants-"))
+    # Campaigns that fixtures build are built once, by the unmutated code (tests/conftest.py).
+    (work / "fixtures").mkdir()
+    os.environ["ANVIL_TEST_FIXTURE_CACHE"] = str(work / "fixtures")
     equivalent = _equivalent()
     # Mutants an earlier run killed stay killed: tests were only added since.
     earlier = {

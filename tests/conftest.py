@@ -150,7 +150,41 @@ def run_plan_text(plan_text: str, raw: Path) -> tuple[Any, Path]:
     return result, raw / plan.campaign_id
 
 
+FIXTURE_CACHE = "ANVIL_TEST_FIXTURE_CACHE"
+"""Set by benchmarks/mutation_score.py: campaigns that fixtures build are built once, by the
+unmutated code, and copied into each of the thousand pytest sessions that follow."""
+
+
+def built_once(
+    name: str, tmp_path_factory: pytest.TempPathFactory, build: Callable[[Path], Path]
+) -> Path:
+    """``build(folder)`` makes a campaign folder; with FIXTURE_CACHE set, a copy of the one
+    built first (the copy lies in this session's own temporary folder either way)."""
+    import os
+    import shutil
+
+    cache = os.environ.get(FIXTURE_CACHE)
+    if not cache:
+        return build(tmp_path_factory.mktemp(name))
+    stored = Path(cache) / name
+    if not stored.exists():
+        built = build(tmp_path_factory.mktemp(name))
+        # Two sessions may build at once: the first rename wins, the other is dropped.
+        staging = Path(cache) / f".{name}.{os.getpid()}"
+        shutil.copytree(built, staging / built.name, symlinks=True)
+        try:
+            staging.rename(stored)
+        except OSError:
+            shutil.rmtree(staging)
+    (campaign,) = stored.iterdir()
+    copy = tmp_path_factory.mktemp(name) / campaign.name
+    shutil.copytree(campaign, copy, symlinks=True)
+    return copy
+
+
 @pytest.fixture(scope="session")
 def two_arm_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A raw campaign with arms windows and linux on simulated endpoints (built once)."""
-    return run_plan_text(TWO_ARMS_PLAN, tmp_path_factory.mktemp("two-arms"))[1]
+    return built_once(
+        "two-arms", tmp_path_factory, lambda folder: run_plan_text(TWO_ARMS_PLAN, folder)[1]
+    )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ledger._internal import documents
-from tests.conftest import ASSETS, run_plan_text
+from tests.conftest import ASSETS, built_once, run_plan_text
 
 PREFLIGHT_PLAN = """
 campaign_id = "2026-11-29-documents"
@@ -29,7 +29,9 @@ long_tool_tokens = 600
 
 @pytest.fixture(scope="module")
 def answered_preflight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    _, campaign = run_plan_text(PREFLIGHT_PLAN, tmp_path_factory.mktemp("documents"))
+    campaign = built_once(
+        "preflight", tmp_path_factory, lambda folder: run_plan_text(PREFLIGHT_PLAN, folder)[1]
+    )
     gate: dict[str, Any] = json.loads((campaign / "sim" / "preflight.json").read_text())
     return gate
 

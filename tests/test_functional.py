@@ -18,7 +18,7 @@ from runners import coding, textimage
 from runners.campaign import run_plan
 from runners.plan import parse_plan
 from runners.progress import LogProgress
-from tests.conftest import CliRun, forge_seal, verify_json
+from tests.conftest import CliRun, built_once, forge_seal, verify_json
 
 FAST = {"decode_tok_s": 5000.0, "prefill_tok_s": 2000000.0, "overhead_ms": 0.0}
 
@@ -89,7 +89,7 @@ def _failed(gate: dict[str, Any]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def answered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _run(tmp_path_factory.mktemp("answered"), _plan({}, ALL_STAGES))
+    return built_once("answered", tmp_path_factory, lambda f: _run(f, _plan({}, ALL_STAGES)))
 
 
 def test_answering_mode_passes_every_gate_with_its_counts(answered: Path, cli: CliRun) -> None:

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from runners.campaign import run_plan
 from runners.plan import parse_plan
 from runners.progress import LogProgress
 from tests.components import SHIM_ENV, NvmlShim, Podman
-from tests.conftest import CliRun, forge_seal, verify_json
+from tests.conftest import CliRun, built_once, forge_seal, verify_json
 from tests.private_sigstore import PrivateSigstore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.docker]
@@ -131,22 +130,29 @@ def sigstore() -> PrivateSigstore:
     return PrivateSigstore()
 
 
+def _build_promotion(request: pytest.FixtureRequest, folder: Path) -> Path:
+    nvml_shim: NvmlShim = request.getfixturevalue("nvml_shim")
+    podman: Podman = request.getfixturevalue("podman")
+    client = podman.client()
+    try:
+        for arm in ("baseline", "candidate"):
+            podman.fresh_container(client, f"anvil-promo-{arm}")
+        config = nvml_shim.configure(folder / "nvml.conf", GPUS)
+        campaign = _quiet_run(
+            PLAN.format(socket=podman.socket), folder / "raw", {SHIM_ENV: str(config)}
+        )
+    finally:
+        client.close()
+    derive_into(campaign, "baseline", "candidate", differs=["engine", "simulated_profile"])
+    return campaign
+
+
 @pytest.fixture(scope="module")
 def promotion_campaign(
-    tmp_path_factory: pytest.TempPathFactory, nvml_shim: NvmlShim, podman: Podman
-) -> Iterator[Path]:
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Path:
     """Raw campaign: both arms with reserve, telemetry and restoration evidence (built once)."""
-    client = podman.client()
-    for arm in ("baseline", "candidate"):
-        podman.fresh_container(client, f"anvil-promo-{arm}")
-    folder = tmp_path_factory.mktemp("promotion")
-    config = nvml_shim.configure(folder / "nvml.conf", GPUS)
-    campaign = _quiet_run(
-        PLAN.format(socket=podman.socket), folder / "raw", {SHIM_ENV: str(config)}
-    )
-    derive_into(campaign, "baseline", "candidate", differs=["engine", "simulated_profile"])
-    yield campaign
-    client.close()
+    return built_once("promotion", tmp_path_factory, lambda f: _build_promotion(request, f))
 
 
 @pytest.fixture
@@ -496,8 +502,11 @@ def test_promoted_campaign_publishes_and_still_verifies(
 
 
 def test_resume_keeps_the_before_snapshot_and_takes_missing_readings(
-    campaign: Path, nvml_shim: NvmlShim, podman: Podman, tmp_path: Path
+    request: pytest.FixtureRequest, nvml_shim: NvmlShim, podman: Podman, tmp_path: Path
 ) -> None:
+    # Its own campaign: resuming needs the plan it started with, this session's socket.
+    (tmp_path / "own").mkdir()
+    campaign = _build_promotion(request, tmp_path / "own")
     # As a run stopped after its workload leaves them: restoration half-written, no reserve.
     path = campaign / "candidate/restoration.json"
     original = json.loads(path.read_text())
