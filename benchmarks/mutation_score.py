@@ -541,19 +541,23 @@ def run(
             _run_all(mutants, covered["tests"], seconds, jobs, timeout_factor, budget, work)
             results += mutants
             failed |= _summary(module, mutants, equivalent)
+            if out is not None:
+                _write_results(out, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     _table(modules, results, equivalent)
-    if out is not None:
-        rows = [
-            {"module": m.module, "key": m.key, "line": m.line, "kind": m.kind,
-             "status": m.status, "tests": m.extra.get("tests", 0),
-             "killed_by": m.extra.get("killed_by"), "exit": m.extra.get("exit"),
-             "seconds": round(m.seconds, 2)}
-            for m in results
-        ]  # fmt: skip
-        out.write_text(json.dumps(rows, indent=1) + "\n")
     return 1 if failed else 0
+
+
+def _write_results(out: Path, results: list[Mutant]) -> None:
+    rows = [
+        {"module": m.module, "key": m.key, "line": m.line, "kind": m.kind,
+         "status": m.status, "tests": m.extra.get("tests", 0),
+         "killed_by": m.extra.get("killed_by"), "exit": m.extra.get("exit"),
+         "seconds": round(m.seconds, 2)}
+        for m in results
+    ]  # fmt: skip
+    out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 def _within(module: str, tests: list[str], seconds: dict[str, float], budget: float) -> list[str]:
@@ -672,7 +676,7 @@ def _run_all(
         else:
             mutant.status = "killed"
     for mutant in mutants:
-        if not mutant.extra.get("ran"):
+        if not mutant.extra.get("ran") and mutant.status != "not covered":
             continue
         if mutant.status in {"survived", "not covered"} or len(mutants) <= 5:
             by = mutant.extra.get("killed_by", "")

@@ -10,7 +10,6 @@ returns every unmet rule with its reason, not only the first, each with the find
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -378,9 +377,6 @@ class Evaluation:
         """Whether every rule holds."""
         return not self.unmet
 
-    def unmet_except(self, rule: str) -> tuple[Unmet, ...]:
-        return tuple(u for u in self.unmet if u.rule != rule)
-
 
 def pick_candidate(evidence: Evidence, named: str | None) -> tuple[str | None, str | None]:
     """The arm under decision and, when none can be chosen, why."""
@@ -554,7 +550,3 @@ def check_approvals(
             + ")"
         )
     return None, reasons
-
-
-def gate_kinds(gates: Iterable[GateResult]) -> list[str]:
-    return sorted({g.kind for g in gates})

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from ledger import manifest
@@ -800,3 +801,61 @@ def test_unmatched_ab_refused_for_each_match_reason(
     _claim_promotion(campaign)
     _, report = verify_json(cli, "--policy", str(policy_file), campaign)
     assert "promotion-unmatched-ab" in _codes(report)
+
+
+def _signed_record(campaign: Path, name: str, record: dict[str, Any], sigstore: Any,
+                   identity: str = APPROVER) -> None:  # fmt: skip
+    path = campaign / "approvals" / name
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    path.with_name(name + manifest.BUNDLE_SUFFIX).write_bytes(
+        sigstore.sign(path.read_bytes(), identity=identity, issuer=ISSUER)
+    )
+
+
+def test_each_approval_record_is_judged_and_a_later_good_one_counts(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path
+) -> None:
+    from ledger import promotion
+    from ledger._internal.jsonio import dumps_deterministic
+    from ledger.decide import proposal
+
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    good = _approve(campaign, policy_file, sigstore)
+    summary, digest = proposal(campaign, policy)
+    summary_bytes = dumps_deterministic(summary)
+    record = json.loads(good.read_text())
+    _signed_record(campaign, "a-other-arm.json", {**record, "candidate": "baseline"}, sigstore)
+    _signed_record(campaign, "a-stale.json", {**record, "summary_sha256": "0" * 64}, sigstore)
+    (campaign / "approvals" / "a-unsigned.json").write_text(good.read_text())
+    (campaign / "approvals" / "a-junk.json").write_text("{}")
+    evidence = promotion.load_evidence(campaign)
+    rel = f"approvals/{good.name}"
+    assert promotion.check_approvals(evidence, policy, "candidate", summary_bytes) == (rel, [])
+    # Without the good one's signature, each record says why it does not count.
+    good.with_name(good.name + manifest.BUNDLE_SUFFIX).unlink()
+    evidence = promotion.load_evidence(campaign)
+    assert promotion.check_approvals(evidence, policy, "candidate", summary_bytes) == (
+        None,
+        [
+            "approvals/a-other-arm.json: approves another campaign or arm",
+            f"approvals/a-stale.json: approves summary sha256 000000000000…, not {digest[:12]}…",
+            "approvals/a-unsigned.json: no signature (approvals/a-unsigned.json.sigstore.json)",
+            f"{rel}: no signature ({rel}.sigstore.json)",
+        ],
+    )
+    # Two approvers, neither of them the signer: the reason is the last one's check.
+    _signed_record(campaign, good.name, record, sigstore, identity="someone@example.com")
+    evidence = promotion.load_evidence(campaign)
+    two = attrs.evolve(policy, approvers=(
+        policy.approvers[0], attrs.evolve(policy.approvers[0], identity="second@example.com")))  # fmt: skip
+    _, reasons = promotion.check_approvals(evidence, two, "candidate", summary_bytes)
+    assert "second@example.com" in reasons[-1] and APPROVER not in reasons[-1], reasons[-1]
+    # A trusted root that cannot be read is named, whichever approver is tried.
+    broken = tmp_path / "broken-root.json"
+    broken.write_text("{}")
+    _, reasons = promotion.check_approvals(
+        evidence, attrs.evolve(two, trusted_root=str(broken)), "candidate", summary_bytes
+    )
+    assert reasons[-1].startswith(f"{rel}: not signed by an allowed approver (trusted root ")
+    assert reasons[-1].endswith(": not a sigstore trusted root (ValidationError))"), reasons[-1]

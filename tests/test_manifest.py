@@ -1,0 +1,120 @@
+"""The seal's own rules: what a summary names, how SHA256SUMS is read, how a broken seal is
+reported, and what a withholding seal moves and puts back."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import manifest
+from ledger.models import BenchmarkDecisionSummary, structure
+from tests.conftest import ASSETS, SEEDS
+
+VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
+
+
+def test_named_artifacts_are_the_evidence_the_gates_and_the_headline_sources() -> None:
+    document: dict[str, Any] = json.loads(
+        (SEEDS / "2026-09-08-glm53-linux-wsl-comparison.summary.json").read_text()
+    )
+    document["evidence"] = ["raw/a.json", "raw/b.json"]
+    document["gates"] = [{"name": "no artifact"}, {"name": "g", "artifact": "raw/gate.json"}]
+    named = manifest.named_artifacts(structure(document, BenchmarkDecisionSummary))
+    assert named[:3] == [
+        ("/evidence/0", "raw/a.json"),
+        ("/evidence/1", "raw/b.json"),
+        ("/gates/1/artifact", "raw/gate.json"),
+    ]
+    headline = document["headline_results"]
+    assert named[3:] and all(p.startswith("/headline_results/") for p, _ in named[3:])
+    assert ("/headline_results/rows/0/windows_source", headline["rows"][0]["windows_source"]) in (
+        named
+    )
+    document["gates"] = None
+    assert ("/gates/1/artifact", "raw/gate.json") not in manifest.named_artifacts(
+        structure(document, BenchmarkDecisionSummary)
+    )
+
+
+def test_sums_lines_are_numbered_from_one() -> None:
+    good = f"{'a' * 64}  raw/a.json\n"
+    digests, issues = manifest.parse_sums((good + "not a line\n" + good).encode())
+    assert digests == {"raw/a.json": "a" * 64}
+    assert [(i.code, i.pointer) for i in issues] == [
+        ("sha256sums-invalid", "/2"),
+        ("sha256sums-invalid", "/3"),
+    ]
+    assert issues[1].message == "line 3 lists 'raw/a.json' again"
+
+
+def test_sums_that_are_not_utf8() -> None:
+    digests, issues = manifest.parse_sums(b"\xff\xfe")
+    assert digests == {}
+    assert [(i.code, i.pointer, i.message) for i in issues] == [
+        ("sha256sums-invalid", "", "not UTF-8")
+    ]
+
+
+def _sealed_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / VALID.name
+    shutil.copytree(VALID, folder)
+    return folder
+
+
+@pytest.mark.parametrize("count", [8, 9, 12])
+def test_a_broken_seal_names_eight_changes_and_counts_the_rest(tmp_path: Path, count: int) -> None:
+    folder = _sealed_copy(tmp_path)
+    for i in range(count):
+        (folder / "raw" / f"added-{i:02}.log").write_text("x\n")
+    with pytest.raises(manifest.SealBroken) as raised:
+        manifest.check_seal(folder, "report")
+    message = str(raised.value)
+    shown = [f"raw/added-{i:02}.log (added)" for i in range(8)]
+    assert ", ".join(shown) in message
+    assert f"raw/added-{8:02}.log" not in message
+    more = f"{', '.join(shown)} and {count - 8} more." if count > 8 else f"{', '.join(shown)}."
+    assert more in message
+    assert len(raised.value.changes) == count
+
+
+def test_write_sealed_returns_the_manifest_it_wrote(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    sealed = manifest.write_sealed(folder, {"raw/note.log": b"note\n"}, command="report")
+    assert sealed == manifest.read_manifest(folder / "manifest.json")
+    assert "raw/note.log" in {a.path for a in sealed.artifacts}
+
+
+def test_withhold_missing_declares_what_the_summary_names_and_is_absent(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["evidence"] = [*summary.get("evidence", []), "raw/never-published.json"]
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    sealed = manifest.seal(folder, withhold_missing=True, reseal_after_review=True, jobs=1)
+    assert "raw/never-published.json" in {w.path for w in sealed.withheld}
+    # Without the flag, nothing the summary names is declared on its behalf.
+    plain = _sealed_copy(tmp_path / "plain")
+    (plain / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    sealed = manifest.seal(plain, reseal_after_review=True, jobs=1)
+    assert "raw/never-published.json" not in {w.path for w in sealed.withheld}
+
+
+def test_a_failed_withholding_seal_puts_every_moved_file_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _sealed_copy(tmp_path)
+    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    def fail(*_: Any, **__: Any) -> Any:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(manifest, "seal_files", fail)
+    with pytest.raises(OSError, match="disk full"):
+        manifest.seal(folder, withhold=["raw/windows.log", "raw/linux.log"], jobs=1)
+    after = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    assert after == before
+    aside = manifest.withheld_folder(folder)
+    assert not aside.exists() or not any(p.is_file() for p in aside.rglob("*"))
