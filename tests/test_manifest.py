@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from ledger import manifest
-from ledger.models import BenchmarkDecisionSummary, structure
+from ledger._internal.outputs import OutputExists
+from ledger.errors import VerificationError
+from ledger.models import BenchmarkDecisionSummary, Review, structure
 from tests.conftest import ASSETS, SEEDS
 
 VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
@@ -118,3 +120,61 @@ def test_a_failed_withholding_seal_puts_every_moved_file_back(
     assert after == before
     aside = manifest.withheld_folder(folder)
     assert not aside.exists() or not any(p.is_file() for p in aside.rglob("*"))
+
+
+def test_an_unreadable_seal_is_resealed_only_after_review(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    (folder / "manifest.json").write_text("{")
+    with pytest.raises(VerificationError, match="cannot read the seal"):
+        manifest.seal_files(folder)
+    sealed, _ = manifest.seal_files(folder, reviews=[Review("seal", ())])
+    assert [r.command for r in sealed.reviews] == ["seal"]
+
+
+def test_withholding_refuses_a_file_already_set_aside(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    aside = manifest.withheld_folder(folder) / "raw" / "linux.log"
+    aside.parent.mkdir(parents=True)
+    aside.write_text("kept earlier\n")
+    with pytest.raises(OutputExists, match="nothing was moved or sealed"):
+        manifest.seal(folder, withhold=["raw/linux.log"], jobs=1)
+    assert (folder / "raw" / "linux.log").exists() and aside.read_text() == "kept earlier\n"
+
+
+def test_only_json_files_are_read_as_documents(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    (folder / "raw" / "summary-copy.txt").write_bytes((folder / "summary.json").read_bytes())
+    sealed = manifest.seal(folder, reseal_after_review=True, jobs=1)
+    schemas = {a.path: a.schema for a in sealed.artifacts}
+    assert schemas["raw/summary-copy.txt"] is None
+    assert schemas["summary.json"] == "anvil-serving.benchmark-decision-summary/v1"
+
+
+def test_pending_seal_files_are_not_artifacts(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    pending = {"SHA256SUMS": b"stale\n", "raw/z.log": b"z\n"}
+    sealed, files = manifest.seal_files(folder, pending, reviews=[Review("t", ())])
+    paths = {a.path for a in sealed.artifacts}
+    assert "raw/z.log" in paths and "SHA256SUMS" not in paths
+    assert b"stale" not in files["SHA256SUMS"]
+
+
+def test_a_file_that_cannot_be_read_stops_the_seal_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger._internal import scan
+    from ledger._internal.findings import Issue
+
+    folder = _sealed_copy(tmp_path)
+    real = scan.process_files
+
+    def vanishing(tasks: Any, **kwargs: Any) -> Any:
+        for result in real(tasks, **kwargs):
+            if result.rel == "raw/linux.log":
+                issue = Issue("file-changed", "", "vanished while being verified")
+                result = scan.FileResult(result.rel, None, None, (issue,))
+            yield result
+
+    monkeypatch.setattr(scan, "process_files", vanishing)
+    with pytest.raises(VerificationError, match=r"raw/linux.log: vanished while being verified$"):
+        manifest.seal(folder, reseal_after_review=True, jobs=1)

@@ -859,3 +859,33 @@ def test_each_approval_record_is_judged_and_a_later_good_one_counts(
     )
     assert reasons[-1].startswith(f"{rel}: not signed by an allowed approver (trusted root ")
     assert reasons[-1].endswith(": not a sigstore trusted root (ValidationError))"), reasons[-1]
+
+
+@pytest.mark.parametrize(("root", "staging"), [("production", False), ("staging", True)])
+def test_the_pinned_root_the_policy_names_is_the_one_used(
+    sigstore: PrivateSigstore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: str,
+    staging: bool,
+) -> None:  # fmt: skip
+    from ledger import promotion, signatures
+
+    asked: list[tuple[Any, bool]] = []
+    real_root = signatures._root
+
+    def recording(trusted_root: Any, staging: bool) -> Any:
+        asked.append((trusted_root, staging))
+        return real_root(trusted_root, staging)
+
+    monkeypatch.setattr(signatures, "_root", recording)
+    summary = b"{}\n"
+    record = {"schema": "anvil-serving.approval/v1", "campaign_id": "x", "candidate": "c",
+              "decision": "promote", "summary_sha256": hashlib.sha256(summary).hexdigest()}  # fmt: skip
+    data = json.dumps(record).encode()
+    (tmp_path / "approvals").mkdir()
+    (tmp_path / "approvals" / "r.json.sigstore.json").write_bytes(
+        sigstore.sign(data, identity=APPROVER, issuer=ISSUER)
+    )
+    evidence = promotion.Evidence(tmp_path, "x", approvals=[("approvals/r.json", data, record)])
+    policy = attrs.evolve(load_policy(), trusted_root=root)
+    approval, reasons = promotion.check_approvals(evidence, policy, "c", summary)
+    assert approval is None and len(reasons) == 1  # a private bundle fails either pinned root
+    assert asked == [(None, staging)] * len(policy.approvers)

@@ -319,3 +319,21 @@ def test_the_closest_comparison_is_the_one_reported() -> None:
     assert [u.reason for u in evaluation.unmet if u.rule == "matched-ab"] == [
         "derived/2.json: three"
     ]
+
+
+def test_one_measured_request_is_enough_for_a_workload_gate() -> None:
+    evidence = Evidence(Path("."), "x", run_manifest=_run([("a", "capacity", "c1")]))
+    evidence.cells = {"a": [("a1", _cell("capacity", [None], warmup=1))]}
+    (gate,) = promotion.stage_gates(evidence, "a", POLICY)
+    assert (gate.passed, gate.requests) == (True, 1)
+
+
+def test_between_equally_close_comparisons_the_first_path_is_reported() -> None:
+    evidence = Evidence(Path("."), "x", run_manifest=_run([("base", "s", "c"), ("b", "s", "c")]))
+    evidence.comparisons = [
+        _ab("derived/2.json", "b", match_reasons=["aaa"]),
+        _ab("derived/1.json", "b", match_reasons=["zzz"]),
+    ]
+    evaluation = evaluate(evidence, POLICY, candidate="b")
+    assert evaluation.comparison == "derived/1.json"
+    assert [u.reason for u in evaluation.unmet if u.rule == "matched-ab"] == ["derived/1.json: zzz"]
