@@ -253,3 +253,29 @@ def test_a_reference_behind_unicode_escapes_is_still_checked(tmp_path: Path, cli
     assert status == 1
     errors = [(f["code"], f["pointer"]) for f in report["findings"] if f["severity"] == "error"]
     assert errors == [("reference-mismatch", "/rows/0/sources/0")]
+
+
+@pytest.mark.parametrize("count", [8, 10])
+def test_a_review_names_eight_changes_and_counts_the_rest(
+    tmp_path: Path, cli: CliRun, count: int
+) -> None:
+    campaign = _copy_valid(tmp_path)
+    for i in range(count):
+        (campaign / "raw" / f"added-{i:02}.log").write_text("x\n")
+    manifest.seal(campaign, reseal_after_review=True, jobs=1)
+    _, report = verify_json(cli, campaign)
+    (review,) = [f for f in report["findings"] if f["code"] == "resealed-after-review"]
+    shown = ", ".join(f"raw/added-{i:02}.log (added)" for i in range(8))
+    assert shown in review["message"]
+    assert ("and 2 more, listed there" in review["message"]) is (count == 10)
+    assert "raw/added-08.log" not in review["message"]
+
+
+def test_a_manifest_sealed_under_another_name_is_named(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    renamed = campaign.with_name("2026-11-02-renamed")
+    campaign.rename(renamed)
+    status, report = verify_json(cli, renamed)
+    assert status == 1
+    found = {(f["code"], f["path"].split("/")[-1], f["pointer"]) for f in report["findings"]}
+    assert ("campaign-id-mismatch", "manifest.json", "/campaign_id") in found

@@ -1,0 +1,144 @@
+"""verify's rules one at a time, on the functions that hold them: references against known,
+withheld and disclosed digests, the statement's subjects, the order of findings, the kinds a
+manifest lists and which documents are derived again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger import verify
+from ledger.models import Manifest, ManifestEntry
+
+A, B = "a" * 64, "b" * 64
+
+
+@pytest.mark.parametrize(
+    ("path", "digest", "code"),
+    [
+        ("raw/a.json", A, None),
+        ("raw/a.json", B, "reference-mismatch"),
+        ("raw/disclosed.json", B, "reference-withheld"),  # agrees with what is disclosed
+        ("raw/disclosed.json", A, "reference-mismatch"),  # the manifest disclosed B
+        ("raw/undisclosed.json", A, "reference-withheld"),
+        ("raw/nowhere.json", A, "reference-unresolved"),
+        ("../escape.json", A, "path-escape"),
+    ],
+)
+def test_a_reference_against_what_the_manifest_knows(
+    path: str, digest: str, code: str | None
+) -> None:
+    known = {"raw/a.json": A}
+    withheld: dict[str, str | None] = {"raw/disclosed.json": B, "raw/undisclosed.json": None}
+    issue = verify._check_reference("/sources/0", path, digest, known, withheld)
+    assert (issue.code if issue else None) == code
+    if code == "reference-mismatch" and path == "raw/disclosed.json":
+        assert issue is not None and issue.message == (
+            f"reference to withheld 'raw/disclosed.json' says sha256 {A}, the manifest discloses {B}"
+        )
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [("raw/a.json", None), ("raw/held.json", None), ("raw/gone.json", "missing-artifact"),
+     ("/abs.json", "path-absolute")],
+)  # fmt: skip
+def test_a_named_artifact_is_published_or_declared(path: str, code: str | None) -> None:
+    issue = verify._check_named("/evidence/0", path, {"raw/a.json": A}, {"raw/held.json": None})
+    assert (issue.code if issue else None) == code
+
+
+def _statement(folder: Path, subjects: dict[str, str]) -> None:
+    statement = {
+        "_type": "https://in-toto.io/Statement/v1",
+        "subject": [{"name": n, "digest": {"sha256": d}} for n, d in subjects.items()],
+        "predicateType": "https://example.com/p",
+        "predicate": {},
+    }
+    (folder / "statement.intoto.json").write_text(json.dumps(statement))
+
+
+def test_every_subject_and_every_published_file_are_compared(tmp_path: Path) -> None:
+    listed = {"summary.json": A, "raw/x.log": A, "raw/y.log": A}
+    _statement(tmp_path, {"summary.json": A, "raw/x.log": B, "raw/extra.log": A,
+                          "manifest.json": B})  # fmt: skip
+    issues = verify._check_statement(tmp_path, listed, B)
+    assert [(i.code, i.message) for i in issues] == [
+        ("statement-mismatch", "subject 'raw/extra.log' is not published"),
+        ("statement-mismatch", f"subject 'raw/x.log' has sha256 {B}, the file {A}"),
+        ("statement-mismatch", "'raw/y.log' is published but not a subject"),
+    ]
+    _statement(tmp_path, {**listed, "manifest.json": B})
+    assert verify._check_statement(tmp_path, listed, B) == []
+    (tmp_path / "statement.intoto.json").write_text("{")
+    (issue,) = verify._check_statement(tmp_path, listed, B)
+    assert issue.code == "statement-invalid" and issue.message.startswith("cannot read: ")
+
+
+def test_findings_sort_by_pointer_numerically() -> None:
+    pointers = ["/rows/10/x", "/rows/2/x", "/rows/2", "/a", "/rows/b"]
+    ordered = sorted(pointers, key=verify._pointer_order)
+    # Indices before names, and in number order: /rows/2 before /rows/10.
+    assert ordered == ["/a", "/rows/2", "/rows/2/x", "/rows/10/x", "/rows/b"]
+
+
+def test_the_kinds_a_manifest_lists() -> None:
+    entries = (
+        ManifestEntry("a.json", A, 1, "anvil-serving.ab-comparison/v1"),
+        ManifestEntry("b.log", A, 1, None),
+        ManifestEntry("c.json", A, 1, "anvil-serving.gpu-reserve/v1"),
+    )
+    loaded = Manifest(schema=Manifest.SCHEMA, campaign_id="2026-11-01-x", artifacts=entries,
+                      withheld=())  # fmt: skip
+    assert verify._listed_kinds(loaded) == ["ab-comparison", "gpu-reserve"]
+    assert verify._listed_kinds(None) == []
+
+
+def test_every_manifest_entry_is_checked_after_a_bad_one() -> None:
+    from ledger._internal import scan
+    from ledger.models import WithheldEntry
+
+    entries = (
+        ManifestEntry("../out.log", A, 1, None),  # path-escape
+        ManifestEntry("raw/a.log", A, 1, None),
+        ManifestEntry("raw/a.log", A, 1, None),  # path-duplicate
+        ManifestEntry("SHA256SUMS", A, 1, None),  # path-invalid
+        ManifestEntry("raw/gone.log", A, 1, None),  # missing-artifact
+        ManifestEntry("raw/unread.log", A, 1, None),  # could not be read: its own finding
+        ManifestEntry("raw/b.log", A, 2, None),  # hash-mismatch and size-mismatch
+    )
+    withheld = (
+        WithheldEntry("/abs.log", "r"),  # path-absolute
+        WithheldEntry("raw/a.log", "r"),  # path-duplicate: listed
+        WithheldEntry("raw/held.log", "r", B),
+        WithheldEntry("raw/held.log", "r"),  # path-duplicate: withheld twice
+        WithheldEntry("raw/held2.log", "r"),
+    )
+    loaded = Manifest(schema=Manifest.SCHEMA, campaign_id="2026-11-01-x", artifacts=entries,
+                      withheld=withheld)  # fmt: skip
+    by_rel = {
+        "raw/a.log": scan.FileResult("raw/a.log", A, 1),
+        "raw/unread.log": scan.FileResult("raw/unread.log", None, None),
+        "raw/b.log": scan.FileResult("raw/b.log", B, 3),
+    }
+    listed: dict[str, str] = {}
+    held: dict[str, str | None] = {}
+    found = [
+        (i.code, i.pointer) for i in verify._check_manifest_entries(loaded, by_rel, listed, held)
+    ]
+    assert found == [
+        ("path-escape", "/artifacts/0/path"),
+        ("path-duplicate", "/artifacts/2/path"),
+        ("path-invalid", "/artifacts/3/path"),
+        ("missing-artifact", "/artifacts/4"),
+        ("hash-mismatch", "/artifacts/6/sha256"),
+        ("size-mismatch", "/artifacts/6/bytes"),
+        ("path-absolute", "/withheld/0/path"),
+        ("path-duplicate", "/withheld/1/path"),
+        ("withheld-artifact", "/withheld/2"),
+        ("path-duplicate", "/withheld/3/path"),
+        ("withheld-artifact", "/withheld/4"),
+    ]
+    assert held == {"raw/held.log": B, "raw/held2.log": None}
