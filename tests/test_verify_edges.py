@@ -279,3 +279,36 @@ def test_a_manifest_sealed_under_another_name_is_named(tmp_path: Path, cli: CliR
     assert status == 1
     found = {(f["code"], f["path"].split("/")[-1], f["pointer"]) for f in report["findings"]}
     assert ("campaign-id-mismatch", "manifest.json", "/campaign_id") in found
+
+
+def test_a_root_verifies_its_campaign_folders_and_nothing_else(tmp_path: Path, cli: CliRun) -> None:
+    root = tmp_path / "evidence"
+    first = _copy_valid(tmp_path)
+    # A raw campaign first (no ticket check), then the public one: both are read.
+    raw = root / "2026-10-01-raw"
+    shutil.copytree(first, raw)
+    (raw / "run-manifest.json").write_text("{}")
+    (root / ".git").mkdir()
+    (root / ".git" / "junk.json").write_text("{")
+    (tmp_path / "elsewhere").mkdir()
+    (root / "linked").symlink_to(tmp_path / "elsewhere")
+    (root / "README.md").write_text("not a campaign\n")
+    shutil.rmtree(tmp_path / "tickets")  # the public campaign's ticket is now missing
+    status, report = verify_json(cli, str(root) + "/")
+    assert status == 1
+    folders = {f["path"].split("/")[len(root.parts)] for f in report["findings"]}
+    assert folders == {first.name, "2026-10-01-raw"}
+    paths = [f["path"] for f in report["findings"]]
+    assert all(p.startswith(f"{root}/") and "//" not in p for p in paths)
+    tickets = [f for f in report["findings"] if f["code"] == "ticket-missing"]
+    assert [f["path"].split("/")[len(root.parts)] for f in tickets] == [first.name]
+    _, alone = verify_json(cli, first)
+    assert report["summary"]["campaigns"] == 2
+    # The raw copy holds the same artifacts and its run manifest.
+    assert report["summary"]["artifacts"] == 2 * alone["summary"]["artifacts"] + 1
+
+
+def test_an_unusable_path_is_named_with_its_reason(cli: CliRun, tmp_path: Path) -> None:
+    status, _, err = cli("verify", str(tmp_path / "missing"))
+    assert status == 2
+    assert err.strip() == f"ledger verify: error: {tmp_path / 'missing'}: No such file or directory"
