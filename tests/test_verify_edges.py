@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -312,3 +313,28 @@ def test_an_unusable_path_is_named_with_its_reason(cli: CliRun, tmp_path: Path) 
     status, _, err = cli("verify", str(tmp_path / "missing"))
     assert status == 2
     assert err.strip() == f"ledger verify: error: {tmp_path / 'missing'}: No such file or directory"
+
+
+def test_a_second_summary_claiming_promotion_needs_its_evidence_too(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    campaign = _copy_valid(tmp_path)
+    summary = json.loads((campaign / "summary.json").read_text())
+    summary["decision"].update(promotion_authorized=True, decision_labels=["verified"])
+    if isinstance(summary.get("identity"), dict):
+        summary["identity"]["promotion_authorized"] = True
+    (campaign / "raw" / "summary-draft.json").write_text(json.dumps(summary, indent=2) + "\n")
+    manifest.seal(campaign, check=False, jobs=1)
+    _, report = verify_json(cli, campaign)
+    codes = {f["code"] for f in report["findings"] if f["path"].endswith("summary-draft.json")}
+    assert {"promotion-without-ab", "promotion-without-reserve"} <= codes
+
+
+def test_sums_too_large_to_read_are_a_finding(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    with open(campaign / "SHA256SUMS", "r+b") as stream:
+        stream.truncate(17 << 20)  # past the 16 MiB cap on SHA256SUMS
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    (finding,) = [f for f in report["findings"] if f["code"] == "sha256sums-invalid"]
+    assert finding["message"].startswith("cannot read: ")
