@@ -71,9 +71,12 @@ def test_os_comparison_has_the_seed_shape(campaign: Path, cli: CliRun) -> None:
             low, high = metric["change_ci95"]
             assert low <= metric["change_percent"] <= high
         assert [s["path"] for s in row["sources"]] == [row["windows_source"], row["linux_source"]]
-    # 300 vs 400 tok/s per request: the decode change is about +33 %.
-    assert derived["rows"][0]["metrics"]["decode_tok_s_p50"]["change_percent"] == pytest.approx(
-        33.3, abs=3
+    # 300 vs 400 tok/s per request: linux decodes faster. The size of the change is measured
+    # (a loaded machine moves it), so only its sign and its arithmetic are asserted here.
+    decode = derived["rows"][0]["metrics"]["decode_tok_s_p50"]
+    assert decode["change_percent"] > 0
+    assert decode["change_percent"] == pytest.approx(
+        (decode["linux"] - decode["windows"]) / decode["windows"] * 100, rel=1e-9
     )
     endurance = derived["endurance"]
     assert set(seed["headline_results"]["endurance"]) <= set(endurance) | {"limitations"}
