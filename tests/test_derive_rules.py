@@ -1,0 +1,177 @@
+"""derive's comparison of a stated artifact with the one derived again: what counts as the
+same number, where the first difference is, and how a pointer reads its value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ledger import derive
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (1, 1, True),
+        (1, 2, False),
+        (1, 1.0, True),
+        (1.0, 1, True),
+        (1, 1.0 + 5e-9, False),  # an integer against a float still gets the tolerance only
+        (1, 1.0 + 5e-10, True),
+        (None, None, True),
+        (None, 0.0, False),
+        (0.0, None, False),
+        (True, 1.0, False),  # a boolean is not the number one
+        (1.0, True, False),
+        (0.0, 1.5e-12, False),  # the absolute tolerance is 1e-12
+        (0.0, 0.5e-12, True),
+        ("a", "a", True),
+        ("a", "b", False),
+    ],
+)
+def test_close(a: Any, b: Any, same: bool) -> None:
+    assert derive._close(a, b) is same
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "pointer"),
+    [
+        ({"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 2]}, None),
+        ({"a": 1, "b": [1, 2]}, {"a": 1, "b": [1, 3]}, "/b/1"),
+        ({"a": 1}, {"a": 1, "z": 0}, "/z"),
+        ({"a": 1, "y": 0}, {"a": 1}, "/y"),
+        ({"a": [1]}, {"a": [1, 2]}, "/a"),
+        ([1, 2], [1, 2, 3], "/"),
+        ({"a": {"b": 1}}, {"a": [1]}, "/a"),  # a dict against a list
+        ({"a": [1]}, {"a": {"0": 1}}, "/a"),
+        ([{"x": 1.0}], [{"x": 1.0 + 1e-12}], None),
+        (1, 2, "/"),
+    ],
+)
+def test_first_difference(expected: Any, actual: Any, pointer: str | None) -> None:
+    assert derive.first_difference(expected, actual) == pointer
+
+
+def test_at_reads_what_a_pointer_names() -> None:
+    document = {"rows": [{"n": 3}, {"n": 4}], "x": None}
+    assert derive._at(document, "/rows/1/n") == 4
+    assert derive._at(document, "/x") is None
+    assert derive._at(document, "/") == document
+    assert derive._at(document, "/rows/2") == "(absent)"
+    assert derive._at(document, "/rows/1/m") == "(absent)"
+    assert derive._at(document, "/missing") == "(absent)"
+    assert derive._at(document, "/rows/n") == "(absent)"
+
+
+@pytest.mark.parametrize(
+    ("baseline", "candidate", "change"),
+    [(200.0, 150.0, -25.0), (1.0, 2.0, 100.0), (0.0, 2.0, None), (None, 2.0, None),
+     (2.0, None, None)],
+)  # fmt: skip
+def test_change(baseline: float | None, candidate: float | None, change: float | None) -> None:
+    assert derive._change(baseline, candidate) == change
+
+
+def test_mid() -> None:
+    assert derive._mid(2.0, 4.0) == 3.0
+    assert derive._mid(None, 4.0) == 4.0
+    assert derive._mid(None, None) is None
+
+
+def test_recompute_leaves_documents_without_a_derivation_alone(tmp_path: Any) -> None:
+    assert derive.recompute(tmp_path, {"schema": "x"}) == []
+    assert derive.recompute(tmp_path, {"derivation": "not an object"}) == []
+
+
+def _row(**fields: Any) -> dict[str, Any]:
+    row = {"stage": "capacity", "cell": "c1", "artifact": "a.json", "max_tokens": 16,
+           "temperature": 0.0, "seed": 1, "concurrency": 1, "thinking": None, "prefix": None,
+           "controlled_output": True, "lengths_not_as_requested": 0,
+           "prefix_cache_hit_rate": None, "identity": None, "n": 10, "failed": 0}  # fmt: skip
+    return {**row, **fields}
+
+
+def _failures(
+    monkeypatch: pytest.MonkeyPatch,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    evidence: tuple[int, int] = (0, 0),
+    declared: tuple[str, ...] = (),
+) -> list[tuple[str, str]]:
+    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c1"): evidence})
+    found = derive._match_failures(None, "x", ("base", "cand"), [(a, b)], declared)  # type: ignore[arg-type]
+    return [(f["rule"], f["reason"]) for f in found]
+
+
+def test_a_matched_pair_has_no_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _failures(monkeypatch, _row(), _row()) == []
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "evidence", "expected"),
+    [
+        ({"artifact": None}, {}, (0, 0),
+         [("prompt-digests", "capacity/c1: imported records carry no prompt digests or settings")]),
+        ({}, {"artifact": None}, (0, 0),
+         [("prompt-digests", "capacity/c1: imported records carry no prompt digests or settings")]),
+        ({}, {}, (2, 3), [("prompt-digests", "capacity/c1: prompt digests differ for 2 requests")]),
+        ({}, {}, (0, 3),
+         [("prompt-tokens", "capacity/c1: actual prompt tokens differ for 3 requests")]),
+        ({"concurrency": 2}, {}, (0, 0),
+         [("concurrency", "capacity/c1: concurrency differs (2 vs 1)")]),
+        ({"seed": 2}, {}, (0, 0), [("sampling", "capacity/c1: seed differs (2 vs 1)")]),
+        ({}, {"controlled_output": False}, (0, 0),
+         [("controlled-output", "capacity/c1: output uncontrolled on cand")]),
+        ({"lengths_not_as_requested": 2}, {}, (0, 0),
+         [("controlled-output", "capacity/c1: 2 output lengths not as requested on base")]),
+        ({"prefix_cache_hit_rate": 0.5}, {"prefix_cache_hit_rate": 0.5}, (0, 0), []),
+        ({"prefix_cache_hit_rate": 0.9}, {"prefix_cache_hit_rate": 0.1}, (0, 0),
+         [("cache-state",
+           "capacity/c1: cache reuse differs (prefix-cache hit rate 0.900 vs 0.100)")]),
+        ({"identity": '{"engine": "x", "os": "linux"}'}, {"identity": '{"engine": "y"}'}, (0, 0),
+         [("identity", "capacity/c1: identities differ in undeclared engine, os")]),
+    ],
+)  # fmt: skip
+def test_each_match_rule(
+    monkeypatch: pytest.MonkeyPatch,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    evidence: tuple[int, int],
+    expected: list[tuple[str, str]],
+) -> None:
+    assert _failures(monkeypatch, _row(**a), _row(**b), evidence) == expected
+
+
+def test_a_cache_gap_of_exactly_the_limit_still_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert derive.CACHE_REUSE_GAP == 0.05
+    a, b = _row(prefix_cache_hit_rate=0.0), _row(prefix_cache_hit_rate=0.05)
+    assert _failures(monkeypatch, a, b) == []
+
+
+def test_declared_differences_are_not_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _row(identity='{"engine": "x"}'), _row(identity='{"engine": "y"}')
+    assert _failures(monkeypatch, a, b, declared=("engine",)) == []
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({}, []),
+        ({"n": 12, "failed": 2},
+         ["capacity/c1: 2 of 12 requests failed on base, excluded from timing statistics"]),
+        ({"n": 5}, ["capacity/c1: 5 successful requests on base; descriptive medians only"]),
+        ({"n": 10, "failed": 6}, [
+            "capacity/c1: 6 of 10 requests failed on base, excluded from timing statistics",
+            "capacity/c1: 4 successful requests on base; descriptive medians only"]),
+        ({"controlled_output": False}, ["capacity/c1: output length not controlled on base"]),
+        ({"controlled_output": None}, ["capacity/c1: output length not controlled on base"]),
+        ({"prefix_cache_hit_rate": 0.25},
+         ["capacity/c1: measured prefix-cache hit rate 0.250 on base"]),
+        ({"metrics_available": False},
+         ["capacity/c1: cache reuse not measured on base (no /metrics)"]),
+        ({"metrics_available": True}, []),
+    ],
+)  # fmt: skip
+def test_limitations(row: dict[str, Any], expected: list[str]) -> None:
+    assert derive._limitations([(_row(**row), _row())], ("base", "cand")) == expected
