@@ -1,0 +1,88 @@
+"""The sanitizer's detectors one rule at a time: endpoints that name a host, masked GPU
+identifiers, credential key names, word starts, public tokens and values already redacted."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger._internal import sanitizer
+from ledger._internal.sanitizer import Sanitizer, _plausible_endpoint
+
+
+@pytest.mark.parametrize(
+    ("value", "plausible"),
+    [
+        ("10.0.0.7", True),
+        ("10.0.0.7:8000", True),
+        ("bob:pw@10.0.0.7:8000", True),
+        ("255.255.255.255", True),
+        ("10.0.0.256", False),  # not an address
+        ("1.2.3", True),  # not four numbers: a name, kept as found
+        ("1.2.3.4.5", True),
+        ("1.2.x.4", True),
+        ("0.0.0.0", False),  # every interface names no host
+        ("0.0.0.0:8000", False),
+        ("[::]", False),
+        ("[fd00::1]:8000", True),
+        ("registry.internal.example", True),
+    ],
+)
+def test_an_endpoint_must_name_a_host(value: str, plausible: bool) -> None:
+    assert _plausible_endpoint(value) is plausible
+
+
+@pytest.mark.parametrize(
+    ("value", "masked"),
+    [
+        ("GPU-00000000-0000-0000-0000-000000000000", True),
+        ("MIG-00000000-0000-0000-0000-000000000001", True),
+        ("GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b", False),
+        ("00000000-0000-0000-0000-000000000000", True),
+        ("GPU-10000000-0000-0000-0000-00000000000f", False),
+        ("GPUX-0000", True),
+    ],
+)
+def test_masked_gpu_identifiers(value: str, masked: bool) -> None:
+    assert Sanitizer._masked_uuid(value) is masked
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("api_key", True),
+        ("apiKey", True),
+        ("password", True),
+        ("token", True),
+        ("token_name", False),  # names the credential, is not one
+        ("model", False),
+        ("", False),
+        ("client_secret", True),
+    ],
+)
+def test_secret_key_names(key: str, secret: bool) -> None:
+    assert Sanitizer().secret_key(key) is secret
+
+
+def test_a_pattern_that_must_start_a_word() -> None:
+    detector = sanitizer._detector({"pattern": "tok[0-9]+", "word_start": True})
+    text = "tok1 xtok2 _tok3 -tok4"
+    assert [m.group(0) for m in detector.finditer(text, text.lower())] == ["tok1", "tok4"]
+    plain = sanitizer._detector("tok[0-9]+")
+    assert [m.group(0) for m in plain.finditer(text, text.lower())] == [
+        "tok1", "tok2", "tok3", "tok4"
+    ]  # fmt: skip
+
+
+def test_detection_is_the_same_on_short_and_long_texts() -> None:
+    secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    for padding in (0, sanitizer._MEMO_LONGEST):
+        text = "x" * padding + f" token {secret} "
+        hits = Sanitizer().detect(text)
+        assert [(h.category, text[h.start : h.end]) for h in hits] == [("credential", secret)]
+
+
+def test_a_value_under_a_credential_key_is_redacted_whole() -> None:
+    found = Sanitizer().detect("correct horse battery", key="password")
+    assert [(h.category, h.start, h.end) for h in found] == [("credential", 0, 21)]
+    assert Sanitizer().detect("12345", key="password") == []  # a short number is no secret
+    assert Sanitizer().detect("null", key="password") == []
