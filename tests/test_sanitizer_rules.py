@@ -40,6 +40,9 @@ def test_an_endpoint_must_name_a_host(value: str, plausible: bool) -> None:
         ("00000000-0000-0000-0000-000000000000", True),
         ("GPU-10000000-0000-0000-0000-00000000000f", False),
         ("GPUX-0000", True),
+        # Every group counts, the first one too, with or without a prefix.
+        ("GPU-f0000000-0000-0000-0000-000000000000", False),
+        ("f0000000-0000-0000-0000-000000000000", False),
     ],
 )
 def test_masked_gpu_identifiers(value: str, masked: bool) -> None:
@@ -57,6 +60,10 @@ def test_masked_gpu_identifiers(value: str, masked: bool) -> None:
         ("model", False),
         ("", False),
         ("client_secret", True),
+        ("access_key", True),  # neither word alone, the pair is
+        ("signingKey", True),
+        ("key", False),
+        ("monkey_business", False),
     ],
 )
 def test_secret_key_names(key: str, secret: bool) -> None:
@@ -86,3 +93,25 @@ def test_a_value_under_a_credential_key_is_redacted_whole() -> None:
     assert [(h.category, h.start, h.end) for h in found] == [("credential", 0, 21)]
     assert Sanitizer().detect("12345", key="password") == []  # a short number is no secret
     assert Sanitizer().detect("null", key="password") == []
+
+
+HEX = "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("text", "span", "allowed"),
+    [
+        # A hit on part of a digest: only the whole token around it is public.
+        (f"sha256:{HEX} tail", (7, 40), True),  # the token reaches the start of the text
+        (f"head sha256:{HEX}", (30, 76), True),  # and its end
+        (f"head sha256:{HEX} tail", (20, 60), True),
+        (f"head sha256:{HEX}z tail", (20, 60), False),  # the token is no digest
+        (f"id:{HEX}-suffix", (3, 67), True),  # the token is not public, the hit alone is
+        (f"token={'Z' * 30}", (6, 36), False),
+        ("see api-key-ABCDEFGHIJKLMNOP here", (12, 28), False),
+    ],
+)
+def test_a_public_token_around_a_hit_is_not_redacted(
+    text: str, span: tuple[int, int], allowed: bool
+) -> None:
+    assert Sanitizer()._allowed(text, *span) is allowed
