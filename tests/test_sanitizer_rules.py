@@ -104,8 +104,8 @@ HEX = "ab" * 32
         # A hit on part of a digest: only the whole token around it is public.
         (f"sha256:{HEX} tail", (7, 40), True),  # the token reaches the start of the text
         (f"head sha256:{HEX}", (30, 76), True),  # and its end
-        (f"head sha256:{HEX} tail", (20, 60), True),
-        (f"head sha256:{HEX}z tail", (20, 60), False),  # the token is no digest
+        (f"head sha256:{HEX} tail", (20, 50), True),
+        (f"head sha256:{HEX}z tail", (20, 50), False),  # the token is no digest
         (f"id:{HEX}-suffix", (3, 67), True),  # the token is not public, the hit alone is
         (f"token={'Z' * 30}", (6, 36), False),
         ("see api-key-ABCDEFGHIJKLMNOP here", (12, 28), False),
