@@ -338,3 +338,25 @@ def test_sums_too_large_to_read_are_a_finding(tmp_path: Path, cli: CliRun) -> No
     assert status == 1
     (finding,) = [f for f in report["findings"] if f["code"] == "sha256sums-invalid"]
     assert finding["message"].startswith("cannot read: ")
+
+
+def test_a_lone_summary_and_a_campaign_in_one_call(tmp_path: Path, cli: CliRun) -> None:
+    campaign = _copy_valid(tmp_path)
+    _, alone = verify_json(cli, campaign)
+    summary = json.loads((campaign / "summary.json").read_text())
+    summary["decision"].update(promotion_authorized=True, decision_labels=["verified"])
+    if isinstance(summary.get("identity"), dict):
+        summary["identity"]["promotion_authorized"] = True
+    lone = tmp_path / "lone-summary.json"
+    lone.write_text(json.dumps(summary, indent=2) + "\n")
+    status, report = verify_json(cli, lone, campaign)
+    assert status == 1
+    assert report["summary"]["artifacts"] == alone["summary"]["artifacts"] + 1
+    mine = [f["code"] for f in report["findings"] if f["path"] == str(lone)]
+    assert {"promotion-without-ab", "promotion-without-reserve"} <= set(mine)
+    theirs = [f for f in report["findings"] if f["path"] != str(lone)]
+    assert len(theirs) == len(alone["findings"])
+    # One order whatever the order of the arguments: sorted by campaign, path and pointer.
+    _, swapped = verify_json(cli, campaign, lone)
+    assert swapped["findings"] == report["findings"]
+    assert [f["path"] for f in report["findings"]][: len(mine)] == [str(lone)] * len(mine)
