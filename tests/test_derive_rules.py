@@ -175,3 +175,78 @@ def test_declared_differences_are_not_failures(monkeypatch: pytest.MonkeyPatch) 
 )  # fmt: skip
 def test_limitations(row: dict[str, Any], expected: list[str]) -> None:
     assert derive._limitations([(_row(**row), _row())], ("base", "cand")) == expected
+
+
+def _pair_row(**fields: Any) -> dict[str, Any]:
+    row = {"stage_kind": "capacity", "stage": "capacity", "cell": "c1", "context_target": 256,
+           "concurrency": 1, "n": 12, "failed": 0, "artifact": None, "sha256": None,
+           "controlled_output": True, "decode_tok_s_p50": 300.0, "ttft_ms_p50": 50.0,
+           "throughput_tok_s": None}  # fmt: skip
+    return {**row, **fields}
+
+
+def test_the_os_document_row_by_row() -> None:
+    endurance = dict(stage_kind="endurance", stage="endurance", cell="e1")
+    pairs = [
+        (_pair_row(**endurance, n=4, failed=1, artifact="w/e.json", sha256="a" * 64),
+         _pair_row(**endurance, n=4, decode_tok_s_p50=400.0, artifact="l/e.json")),
+        # A second endurance pair is not the endurance block: the first one is.
+        (_pair_row(**{**endurance, "cell": "e2"}), _pair_row(**{**endurance, "cell": "e2"})),
+        (_pair_row(failed=3, thinking="off", decode_tok_s_p50=None),
+         _pair_row(n=11, artifact="l/c1.json", sha256="b" * 64, ttft_ms_p50=40.0)),
+    ]  # fmt: skip
+    intervals = {m: [(1.0, 2.0), None, None] for m in derive.MEDIANS}
+    intervals["ttft_p50_ms"] = [None, None, (-25.0, -15.0)]
+    document = derive._os_document(pairs, intervals, ("win", "lin"))
+    assert document["endurance"] == {
+        "sample_count_per_os": 3,
+        "windows_source": "w/e.json",
+        "linux_source": "l/e.json",
+        "sources": [{"path": "w/e.json", "sha256": "a" * 64}],  # the other has no digest
+        "decode_windows": 300.0,
+        "decode_linux": 400.0,
+        "decode_change_percent": pytest.approx(100 / 3),
+        "decode_change_ci95": [1.0, 2.0],
+        "label": "descriptive",
+    }
+    (row,) = document["rows"]
+    assert row["sample_count_per_os"] == 9
+    assert (row["windows_source"], row["linux_source"]) == ("c1", "l/c1.json")
+    assert row["thinking"] == "off"
+    assert row["label"] == "descriptive"
+    # A metric missing on one side is left out; the others keep their interval.
+    assert row["metrics"] == {
+        "ttft_p50_ms": {"windows": 50.0, "linux": 40.0, "change_percent": -20.0,
+                        "change_ci95": [-25.0, -15.0]},
+    }  # fmt: skip
+    assert "median_output_tokens" not in row
+    with_thinking = derive._os_document(pairs[2:], {m: [None] for m in derive.MEDIANS}, ("w", "l"))
+    assert "thinking" in with_thinking["rows"][0]
+    pairs[2][0].pop("thinking")
+    plain = derive._os_document(pairs[2:], {m: [None] for m in derive.MEDIANS}, ("w", "l"))
+    assert "thinking" not in plain["rows"][0] and "endurance" not in plain
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "label"),
+    [((10, 0), (10, 0), "estimate"), ((12, 3), (10, 0), "descriptive"),
+     ((10, 0), (12, 3), "descriptive"), ((9, 0), (20, 0), "descriptive")],
+)  # fmt: skip
+def test_label(a: tuple[int, int], b: tuple[int, int], label: str) -> None:
+    assert derive._label({"n": a[0], "failed": a[1]}, {"n": b[0], "failed": b[1]}) == label
+
+
+def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c2"): (0, 4)})
+    pairs = [
+        (_row(artifact=None), _row()),
+        (_row(cell="c2"), _row(cell="c2")),
+        (_row(cell="c3"), _row(cell="c3")),  # no evidence rows: nothing differs
+    ]
+    found = derive._match_failures(None, "x", ("b", "c"), pairs, ())  # type: ignore[arg-type]
+    assert [(f["rule"], f["reason"].split(":")[0]) for f in found] == [
+        ("prompt-digests", "capacity/c1"),
+        ("prompt-tokens", "capacity/c2"),
+    ]
