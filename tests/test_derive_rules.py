@@ -186,7 +186,7 @@ def _pair_row(**fields: Any) -> dict[str, Any]:
 
 
 def test_the_os_document_row_by_row() -> None:
-    endurance = dict(stage_kind="endurance", stage="endurance", cell="e1")
+    endurance = {"stage_kind": "endurance", "stage": "endurance", "cell": "e1"}
     pairs = [
         (_pair_row(**endurance, n=4, failed=1, artifact="w/e.json", sha256="a" * 64),
          _pair_row(**endurance, n=4, decode_tok_s_p50=400.0, artifact="l/e.json")),
