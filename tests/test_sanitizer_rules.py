@@ -15,6 +15,8 @@ from ledger._internal.sanitizer import Sanitizer, _plausible_endpoint
         ("10.0.0.7", True),
         ("10.0.0.7:8000", True),
         ("bob:pw@10.0.0.7:8000", True),
+        ("bob:pw@10.0.0.256:8000", False),  # the host is what follows the credentials
+        ("u@0.0.0.0:80", False),
         ("255.255.255.255", True),
         ("10.0.0.256", False),  # not an address
         ("1.2.3", True),  # not four numbers: a name, kept as found
