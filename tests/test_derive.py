@@ -210,3 +210,15 @@ def test_exact_bootstrap_matches_resampling(n: int) -> None:
         # Both are samples of one discrete distribution over a few order statistics.
         assert np.percentile(fast, q) == pytest.approx(np.percentile(brute, q), rel=0.02)
     assert fast.mean() == pytest.approx(brute.mean(), rel=0.005)
+
+
+def test_a_derived_artifact_with_an_error_is_not_derived_again(campaign: Path, cli: CliRun) -> None:
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    document["rows"][1]["metrics"]["e2e_p50_ms"]["candidate"] *= 0.9
+    document["unexpected"] = True  # schema-invalid: its own finding is the root cause
+    write_json(path, document)
+    forge_seal(campaign)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert [f["code"] for f in report["findings"]] == ["schema-invalid"]
