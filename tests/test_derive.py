@@ -222,3 +222,34 @@ def test_a_derived_artifact_with_an_error_is_not_derived_again(campaign: Path, c
     status, report = verify_json(cli, campaign)
     assert status == 1
     assert [f["code"] for f in report["findings"]] == ["schema-invalid"]
+
+
+def test_each_arm_keeps_its_own_identity_in_an_ab_comparison(campaign: Path) -> None:
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    assert document["baseline"]["arm"] == "windows"
+    assert document["baseline"]["identity"]["os"] == "windows"
+    assert document["candidate"]["identity"]["os"] == "linux"
+
+
+def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger import derive
+
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    closed: list[bool] = []
+    real_build = derive.build
+
+    def tracking(folders: Any) -> Any:
+        db = real_build(folders)
+        real_close = db.close
+
+        def close() -> None:
+            closed.append(True)
+            real_close()
+
+        db.close = close
+        return db
+
+    monkeypatch.setattr(derive, "build", tracking)
+    assert derive.recompute(campaign, json.loads(path.read_text())) == []
+    assert closed == [True]

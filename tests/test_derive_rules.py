@@ -188,12 +188,13 @@ def _pair_row(**fields: Any) -> dict[str, Any]:
 def test_the_os_document_row_by_row() -> None:
     endurance = {"stage_kind": "endurance", "stage": "endurance", "cell": "e1"}
     pairs = [
-        (_pair_row(**endurance, n=4, failed=1, artifact="w/e.json", sha256="a" * 64),
-         _pair_row(**endurance, n=4, decode_tok_s_p50=400.0, artifact="l/e.json")),
+        (_pair_row(**endurance, n=4, failed=0, artifact="w/e.json", sha256="a" * 64),
+         _pair_row(**endurance, n=4, failed=1, decode_tok_s_p50=400.0, artifact="l/e.json")),
         # A second endurance pair is not the endurance block: the first one is.
         (_pair_row(**{**endurance, "cell": "e2"}), _pair_row(**{**endurance, "cell": "e2"})),
-        (_pair_row(failed=3, thinking="off", decode_tok_s_p50=None),
-         _pair_row(n=11, artifact="l/c1.json", sha256="b" * 64, ttft_ms_p50=40.0)),
+        (_pair_row(failed=1, thinking="off", decode_tok_s_p50=None, median_output_tokens=16),
+         _pair_row(n=13, failed=4, artifact="l/c1.json", sha256="b" * 64, ttft_ms_p50=40.0,
+                   median_output_tokens=15)),
     ]  # fmt: skip
     intervals = {m: [(1.0, 2.0), None, None] for m in derive.MEDIANS}
     intervals["ttft_p50_ms"] = [None, None, (-25.0, -15.0)]
@@ -219,7 +220,7 @@ def test_the_os_document_row_by_row() -> None:
         "ttft_p50_ms": {"windows": 50.0, "linux": 40.0, "change_percent": -20.0,
                         "change_ci95": [-25.0, -15.0]},
     }  # fmt: skip
-    assert "median_output_tokens" not in row
+    assert row["median_output_tokens"] == {"windows": 16, "linux": 15}
     with_thinking = derive._os_document(pairs[2:], {m: [None] for m in derive.MEDIANS}, ("w", "l"))
     assert "thinking" in with_thinking["rows"][0]
     pairs[2][0].pop("thinking")

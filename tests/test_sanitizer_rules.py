@@ -117,3 +117,36 @@ def test_a_public_token_around_a_hit_is_not_redacted(
     text: str, span: tuple[int, int], allowed: bool
 ) -> None:
     assert Sanitizer()._allowed(text, *span) is allowed
+
+
+@pytest.mark.parametrize(
+    ("text", "hits"),
+    [
+        # A hit may touch a value already redacted, on either side.
+        ("<redacted:credential:1>10.0.0.7:8000", [("endpoint", "10.0.0.7:8000")]),
+        ("10.0.0.7:8000<redacted:credential:1>", [("endpoint", "10.0.0.7:8000")]),
+        # A match skipped for a reason of its own does not stop the matches after it.
+        ("https://bob:pw@10.0.0.5:80/ and 10.0.0.7:8000",
+         [("credential", "bob:pw"), ("endpoint", "10.0.0.5:80"), ("endpoint", "10.0.0.7:8000")]),
+        ("GPU-00000000-0000-0000-0000-000000000000 GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b",
+         [("gpu", "GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b")]),
+        ("listen 0.0.0.0:8000 then 10.0.0.7:8000", [("endpoint", "10.0.0.7:8000")]),
+        ("password=12345 password=hunter2secret", [("credential", "hunter2secret")]),
+        ("sha1 0123456789abcdef0123456789abcdef01234567 then "
+         "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+         [("credential", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")]),
+        ("/home/alice/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8/x and /home/bob/y",
+         [("path", "/home/alice"), ("credential", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+          ("path", "/home/bob")]),
+    ],
+)  # fmt: skip
+def test_each_match_is_judged_on_its_own(text: str, hits: list[tuple[str, str]]) -> None:
+    assert [(h.category, text[h.start : h.end]) for h in Sanitizer().detect(text)] == hits
+
+
+@pytest.mark.parametrize("key", ["uuid", "gpu_uuid"])
+def test_a_gpu_id_under_a_gpu_key_is_one_hit(key: str) -> None:
+    text = "GPU-0b5c3f1e-9a2d-4e6f-8a1b-2c3d4e5f6a7b"
+    assert [(h.category, h.start, h.end) for h in Sanitizer().detect(text, key=key)] == [
+        ("gpu", 0, len(text))
+    ]
