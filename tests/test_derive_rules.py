@@ -199,6 +199,7 @@ def test_the_os_document_row_by_row() -> None:
     intervals = {m: [(1.0, 2.0), None, None] for m in derive.MEDIANS}
     intervals["ttft_p50_ms"] = [None, None, (-25.0, -15.0)]
     document = derive._os_document(pairs, intervals, ("win", "lin"))
+    assert (document["baseline_arm"], document["candidate_arm"]) == ("win", "lin")
     assert document["endurance"] == {
         "sample_count_per_os": 3,
         "windows_source": "w/e.json",
@@ -251,3 +252,14 @@ def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes(
         ("prompt-digests", "capacity/c1"),
         ("prompt-tokens", "capacity/c2"),
     ]
+
+
+def test_an_ab_document_of_one_pair_names_each_arm() -> None:
+    a = _pair_row(identity='{"os": "windows"}', n=10)
+    b = _pair_row(identity='{"os": "linux"}', n=11, failed=1)
+    document = derive._ab_document([(a, b)], {m: [None] for m in derive.MEDIANS}, ("w", "l"))
+    assert document["baseline"] == {"arm": "w", "identity": {"os": "windows"}}
+    assert document["candidate"] == {"arm": "l", "identity": {"os": "linux"}}
+    (row,) = document["rows"]
+    assert (row["n"], row["failed"]) == ({"baseline": 10, "candidate": 11},
+                                         {"baseline": 0, "candidate": 1})  # fmt: skip
