@@ -267,7 +267,7 @@ def mutants_of(module: str, names: tuple[str, ...] | None) -> list[Mutant]:
             if _skip(statement):
                 continue
             for node, path in _walk(statement, (*base, ("body", i))):
-                for kind, replacement in _variants(node):
+                for index, (kind, replacement) in enumerate(_variants(node)):
                     original, mutated = _short(node), _short(replacement)
                     if original == mutated:
                         continue
@@ -283,14 +283,9 @@ def mutants_of(module: str, names: tuple[str, ...] | None) -> list[Mutant]:
                             occurrence=seen[k],
                             path=path,
                             kind=kind,
-                            extra={"variant": len(list(_variants(node))), "index": 0},
+                            extra={"index": index},  # which variant of this node
                         )
                     )
-    # Several variants of one node: remember which one each mutant is.
-    by_node: dict[tuple[tuple[str, int | None], ...], int] = {}
-    for mutant in found:
-        mutant.extra["index"] = by_node.get(mutant.path, 0)
-        by_node[mutant.path] = mutant.extra["index"] + 1
     return found
 
 
