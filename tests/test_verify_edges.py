@@ -371,3 +371,28 @@ def test_text_output_shows_a_lone_document_by_its_whole_path(cli: CliRun, tmp_pa
     assert status == 1
     (line,) = [line for line in out.splitlines() if "schema-" in line]
     assert f" {lone}#/schema: " in line or f" {lone}: " in line, line
+
+
+def test_failures_alone_need_a_ticket_and_every_published_campaign_is_checked(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    first = _copy_valid(tmp_path)
+    root = first.parent
+    # An earlier published campaign whose summary cannot be read: its own findings say so,
+    # and the campaigns after it are still checked for tickets.
+    unreadable = root / "2026-10-01-unreadable"
+    shutil.copytree(first, unreadable)
+    (unreadable / "summary.json").write_text("{")
+    manifest.seal(unreadable, check=False, jobs=1)
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["failures"]
+    del summary["decision"]["next_gate"]  # failures alone
+    (first / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (first / "follow-up.json").unlink()
+    manifest.seal(first, check=False, jobs=1)
+    _, report = verify_json(cli, root)
+    missing = [f for f in report["findings"] if f["code"] == "ticket-missing"]
+    assert [(f["path"].split("/")[-2], f["message"]) for f in missing] == [
+        (first.name,
+         "the campaign has failures or a next gate but links no ticket (ledger ticket new)"),
+    ]  # fmt: skip
