@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger import verify
 from ledger.models import Manifest, ManifestEntry
+from tests.conftest import ASSETS
 
 A, B = "a" * 64, "b" * 64
 
@@ -142,3 +144,37 @@ def test_every_manifest_entry_is_checked_after_a_bad_one() -> None:
         ("withheld-artifact", "/withheld/4"),
     ]
     assert held == {"raw/held.log": B, "raw/held2.log": None}
+
+
+def test_what_cannot_be_read_at_the_last_moment_adds_nothing_of_its_own(tmp_path: Path) -> None:
+    from ledger._internal import scan
+    from ledger.policy import load_policy
+
+    # Files that vanished after the scan: their own findings say why, these add none.
+    assert verify._check_policy(tmp_path, None, load_policy()) == []
+    gone = scan.FileResult("derived/gone.json", A, 10)
+    assert verify._recompute(tmp_path, gone) == []
+
+
+def test_a_manifest_with_only_warnings_is_still_read() -> None:
+    from ledger._internal import scan
+    from ledger._internal.findings import CODES, Issue
+
+    warning = next(code for code, (severity, _) in CODES.items() if severity == "warning")
+    error = next(code for code, (severity, _) in CODES.items() if severity == "error")
+    folder = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
+    found = scan.FileResult("manifest.json", A, 10, (Issue(warning, "", "w"),))
+    assert verify._read_manifest(folder, found) is not None
+    broken = scan.FileResult("manifest.json", A, 10, (Issue(error, "", "e"),))
+    assert verify._read_manifest(folder, broken) is None
+
+
+def test_a_folder_that_cannot_be_listed_is_named_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Path) -> Any:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(verify.UnusablePathError, match=r": Permission denied$"):
+        verify.verify_paths([str(tmp_path)])
