@@ -253,3 +253,19 @@ def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(derive, "build", tracking)
     assert derive.recompute(campaign, json.loads(path.read_text())) == []
     assert closed == [True]
+
+
+@pytest.mark.parametrize("short_arm", ["windows", "linux"])
+def test_only_cells_both_arms_ran_are_compared(campaign: Path, short_arm: str) -> None:
+    run_path = campaign / "run-manifest.json"
+    run = json.loads(run_path.read_text())
+    dropped = next(
+        e for e in run["cells"] if e["arm"] == short_arm and e["cell"].startswith("ctx1024")
+    )
+    run["cells"].remove(dropped)
+    (campaign / dropped["artifact"]["path"]).unlink()
+    write_json(run_path, run)
+    forge_seal(campaign)
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    cells = [row["cell"] for row in json.loads(path.read_text())["rows"]]
+    assert cells and not any(c.startswith("ctx1024") for c in cells)
