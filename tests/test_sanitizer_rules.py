@@ -137,6 +137,12 @@ def test_a_public_token_around_a_hit_is_not_redacted(
         ("/home/alice/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8/x and /home/bob/y",
          [("path", "/home/alice"), ("credential", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
           ("path", "/home/bob")]),
+        # Inside a hit already taken, then free.
+        ("https://10.0.0.5:pw@x.example/ and 10.0.0.7",
+         [("credential", "10.0.0.5:pw"), ("endpoint", "10.0.0.7")]),
+        # Inside a public request id, then outside it.
+        (f"req-sk-{'A' * 40} then sk-{'B' * 40}",
+         [("credential", f"sk-{'B' * 40}")]),
     ],
 )  # fmt: skip
 def test_each_match_is_judged_on_its_own(text: str, hits: list[tuple[str, str]]) -> None:
