@@ -3,6 +3,9 @@ identifiers, credential key names, word starts, public tokens and values already
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from ledger._internal import sanitizer
@@ -155,3 +158,45 @@ def test_a_gpu_id_under_a_gpu_key_is_one_hit(key: str) -> None:
     assert [(h.category, h.start, h.end) for h in Sanitizer().detect(text, key=key)] == [
         ("gpu", 0, len(text))
     ]
+
+
+def _min_width(pattern: str) -> int:
+    """The fewest characters the rule's value (its ``secret`` group, or the whole match)
+    can span, from Python's own regex parser."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    compiled = re.compile(pattern)
+    tree = parser.parse(pattern, compiled.flags)
+    group = compiled.groupindex.get("secret")
+    if group is None:
+        return int(tree.getwidth()[0])
+
+    def find(items: Any) -> int | None:
+        for op, av in items:
+            if op is parser.SUBPATTERN and av[0] == group:
+                return int(av[3].getwidth()[0])
+            for value in av if isinstance(av, list | tuple) else (av,):
+                if isinstance(value, parser.SubPattern):
+                    found = find(value)
+                    if found is not None:
+                        return found
+                elif isinstance(value, list | tuple):
+                    for inner in value:
+                        if isinstance(inner, parser.SubPattern):
+                            found = find(inner)
+                            if found is not None:
+                                return found
+        return None
+
+    width = find(tree)
+    assert width is not None, pattern
+    return width
+
+
+def test_no_rule_can_redact_an_empty_value() -> None:
+    rules = sanitizer.load_rules()
+    detectors = [*rules.keyed, *(d for c in sanitizer.CATEGORIES for d in rules.patterns[c])]
+    assert len(detectors) > 50
+    widths = {d.pattern.pattern: _min_width(d.pattern.pattern) for d in detectors}
+    assert all(w >= 1 for w in widths.values()), [p for p, w in widths.items() if w < 1]
+    assert _min_width("(?P<secret>a*)b") == 0  # the check itself can fail
