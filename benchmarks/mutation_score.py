@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
@@ -100,8 +100,8 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
         "_plausible_endpoint",
     ),
 }
-# Every test may kill a mutant; each mutant runs the tests that call its function, fastest
-# first. Left out: tests that compare clocks, build llama.cpp or a wheel, run the whole demo,
+# Every test may kill a mutant; each mutant runs the tests that call its function (the
+# module's own test file, then the fastest others within the budget). Left out: tests that compare clocks, build llama.cpp or a wheel, run the whole demo,
 # or hash two gigabytes; none of them is the only check of a rule.
 TESTS = ("tests",)
 EXCLUDE = (
@@ -147,9 +147,14 @@ class Mutant:
     # Where it sits: the path of AST indices from the module, so it can be rebuilt in a child.
     path: tuple[tuple[str, int | None], ...]
     kind: str
+    variant: int
+    """Which of the node's variants (``_variants``) this mutant is."""
     status: str = "pending"
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    tests: int = 0
+    ran: bool = False
+    exit: int | None = None
+    killed_by: str = ""
 
     @property
     def key(self) -> str:
@@ -283,7 +288,7 @@ def mutants_of(module: str, names: tuple[str, ...] | None) -> list[Mutant]:
                             occurrence=seen[k],
                             path=path,
                             kind=kind,
-                            extra={"index": index},  # which variant of this node
+                            variant=index,
                         )
                     )
     return found
@@ -301,7 +306,7 @@ def _mutated_tree(mutant: Mutant) -> ast.Module:
     tree = ast.parse(_source(mutant.module), mutant.module)
     parent, name, index = _locate(tree, mutant.path)
     node = getattr(parent, name) if index is None else getattr(parent, name)[index]
-    _, replacement = list(_variants(node))[mutant.extra["index"]]
+    _, replacement = list(_variants(node))[mutant.variant]
     ast.copy_location(replacement, node)
     ast.fix_missing_locations(replacement)
     if index is None:
@@ -547,8 +552,8 @@ def run(
 def _write_results(out: Path, results: list[Mutant]) -> None:
     rows = [
         {"module": m.module, "key": m.key, "line": m.line, "kind": m.kind,
-         "status": m.status, "tests": m.extra.get("tests", 0),
-         "killed_by": m.extra.get("killed_by"), "exit": m.extra.get("exit"),
+         "status": m.status, "tests": m.tests, "killed_by": m.killed_by or None,
+         "exit": m.exit,
          "seconds": round(m.seconds, 2)}
         for m in results
     ]  # fmt: skip
@@ -638,7 +643,7 @@ def _run_all(
         tests = sorted(tests_of.get(f"{mutant.module}::{mutant.qualname}", []),
                        key=lambda t: (seconds[t], t))  # fmt: skip
         tests = _within(mutant.module, tests, seconds, budget)
-        mutant.extra["tests"] = len(tests)
+        mutant.tests = len(tests)
         if not tests:
             mutant.status = "not covered"
             continue
@@ -661,9 +666,9 @@ def _run_all(
     for job in jobs:
         mutant = job.mutant
         assert mutant is not None
-        mutant.extra["ran"] = True
+        mutant.ran = True
         mutant.seconds = job.seconds
-        mutant.extra.update(exit=job.code, killed_by=job.killed_by)
+        mutant.exit, mutant.killed_by = job.code, job.killed_by
         if job.timed_out:
             mutant.status = "timeout"
         elif job.code == 0:
@@ -671,10 +676,10 @@ def _run_all(
         else:
             mutant.status = "killed"
     for mutant in mutants:
-        if not mutant.extra.get("ran") and mutant.status != "not covered":
+        if not mutant.ran and mutant.status != "not covered":
             continue
         if mutant.status in {"survived", "not covered"} or len(mutants) <= 5:
-            by = mutant.extra.get("killed_by", "")
+            by = mutant.killed_by
             print(f"  {mutant.status} ({mutant.seconds:.1f} s) {by}  "
                   f"{mutant.module}:{mutant.line}  {mutant.key}", flush=True)  # fmt: skip
 

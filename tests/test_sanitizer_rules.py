@@ -171,21 +171,20 @@ def _min_width(pattern: str) -> int:
     if group is None:
         return int(tree.getwidth()[0])
 
-    def find(items: Any) -> int | None:
-        for op, av in items:
-            if op is parser.SUBPATTERN and av[0] == group:
-                return int(av[3].getwidth()[0])
-            for value in av if isinstance(av, list | tuple) else (av,):
-                if isinstance(value, parser.SubPattern):
-                    found = find(value)
-                    if found is not None:
-                        return found
-                elif isinstance(value, list | tuple):
-                    for inner in value:
-                        if isinstance(inner, parser.SubPattern):
-                            found = find(inner)
-                            if found is not None:
-                                return found
+    def find(node: Any) -> int | None:
+        # The parse tree nests SubPatterns in tuples and lists (branches, repeats, groups).
+        if isinstance(node, parser.SubPattern):
+            for op, av in node:
+                if op is parser.SUBPATTERN and av[0] == group:
+                    return int(av[3].getwidth()[0])
+                found = find(av)
+                if found is not None:
+                    return found
+        elif isinstance(node, list | tuple):
+            for child in node:
+                found = find(child)
+                if found is not None:
+                    return found
         return None
 
     width = find(tree)
