@@ -97,6 +97,12 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         default=MAX_JSON_BYTES,
         help=f"largest JSON artifact parsed (default {MAX_JSON_BYTES})",
     )
+    verify.add_argument(
+        "--tickets",
+        metavar="DIR",
+        help="where linked tickets are that a campaign does not publish itself (default: "
+        "tickets/ beside each evidence root)",
+    )
     verify.set_defaults(func=_verify)
 
     seal = commands.add_parser(
@@ -413,9 +419,16 @@ def _verify(args: argparse.Namespace) -> int:
     except InvalidArtifact as e:
         print(f"ledger verify: error: {e}", file=sys.stderr)
         return 2
+    if args.tickets is not None and not os.path.isdir(args.tickets):
+        print(f"ledger verify: error: --tickets {args.tickets}: not a folder", file=sys.stderr)
+        return 2
     try:
         report = verify_paths(
-            args.paths, jobs=args.jobs, max_json_bytes=args.max_json_bytes, policy=policy
+            args.paths,
+            jobs=args.jobs,
+            max_json_bytes=args.max_json_bytes,
+            policy=policy,
+            tickets=args.tickets,
         )
     except UnusablePathError as e:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)

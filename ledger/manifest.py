@@ -52,6 +52,7 @@ APPROVALS_PREFIX = "approvals/"
 DEFAULT_WITHHELD_REASON = "operator-private raw artifact; not published"
 
 _SUMS_LINE = re.compile(r"(?P<digest>[0-9a-f]{64}) [ *](?P<path>[^\n]+)")
+_SEAL_ORDER = (STATEMENT_NAME, BUNDLE_NAME)
 
 
 def named_artifacts(summary: BenchmarkDecisionSummary) -> list[tuple[str, str]]:
@@ -74,8 +75,37 @@ def render_sums(digests: Iterable[tuple[str, str]]) -> bytes:
     return "".join(f"{digest}  {path}\n" for path, digest in sorted(digests)).encode()
 
 
+def first_difference(data: bytes, expected: bytes) -> str | None:
+    """Where ``data`` first differs from ``expected``, in words (line, column and both
+    lines, shortened); None when they are the same bytes."""
+    if data == expected:
+        return None
+    at = next(
+        (i for i, (a, b) in enumerate(zip(data, expected, strict=False)) if a != b),
+        min(len(data), len(expected)),
+    )
+    line = data.count(b"\n", 0, at) + 1
+    column = at - (data.rfind(b"\n", 0, at) + 1) + 1
+
+    def around(text: bytes) -> str:
+        start = text.rfind(b"\n", 0, at) + 1
+        end = text.find(b"\n", at)
+        shown = text[start : len(text) if end < 0 else end]
+        return repr(shown[:100] + (b"..." if len(shown) > 100 else b""))[1:]
+
+    if at >= len(data):
+        return f"ends at byte {at} (line {line}); expected more: {around(expected)}"
+    if at >= len(expected):
+        return f"has more than expected from byte {at} (line {line}): {around(data)}"
+    return (
+        f"differs at byte {at} (line {line}, column {column}): has {around(data)}, "
+        f"expected {around(expected)}"
+    )
+
+
 def parse_sums(data: bytes) -> tuple[dict[str, str], list[Issue]]:
-    """Reads a ``SHA256SUMS`` file.
+    """Reads a ``SHA256SUMS`` file as ``sha256sum -c`` does: lines end at ``\\n`` only
+    (a vertical tab or form feed is part of a line, as it is for coreutils).
 
     Returns:
         path to digest, and a ``sha256sums-invalid`` issue per line that does not parse
@@ -87,7 +117,10 @@ def parse_sums(data: bytes) -> tuple[dict[str, str], list[Issue]]:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return {}, [Issue("sha256sums-invalid", "", "not UTF-8")]
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
         match = _SUMS_LINE.fullmatch(line)
         if match is None:
             issues.append(
@@ -218,15 +251,26 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
             changes.append(ReviewedChange(path, "changed", listed[path], current[path]))
     if sealed is None:
         return changes
-    expected = dict(listed)
-    expected[MANIFEST_NAME] = sha256_bytes((root / MANIFEST_NAME).read_bytes())
+    subjects_expected = dict(listed)
+    subjects_expected[MANIFEST_NAME] = sha256_bytes((root / MANIFEST_NAME).read_bytes())
+    expected = dict(subjects_expected)
     try:
-        sums, problems = parse_sums((root / SUMS_NAME).read_bytes())
+        sums = (root / SUMS_NAME).read_bytes()
     except FileNotFoundError:
         changes.append(ReviewedChange(SUMS_NAME, "missing"))
     else:
-        if problems or sums != expected:
+        for name in sealed.seals:
+            # A missing one is its own change; its line cannot be checked.
+            present = (root / name).exists()
+            digest = sha256_file(root / name)[0] if present else parse_sums(sums)[0].get(name)
+            if digest is not None:
+                expected[name] = digest
+        # Byte for byte: a file sha256sum reads differently from us is not our seal.
+        if sums != render_sums(expected.items()):
             changes.append(ReviewedChange(SUMS_NAME, "changed"))
+    changes.extend(
+        ReviewedChange(name, "missing") for name in sealed.seals if not (root / name).exists()
+    )
     statement = root / STATEMENT_NAME
     if statement.exists():
         from ledger._internal import intoto
@@ -235,7 +279,7 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
             subjects = intoto.subjects_of(jsonio.read_json(statement))
         except InvalidArtifact:
             subjects = None
-        if subjects != expected:
+        if subjects != subjects_expected:
             changes.append(ReviewedChange(STATEMENT_NAME, "changed"))
     return changes
 
@@ -300,10 +344,14 @@ def seal_files(
     carried: Sequence[WithheldEntry] = (),
     reviews: Sequence[Review] = (),
     jobs: int | None = None,
+    signed: bool = False,
 ) -> tuple[Manifest, dict[str, bytes]]:
     """The seal of a campaign folder as it will be once ``pending`` (relative path to
     bytes) is written: ``manifest.json``, ``SHA256SUMS`` and, when the folder has one, the
     statement with its subjects brought up to date.
+
+    The manifest declares the statement and its bundle when the folder has them, or when
+    ``signed`` (the bundle ``ledger sign`` is about to write over this very statement).
 
     Existing ``withheld`` declarations and reviews are kept (a withheld path now present
     is listed instead); ``carried`` adds declarations from elsewhere (a publication carries
@@ -341,25 +389,46 @@ def seal_files(
         if path not in withheld:
             withheld[path] = WithheldEntry(path, reason, disclosed.get(path))
     campaign_id = check_name("campaign", root.resolve().name)
+    has = {name for name in _SEAL_ORDER if name in pending or (root / name).exists()}
+    if signed:
+        has.add(BUNDLE_NAME)
     manifest = Manifest(
         Manifest.SCHEMA,
         campaign_id,
         tuple(artifacts),
         tuple(withheld[p] for p in sorted(withheld) if p not in present),
         tuple(reviews),
+        tuple(name for name in _SEAL_ORDER if name in has),
     )
     manifest_bytes = jsonio.dumps_deterministic(unstructure(manifest))
     sums = [(a.path, a.sha256) for a in artifacts]
     sums.append((MANIFEST_NAME, sha256_bytes(manifest_bytes)))
-    files = {MANIFEST_NAME: manifest_bytes, SUMS_NAME: render_sums(sums)}
-    statement = root / STATEMENT_NAME
-    if STATEMENT_NAME in pending or statement.exists():
+    files = {MANIFEST_NAME: manifest_bytes}
+    if STATEMENT_NAME in has:
         from ledger._internal import intoto
 
         # A signature over the old statement no longer matches; it must be signed again.
-        old = pending.get(STATEMENT_NAME) or jsonio.read_limited(statement)
+        old = pending.get(STATEMENT_NAME) or jsonio.read_limited(root / STATEMENT_NAME)
         files[STATEMENT_NAME] = intoto.with_subjects(jsonio.parse_strict(old), sums)
+    # SHA256SUMS also gives the digests of the declared statement and bundle (they cannot
+    # be in the manifest, which the statement covers): sha256sum -c checks them too.
+    sealed = {STATEMENT_NAME: files.get(STATEMENT_NAME), BUNDLE_NAME: pending.get(BUNDLE_NAME)}
+    for name in manifest.seals:
+        data = sealed[name]
+        if data is not None:
+            sums.append((name, sha256_bytes(data)))
+        elif (root / name).exists():
+            sums.append((name, sha256_file(root / name)[0]))
+    files[SUMS_NAME] = render_sums(sums)
     return manifest, files
+
+
+def sums_adding(sums: bytes, files: Mapping[str, bytes]) -> bytes:
+    """``SHA256SUMS`` as :func:`render_sums` writes it, with ``files`` added (the bundle
+    ``ledger sign`` writes after the statement it signs)."""
+    digests, _ = parse_sums(sums)
+    digests.update((name, sha256_bytes(data)) for name, data in files.items())
+    return render_sums(digests.items())
 
 
 def write_sealed(

@@ -381,6 +381,10 @@ class Manifest:
     """Declared-private artifacts, sorted by path."""
     reviews: tuple[Review, ...] = ()
     """Re-seals made over a broken or missing seal, oldest first (omitted when none)."""
+    seals: tuple[str, ...] = ()
+    """The seal files the campaign has beyond ``manifest.json`` and ``SHA256SUMS``: its
+    statement and the statement's sigstore bundle (omitted when none). Deleting one is
+    then an error, not a quiet loss of what a signature covers."""
 
 
 def _structure_source(value: Any, _: Any) -> str | Reference:

@@ -167,7 +167,8 @@ def new_ticket(
     reseal_after_review: bool = False,
 ) -> Path:
     """Writes a ticket from a campaign's decision, links it from the campaign's
-    ``follow-up.json`` and re-seals the campaign, all at once or not at all.
+    ``follow-up.json``, publishes a copy inside the campaign (``tickets/<id>.md``) and
+    re-seals the campaign, all at once or not at all.
 
     Raises:
         TicketError: no readable summary or follow-up, a bad slug or date.
@@ -208,11 +209,14 @@ def new_ticket(
             "tickets": [{"id": i} for i in sorted({*ids, ticket_id})],
         }
     )
+    body = _body(summary, ticket).encode()
     ticket_file = Changes()
-    ticket_file.put(target.parent, target.name, _body(summary, ticket).encode(), replace=False)
+    ticket_file.put(target.parent, target.name, body, replace=False)
+    # The copy inside is what a downloaded publication verifies by itself; the one in the
+    # tickets folder is the one people keep working on.
     manifest.write_sealed(
         folder,
-        {FOLLOW_UP_NAME: follow_up},
+        {FOLLOW_UP_NAME: follow_up, f"{TICKETS_FOLDER}/{ticket_id}.md": body},
         command="ticket new",
         checked=(review,),
         also=ticket_file,
@@ -232,7 +236,11 @@ class LinkIssue:
 
 
 def campaign_link_issues(folder: Path, summary: dict[str, Any], tickets: Path) -> list[LinkIssue]:
-    """A public campaign that needs a follow-up must link tickets that exist and name it."""
+    """A public campaign that needs a follow-up must link tickets that exist and name it.
+
+    A linked ticket is looked for inside the campaign first (``tickets/<id>.md``, published
+    with it), then in ``tickets``, the folder beside the evidence root or the one given.
+    """
     if not needs_ticket(summary):
         return []
     link = folder / FOLLOW_UP_NAME
@@ -251,21 +259,27 @@ def campaign_link_issues(folder: Path, summary: dict[str, Any], tickets: Path) -
         return []  # the file's own findings say why
     found = []
     for ticket_id in ids:
-        path = tickets / f"{ticket_id}.md"
+        name = f"{ticket_id}.md"
+        inside = folder / TICKETS_FOLDER / name
+        path = inside if inside.exists() else tickets / name
         if not path.exists():
             found.append(
                 LinkIssue(
                     "campaign",
                     FOLLOW_UP_NAME,
                     "ticket-missing",
-                    f"links ticket {ticket_id}, but {TICKETS_FOLDER}/{ticket_id}.md does not exist",
+                    f"links ticket {ticket_id}, but neither the campaign nor the tickets "
+                    f"folder holds {TICKETS_FOLDER}/{name}",
                 )
             )
             continue
         try:
             ticket = read_ticket(path)
-        except TicketError:
-            continue  # reported with the tickets folder
+        except TicketError as e:
+            if path == inside:
+                rel = f"{TICKETS_FOLDER}/{name}"
+                found.append(LinkIssue("campaign", rel, "ticket-invalid", e.diagnostics()))
+            continue  # one in the tickets folder is reported with that folder
         if ticket.campaign != summary.get("campaign_id"):
             found.append(
                 LinkIssue(

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ledger import gate, manifest, promotion, tickets
-from ledger._internal import jsonio, scan, tree
+from ledger._internal import bundles, jsonio, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
 from ledger.errors import Error, InvalidArtifact, SchemaError, printable
 from ledger.models import Manifest
@@ -178,10 +178,13 @@ def verify_paths(
     jobs: int | None = None,
     max_json_bytes: int = jsonio.MAX_JSON_BYTES,
     policy: Policy | None = None,
+    tickets: str | Path | None = None,
 ) -> Report:
     """Verifies evidence roots, campaign folders and single JSON documents.
 
     Args:
+        tickets: where linked tickets that a campaign does not hold itself are (default:
+            ``tickets/`` beside each evidence root).
         policy: the promotion policy every summary claiming promotion must meet (default:
             the shipped one). Never the policy a campaign records: that file is as easy
             to edit and re-seal as the summary.
@@ -216,7 +219,9 @@ def verify_paths(
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
         findings.extend(_check_campaign(campaign, mine, policy))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
-    findings.extend(_ticket_findings(campaigns, results, roots))
+    findings.extend(
+        _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
+    )
     for result in results[document_start:]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
@@ -233,6 +238,7 @@ def _ticket_findings(
     campaigns: Sequence[_Campaign],
     results: Sequence[scan.FileResult],
     roots: Sequence[tuple[str, Path]],
+    given: Path | None,
 ) -> list[Finding]:
     """Published campaigns that need a follow-up link tickets; tickets name campaigns."""
     out = []
@@ -249,7 +255,7 @@ def _ticket_findings(
             "failures": list(summary.summary.failures or ()),
             "decision": {"next_gate": summary.summary.decision.next_gate},
         }
-        folder = tickets.tickets_folder_for(campaign.folder)
+        folder = given or tickets.tickets_folder_for(campaign.folder)
         for link in tickets.campaign_link_issues(campaign.folder, document, folder):
             out.append(
                 Finding.of(
@@ -258,7 +264,7 @@ def _ticket_findings(
                     campaign.display,
                 )
             )
-    for display, root in roots:
+    for display, root in [] if given is not None else roots:
         folder = root.resolve().parent / tickets.TICKETS_FOLDER
         names = {c.folder.resolve().name for c in campaigns if c.folder.parent == root}
         shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
@@ -369,13 +375,36 @@ def _check_campaign(
         manifest_digest = present.get(manifest.MANIFEST_NAME)
         if manifest_digest is not None:
             expected[manifest.MANIFEST_NAME] = manifest_digest
-        for issue in _check_sums(campaign.folder / manifest.SUMS_NAME, expected):
+        # A declared statement and bundle are in SHA256SUMS too; one that is missing has
+        # its own finding (seal-file-missing), so its line is not compared.
+        missing_seals = set()
+        for name in loaded.seals if loaded is not None else ():
+            if present.get(name) is not None:
+                expected[name] = present[name]
+            else:
+                missing_seals.add(name)
+        for issue in _check_sums(campaign.folder / manifest.SUMS_NAME, expected, missing_seals):
             add(manifest.SUMS_NAME, issue)
 
     if manifest.STATEMENT_NAME in by_rel and loaded is not None:
         manifest_digest = present.get(manifest.MANIFEST_NAME)
         for issue in _check_statement(campaign.folder, listed, manifest_digest):
             add(manifest.STATEMENT_NAME, issue)
+    for index, name in enumerate(loaded.seals if loaded is not None else ()):
+        if name not in by_rel:
+            add(
+                name,
+                Issue(
+                    "seal-file-missing",
+                    f"/seals/{index}",
+                    f"manifest.json says the campaign has {name}, and it is missing"
+                    + ("; run 'ledger sign' again" if name == manifest.BUNDLE_NAME else ""),
+                ),
+            )
+    bundle = by_rel.get(manifest.BUNDLE_NAME)
+    if bundle is not None and bundle.sha256 is not None and manifest.STATEMENT_NAME in by_rel:
+        for issue in bundles.check_bundle(campaign.folder):
+            add(manifest.BUNDLE_NAME, issue)
 
     for result in results:
         resolved = True
@@ -595,12 +624,20 @@ def _check_manifest_entries(
         yield Issue("withheld-artifact", pointer, f"{held.path!r} is withheld: {held.reason}")
 
 
-def _check_sums(path: Path, expected: dict[str, str]) -> list[Issue]:
+def _check_sums(path: Path, expected: dict[str, str], unknown: set[str]) -> list[Issue]:
     try:
         data = jsonio.read_limited(path, _MAX_SUMS_BYTES)
     except (OSError, InvalidArtifact) as e:
         return [Issue("sha256sums-invalid", "", f"cannot read: {e}")]
     digests, issues = manifest.parse_sums(data)
+    expected = dict(expected)
+    expected.update((name, digests[name]) for name in unknown if name in digests)
+    difference = manifest.first_difference(data, manifest.render_sums(expected.items()))
+    if difference is None:
+        return []
+    # The one reading that counts is the bytes seal writes: a file that parses to the
+    # same digests here but not for sha256sum (a \v for a \n) is still not the seal.
+    issues.insert(0, Issue("sha256sums-mismatch", "", f"not the bytes seal writes: {difference}"))
     for rel in sorted(set(digests) | set(expected)):
         if rel not in digests:
             issues.append(Issue("sha256sums-mismatch", "", f"{rel!r} is missing from SHA256SUMS"))

@@ -7,6 +7,7 @@ so that the core never imports ``runners`` (DESIGN.md, "Layout").
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
@@ -18,6 +19,7 @@ from ledger.errors import UsageError
 
 if TYPE_CHECKING:
     from runners.campaign import CellOutcome
+    from runners.publication import SigningSetup
 
 _SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
 
@@ -71,12 +73,38 @@ def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
     sign = commands.add_parser(
         "sign",
         parents=[common],
-        help="sign a published campaign's statement with sigstore (keyless, ambient OIDC)",
-        description="Writes statement.sigstore.json. Needs the network and an ambient OIDC "
-        "credential, as in a GitHub Actions job with 'id-token: write'.",
+        help="sign a published campaign's statement with sigstore (keyless)",
+        description="Declares the bundle in manifest.json, then signs the statement over it "
+        "into statement.sigstore.json (a DSSE bundle). Needs the network and an identity: "
+        "--identity-token, or the ambient OIDC credential of a CI job (GitHub Actions: "
+        "'id-token: write').",
     )
     sign.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    _add_signing_options(sign)
     sign.set_defaults(func=_sign)
+
+
+def _add_signing_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--identity-token",
+        metavar="TOKEN",
+        default=os.environ.get("SIGSTORE_IDENTITY_TOKEN") or None,
+        help="an OIDC identity token (default: $SIGSTORE_IDENTITY_TOKEN, else the ambient "
+        "credential of a CI job)",
+    )
+    instance = parser.add_mutually_exclusive_group()
+    instance.add_argument(
+        "--trust-config",
+        metavar="FILE",
+        help="a sigstore client trust config: sign with a private instance",
+    )
+    instance.add_argument("--staging", action="store_true", help="sigstore's staging instance")
+
+
+def _signing_setup(args: argparse.Namespace) -> SigningSetup:
+    from runners.publication import SigningSetup
+
+    return SigningSetup(args.identity_token, args.trust_config, args.staging)
 
 
 def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -99,6 +127,7 @@ def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only write the record (sign it yourself: python -m sigstore sign RECORD)",
     )
+    _add_signing_options(approve)
     approve.set_defaults(func=_approve)
 
 
@@ -123,7 +152,7 @@ def _approve(args: argparse.Namespace) -> int:
         return 1
     print(f"approval record: {record}")
     if not args.no_sign:
-        print(f"signed: {sign_file(record)}")
+        print(f"signed: {sign_file(record, _signing_setup(args))}")
     return 0
 
 
@@ -168,7 +197,43 @@ def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
     roots = audit.add_mutually_exclusive_group()
     roots.add_argument("--trusted-root", metavar="FILE")
     roots.add_argument("--staging", action="store_true")
+    audit.add_argument(
+        "--tickets",
+        metavar="DIR",
+        help="where linked tickets are that the campaign does not publish itself",
+    )
+    audit.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="the longest wait for a connection or the next bytes (default %(default)g)",
+    )
+    audit.add_argument(
+        "--deadline",
+        type=_positive_float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="the longest the whole fetch may take (default %(default)g)",
+    )
+    audit.add_argument(
+        "--max-file-mib",
+        type=_positive_float,
+        default=256.0,
+        metavar="MIB",
+        help="the largest file fetched (default %(default)g)",
+    )
     audit.set_defaults(func=_audit)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+    return value
 
 
 def _sign(args: argparse.Namespace) -> int:
@@ -176,14 +241,22 @@ def _sign(args: argparse.Namespace) -> int:
 
     if not is_folder(args.campaign, "sign"):
         return 2
-    print(f"signed: {sign(args.campaign)}")
+    print(f"signed: {sign(args.campaign, _signing_setup(args))}")
     return 0
 
 
 def _audit(args: argparse.Namespace) -> int:
     from ledger.signatures import UnusableInputError
-    from runners.publication import AuditInputError, audit
+    from runners.publication import AuditInputError, FetchLimits, audit
 
+    limits = FetchLimits(
+        max_file_bytes=int(args.max_file_mib * (1 << 20)),
+        stall_s=args.timeout,
+        deadline_s=args.deadline,
+    )
+    if args.tickets is not None and not os.path.isdir(args.tickets):
+        print(f"ledger audit: error: --tickets {args.tickets}: not a folder", file=sys.stderr)
+        return 2
     try:
         result = audit(
             args.source,
@@ -191,6 +264,8 @@ def _audit(args: argparse.Namespace) -> int:
             issuer=args.issuer,
             trusted_root=args.trusted_root,
             staging=args.staging,
+            limits=limits,
+            tickets=args.tickets,
         )
     except (AuditInputError, UnusableInputError) as e:
         print(f"ledger audit: error: {e.diagnostics()}", file=sys.stderr)

@@ -8,6 +8,7 @@ redirect to another host), then checks it offline.
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -17,7 +18,8 @@ import httpx
 
 from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
-from ledger.errors import InvalidArtifact, RunnerError
+from ledger._internal.outputs import Changes
+from ledger.errors import InvalidArtifact, RunnerError, UsageError, printable
 from ledger.hashing import sha256_file
 from ledger.signatures import verify_statement
 from ledger.verify import Report, verify_paths
@@ -25,11 +27,22 @@ from runners.client import url_problem
 
 MAX_FILE_BYTES = 256 << 20
 MAX_TOTAL_BYTES = 4 << 30
-TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 
 class AuditInputError(RunnerError):
     """The campaign cannot be fetched or read (exit status 2)."""
+
+
+@attrs.frozen
+class FetchLimits:
+    """What an audit over HTTP accepts from a server it does not trust."""
+
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_total_bytes: int = MAX_TOTAL_BYTES
+    stall_s: float = 30.0
+    """The longest wait for a connection or for the next bytes of a response."""
+    deadline_s: float = 3600.0
+    """The whole fetch: a server that trickles a byte at a time cannot hold an audit."""
 
 
 @attrs.frozen
@@ -42,46 +55,66 @@ class AuditResult:
     report: Report | None
 
 
-def _get(client: httpx.Client, url: str, budget: list[int]) -> bytes:
-    origin = urlsplit(url)
-    for _ in range(5):
-        with client.stream("GET", url) as response:
-            if response.is_redirect:
-                target = urljoin(url, response.headers.get("location", ""))
-                moved = urlsplit(target)
-                if (moved.scheme, moved.netloc) != (origin.scheme, origin.netloc):
-                    raise AuditInputError(
-                        f"{url}: redirect to another host ({moved.netloc}) refused"
-                    )
-                url = target
-                continue
-            if response.status_code != 200:
-                raise AuditInputError(f"{url}: HTTP {response.status_code}")
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_FILE_BYTES:
-                    raise AuditInputError(f"{url}: larger than {MAX_FILE_BYTES} bytes")
-            budget[0] -= len(body)
-            if budget[0] < 0:
-                raise AuditInputError(f"campaign larger than {MAX_TOTAL_BYTES} bytes")
-            return bytes(body)
-    raise AuditInputError(f"{url}: too many redirects")
+class _Fetcher:
+    def __init__(self, client: httpx.Client, limits: FetchLimits) -> None:
+        self.client = client
+        self.limits = limits
+        self.left = limits.max_total_bytes
+        self.until = time.monotonic() + limits.deadline_s
+
+    def get(self, url: str, *, missing_ok: bool = False) -> bytes | None:
+        origin = urlsplit(url)
+        for _ in range(5):
+            with self.client.stream("GET", url) as response:
+                if response.is_redirect:
+                    target = urljoin(url, response.headers.get("location", ""))
+                    moved = urlsplit(target)
+                    if (moved.scheme, moved.netloc) != (origin.scheme, origin.netloc):
+                        raise AuditInputError(
+                            f"{url}: redirect to another host ({moved.netloc}) refused"
+                        )
+                    url = target
+                    continue
+                if response.status_code == 404 and missing_ok:
+                    return None
+                if response.status_code != 200:
+                    raise AuditInputError(f"{url}: HTTP {response.status_code}")
+                return self._body(url, response)
+        raise AuditInputError(f"{url}: too many redirects")
+
+    def _body(self, url: str, response: httpx.Response) -> bytes:
+        cap = min(self.limits.max_file_bytes, self.left)
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise AuditInputError(f"{url}: {declared} bytes, over the cap of {cap}")
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > cap:
+                raise AuditInputError(f"{url}: more than the cap of {cap} bytes")
+            if time.monotonic() > self.until:
+                raise AuditInputError(
+                    f"{url}: the fetch took longer than {self.limits.deadline_s:g} s"
+                )
+        self.left -= len(body)
+        return bytes(body)
 
 
-def fetch(url: str, into: Path) -> Path:
+def fetch(url: str, into: Path, limits: FetchLimits | None = None) -> Path:
     """Downloads a published campaign (its manifest, seal, statement, bundle and every
     listed artifact) into ``into/<campaign_id>``.
 
     Raises:
-        AuditInputError: unreachable, too large, redirected elsewhere, or a listed path
-            that is not a safe campaign-relative path.
+        AuditInputError: unreachable, too large, too slow, redirected elsewhere, or a
+            listed path that is not a safe campaign-relative path.
     """
+    limits = limits or FetchLimits()
     base = url.rstrip("/") + "/"
-    budget = [MAX_TOTAL_BYTES]
-    with httpx.Client(timeout=TIMEOUT, follow_redirects=False, trust_env=False) as client:
+    timeout = httpx.Timeout(limits.stall_s)
+    with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        fetcher = _Fetcher(client, limits)
         try:
-            manifest_bytes = _get(client, base + manifest.MANIFEST_NAME, budget)
+            manifest_bytes = fetcher.get(base + manifest.MANIFEST_NAME) or b""
             try:
                 listed = jsonio.parse_strict(manifest_bytes)
             except InvalidArtifact as e:
@@ -92,16 +125,28 @@ def fetch(url: str, into: Path) -> Path:
             folder = into / campaign
             folder.mkdir(parents=True)
             (folder / manifest.MANIFEST_NAME).write_bytes(manifest_bytes)
-            names: list[object] = [manifest.SUMS_NAME, intoto.STATEMENT_NAME, intoto.BUNDLE_NAME]
+            names: list[object] = [manifest.SUMS_NAME]
             names += [e.get("path") for e in listed.get("artifacts", []) if isinstance(e, dict)]
-            for name in names:
+            declared = listed.get("seals")
+            declared = declared if isinstance(declared, list) else []
+            names += declared
+            # What the manifest declares must be there; an older one declares nothing, and
+            # a bundle added without re-sealing is still what the audit checks.
+            optional = [n for n in (intoto.STATEMENT_NAME, intoto.BUNDLE_NAME) if n not in names]
+            for name in names + optional:
                 if not isinstance(name, str) or tree.check_relative_path(name) is not None:
-                    raise AuditInputError(f"manifest lists an unsafe path {name!r}")
-                target = folder / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(_get(client, base + name, budget))
+                    raise AuditInputError(f"manifest lists an unsafe path {printable(repr(name))}")
+                data = fetcher.get(base + name, missing_ok=name in optional)
+                if data is not None:
+                    target = folder / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+        except httpx.TimeoutException as e:
+            raise AuditInputError(
+                f"{base}: no answer for {limits.stall_s:g} s ({type(e).__name__})"
+            ) from None
         except httpx.HTTPError as e:
-            raise AuditInputError(f"{base}: {type(e).__name__}: {e}") from None
+            raise AuditInputError(f"{base}: {type(e).__name__}: {printable(str(e))}") from None
     return folder
 
 
@@ -112,9 +157,15 @@ def audit(
     issuer: str,
     trusted_root: str | None = None,
     staging: bool = False,
+    limits: FetchLimits | None = None,
+    tickets: str | None = None,
 ) -> AuditResult:
     """Checks a published campaign: the statement's signature (offline), every subject's
     digest against the files, then every verify check.
+
+    Args:
+        limits: what a fetch over HTTP accepts.
+        tickets: where linked tickets that the campaign does not publish itself are.
 
     Raises:
         AuditInputError: the campaign cannot be fetched or read.
@@ -125,15 +176,21 @@ def audit(
         if problem is not None:
             raise AuditInputError(f"{source}: {problem}")
         with tempfile.TemporaryDirectory(prefix="ledger-audit-") as temp:
-            return _audit(fetch(source, Path(temp)), identity, issuer, trusted_root, staging)
+            folder = fetch(source, Path(temp), limits)
+            return _audit(folder, identity, issuer, trusted_root, staging, tickets)
     folder = Path(source)
     if not folder.is_dir():
         raise AuditInputError(f"{source}: not a folder or an http(s) URL")
-    return _audit(folder, identity, issuer, trusted_root, staging)
+    return _audit(folder, identity, issuer, trusted_root, staging, tickets)
 
 
 def _audit(
-    folder: Path, identity: str, issuer: str, trusted_root: str | None, staging: bool
+    folder: Path,
+    identity: str,
+    issuer: str,
+    trusted_root: str | None,
+    staging: bool,
+    tickets: str | None,
 ) -> AuditResult:
     problems: list[str] = []
     statement_path = folder / intoto.STATEMENT_NAME
@@ -163,7 +220,7 @@ def _audit(
         actual, _ = sha256_file(path)
         if actual != digest:
             problems.append(f"subject {name!r}: sha256 {actual}, the statement says {digest}")
-    report = verify_paths([str(folder)], jobs=1)
+    report = verify_paths([str(folder)], jobs=1, tickets=tickets)
     problems.extend(
         f"verify: {f.code} {f.path}{'#' + f.pointer if f.pointer else ''}: {f.message}"
         for f in report.findings
@@ -172,49 +229,123 @@ def _audit(
     return AuditResult(not problems, tuple(problems), report)
 
 
-def _signer_context() -> Any:
+@attrs.frozen
+class SigningSetup:
+    """Where and as whom to sign: sigstore's public instance by default."""
+
+    identity_token: str | None = None
+    """An OIDC identity token; None: the ambient credential of a CI job."""
+    trust_config: str | None = None
+    """A sigstore ClientTrustConfig file (a private instance's root and service URLs)."""
+    staging: bool = False
+    """sigstore's staging instance instead of production."""
+
+
+def _signer_context(setup: SigningSetup) -> Any:
     from sigstore.models import ClientTrustConfig
-    from sigstore.oidc import IdentityToken, detect_credential
+    from sigstore.oidc import IdentityError, IdentityToken, detect_credential
     from sigstore.sign import SigningContext
 
-    try:
-        token = detect_credential()
-    except Exception as e:  # noqa: BLE001 - sigstore's detectors raise several types
-        raise RunnerError(f"no ambient OIDC credential: {e}") from None
+    if setup.trust_config is not None:
+        try:
+            raw = jsonio.read_limited(setup.trust_config, 4 << 20, what="trust configs")
+            config = ClientTrustConfig.from_json(raw.decode())
+            context = SigningContext.from_trust_config(config)
+        except OSError as e:
+            raise UsageError(f"{setup.trust_config}: {e.strerror or e}") from None
+        except Exception as e:  # noqa: BLE001 - the parser raises several types
+            raise UsageError(
+                f"{setup.trust_config}: not a sigstore client trust config ({type(e).__name__})"
+            ) from None
+    else:
+        try:
+            config = (
+                ClientTrustConfig.staging() if setup.staging else ClientTrustConfig.production()
+            )
+            context = SigningContext.from_trust_config(config)
+        except Exception as e:  # noqa: BLE001 - TUF's network and metadata errors alike
+            raise RunnerError(
+                f"cannot fetch sigstore's trust config: {type(e).__name__}: {printable(str(e))}"
+            ) from None
+    token = setup.identity_token
     if token is None:
-        raise RunnerError("no ambient OIDC credential (in GitHub Actions, grant 'id-token: write')")
-    context = SigningContext.from_trust_config(ClientTrustConfig.production())
-    return context.signer(IdentityToken(token))
+        try:
+            token = detect_credential()
+        except Exception as e:  # noqa: BLE001 - sigstore's detectors raise several types
+            raise RunnerError(f"no ambient OIDC credential: {e}") from None
+    if token is None:
+        raise RunnerError(
+            "no identity token: give --identity-token (or SIGSTORE_IDENTITY_TOKEN), or run in "
+            "a CI job with an ambient OIDC credential (GitHub Actions: 'id-token: write')"
+        )
+    try:
+        identity = IdentityToken(token)
+    except IdentityError as e:
+        raise RunnerError(f"the identity token is not usable: {e}") from None
+    return context.signer(identity)
 
 
-def sign(folder: str | Path) -> Path:
-    """Signs a campaign's statement with sigstore (keyless, ambient OIDC credential).
+def _described(error: Exception) -> str:
+    # sigstore's Fulcio and Rekor errors often carry their text only in their cause.
+    detail = str(error) or str(error.__cause__ or "") or "no detail"
+    return f"{type(error).__name__}: {printable(' '.join(detail.split()))}"
+
+
+def _statement_for(root: Path) -> dict[str, bytes]:
+    """Nothing when the campaign has a statement; for a public campaign published before
+    statements existed, one whose predicate names its decision and no sanitizer (its files
+    were not made public by ``ledger publish``)."""
+    if (root / intoto.STATEMENT_NAME).exists():
+        return {}
+    if not (root / manifest.SUMMARY_NAME).exists() or (root / "run-manifest.json").exists():
+        raise RunnerError(f"{root}: no {intoto.STATEMENT_NAME}; publish the campaign first")
+    try:
+        summary = jsonio.read_json(root / manifest.SUMMARY_NAME)
+    except (OSError, InvalidArtifact) as e:
+        raise RunnerError(f"{root / manifest.SUMMARY_NAME}: {e}") from None
+    decision = summary.get("decision") if isinstance(summary, dict) else None
+    predicate = {"campaign_id": root.resolve().name, "decision": decision}
+    return {intoto.STATEMENT_NAME: jsonio.dumps_deterministic(intoto.statement([], predicate))}
+
+
+def sign(folder: str | Path, setup: SigningSetup | None = None) -> Path:
+    """Signs a campaign's statement with sigstore (keyless) into ``statement.sigstore.json``.
+
+    The manifest first declares the bundle (``seals``), so that deleting it later is an
+    error; the statement over that manifest is what is signed, and the manifest, the
+    statement, ``SHA256SUMS`` and the bundle are written together or not at all. A public
+    campaign without a statement (published before statements existed) gets one.
 
     Raises:
-        RunnerError: no statement, no ambient credential, or sigstore failed.
+        RunnerError: no statement, no usable identity token, or sigstore failed.
+        UsageError: the trust config cannot be read.
         SealBroken: the campaign's files differ from its seal.
     """
     from sigstore.dsse import Statement
 
     root = Path(folder)
-    statement_path = root / intoto.STATEMENT_NAME
-    if not statement_path.exists():
-        raise RunnerError(f"{root}: no {intoto.STATEMENT_NAME}; publish the campaign first")
     # A signature vouches for the statement's subjects: never over files that differ.
     manifest.check_seal(root, "sign")
+    _, files = manifest.seal_files(root, _statement_for(root), signed=True)
     try:
-        with _signer_context() as signer:
-            bundle = signer.sign_dsse(Statement(statement_path.read_bytes()))
-    except RunnerError:
+        with _signer_context(setup or SigningSetup()) as signer:
+            bundle = signer.sign_dsse(Statement(files[intoto.STATEMENT_NAME]))
+    except (RunnerError, UsageError):
         raise
     except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
-        raise RunnerError(f"signing failed: {type(e).__name__}: {e}") from None
-    target = root / intoto.BUNDLE_NAME
-    jsonio.write_atomic(target, bundle.to_json().encode())
-    return target
+        raise RunnerError(f"signing failed: {_described(e)}") from None
+    files[intoto.BUNDLE_NAME] = bundle.to_json().encode()
+    files[manifest.SUMS_NAME] = manifest.sums_adding(
+        files[manifest.SUMS_NAME], {intoto.BUNDLE_NAME: files[intoto.BUNDLE_NAME]}
+    )
+    changes = Changes()
+    for rel, data in files.items():
+        changes.put(root, rel, data)
+    changes.commit()
+    return root / intoto.BUNDLE_NAME
 
 
-def sign_file(path: str | Path) -> Path:
+def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:
     """Signs a file's bytes (message signature, keyless); the bundle goes beside it as
     ``<file>.sigstore.json``, the name sigstore's own command line uses.
 
@@ -223,12 +354,12 @@ def sign_file(path: str | Path) -> Path:
     """
     source = Path(path)
     try:
-        with _signer_context() as signer:
+        with _signer_context(setup or SigningSetup()) as signer:
             bundle = signer.sign_artifact(source.read_bytes())
-    except RunnerError:
+    except (RunnerError, UsageError):
         raise
     except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
-        raise RunnerError(f"signing failed: {type(e).__name__}: {e}") from None
+        raise RunnerError(f"signing failed: {_described(e)}") from None
     target = source.with_name(source.name + manifest.BUNDLE_SUFFIX)
     jsonio.write_atomic(target, bundle.to_json().encode())
     return target

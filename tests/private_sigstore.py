@@ -14,14 +14,20 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import http.server
 import json
 import struct
+import threading
+import time
 from pathlib import Path
+from typing import Self
 
 import rfc8785
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sigstore._internal.rekor import _hashedrekord_from_parts
 from sigstore.hashes import HashAlgorithm, Hashed
@@ -126,14 +132,14 @@ class PrivateSigstore:
         return path
 
     def _certificate(
-        self, key: ec.EllipticCurvePrivateKey, identity: str, issuer: str, issued: datetime.datetime
+        self, key: ec.EllipticCurvePublicKey, identity: str, issuer: str, issued: datetime.datetime
     ) -> x509.Certificate:
         def build(sct_list: bytes) -> x509.Certificate:
             builder = (
                 x509.CertificateBuilder()
                 .subject_name(x509.Name([]))
                 .issuer_name(self.ca_cert.subject)
-                .public_key(key.public_key())
+                .public_key(key)
                 .serial_number(0x5EED + self._entries)
                 .not_valid_before(issued)
                 .not_valid_after(issued + datetime.timedelta(minutes=10))
@@ -152,7 +158,7 @@ class PrivateSigstore:
                     critical=True,
                 )
                 .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), False)
-                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key), False)
                 .add_extension(
                     x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
                     False,
@@ -208,7 +214,7 @@ class PrivateSigstore:
         """A sigstore bundle (v0.3, message signature) over ``data`` by ``identity``."""
         self._entries += 1
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = self._certificate(key, identity, issuer, at)
+        cert = self._certificate(key.public_key(), identity, issuer, at)
         signature = _sign(key, data)
         digest = hashlib.sha256(data).digest()
         body_model = _hashedrekord_from_parts(
@@ -269,3 +275,270 @@ class PrivateSigstore:
             },
         }
         return json.dumps(bundle).encode()
+
+
+def _leaf_hash(body: bytes) -> bytes:
+    return hashlib.sha256(b"\x00" + body).digest()
+
+
+def _node_hash(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(size: int) -> int:
+    """The largest power of two below ``size`` (RFC 6962, section 2.1)."""
+    k = 1
+    while k * 2 < size:
+        k *= 2
+    return k
+
+
+def merkle_root(leaves: list[bytes]) -> bytes:
+    """The RFC 6962 tree head over leaf hashes."""
+    if len(leaves) == 1:
+        return leaves[0]
+    k = _split(len(leaves))
+    return _node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+
+
+def inclusion_path(index: int, leaves: list[bytes]) -> list[bytes]:
+    """The audit path of leaf ``index`` (RFC 6962, section 2.1.1), leaf to root."""
+    if len(leaves) == 1:
+        return []
+    k = _split(len(leaves))
+    if index < k:
+        return [*inclusion_path(index, leaves[:k]), merkle_root(leaves[k:])]
+    return [*inclusion_path(index - k, leaves[k:]), merkle_root(leaves[:k])]
+
+
+class TransparencyLog:
+    """Rekor v1's log: entries appended to an RFC 6962 tree, each answered with its
+    inclusion proof, a signed checkpoint and a signed entry timestamp."""
+
+    def __init__(self, key: ec.EllipticCurvePrivateKey) -> None:
+        self.key = key
+        self.leaves: list[bytes] = []
+        self.log_id = hashlib.sha256(_der_public(key)).digest()
+
+    def append(self, body: bytes, integrated: int) -> dict[str, object]:
+        """Adds a canonicalized entry body; returns the entry as Rekor's API answers it."""
+        index = len(self.leaves)
+        self.leaves.append(_leaf_hash(body))
+        size = len(self.leaves)
+        root = merkle_root(self.leaves)
+        note = f"{_ORIGIN}\n{size}\n{base64.b64encode(root).decode()}\n"
+        note_signature = self.log_id[:4] + _sign(self.key, note.encode())
+        checkpoint = f"{note}\n\u2014 {_ORIGIN} {base64.b64encode(note_signature).decode()}\n"
+        encoded = base64.b64encode(body).decode()
+        promise = rfc8785.dumps(
+            {
+                "body": encoded,
+                "integratedTime": integrated,
+                "logID": self.log_id.hex(),
+                "logIndex": index,
+            }
+        )
+        return {
+            "body": encoded,
+            "integratedTime": integrated,
+            "logID": self.log_id.hex(),
+            "logIndex": index,
+            "verification": {
+                "inclusionProof": {
+                    "checkpoint": checkpoint,
+                    "hashes": [h.hex() for h in inclusion_path(index, self.leaves)],
+                    "logIndex": index,
+                    "rootHash": root.hex(),
+                    "treeSize": size,
+                },
+                "signedEntryTimestamp": base64.b64encode(_sign(self.key, promise)).decode(),
+            },
+        }
+
+
+OIDC_ISSUER = "https://oidc.anvil-test.invalid"
+"""The issuer of the tokens :class:`SigstoreService` mints and its Fulcio accepts."""
+
+
+class SigstoreService:
+    """The private instance over HTTP on 127.0.0.1, as sigstore-python's signer calls it:
+    Fulcio's ``/api/v2/signingCert`` (an OIDC token in, a certificate with an embedded SCT
+    out) and Rekor v1's ``/api/v1/log/entries``, with an OIDC issuer whose signed tokens
+    Fulcio checks. ``ledger sign --trust-config`` then signs for real, not in-process.
+    """
+
+    def __init__(self, instance: PrivateSigstore | None = None) -> None:
+        self.instance = instance or PrivateSigstore()
+        self.oidc_key = ec.generate_private_key(ec.SECP256R1())
+        self.log = TransparencyLog(self.instance.log_key)
+        self.requests: list[str] = []
+        self._lock = threading.Lock()
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def token(self, identity: str, *, lifetime: int = 600, audience: str = "sigstore") -> str:
+        """An OIDC identity token for an email identity, signed by this issuer."""
+        import jwt
+
+        now = int(time.time())
+        claims = {
+            "iss": OIDC_ISSUER,
+            "aud": audience,
+            "sub": identity,
+            "email": identity,
+            "email_verified": True,
+            "iat": now,
+            "nbf": now,
+            "exp": now + lifetime,
+        }
+        return jwt.encode(claims, self.oidc_key, algorithm="ES256")
+
+    def trust_config(self) -> dict[str, object]:
+        """A sigstore ``ClientTrustConfig``: the trusted root and where to sign."""
+        start = {"start": (_EPOCH - datetime.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+        def service(url: str) -> dict[str, object]:
+            return {"url": url, "majorApiVersion": 1, "validFor": start, "operator": "anvil-test"}
+
+        return {
+            "mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+            "trustedRoot": self.instance.trusted_root(),
+            "signingConfig": {
+                "mediaType": "application/vnd.dev.sigstore.signingconfig.v0.2+json",
+                "caUrls": [service(self.url)],
+                "oidcUrls": [service(OIDC_ISSUER)],
+                "rekorTlogUrls": [service(self.url)],
+                "tsaUrls": [],
+                "rekorTlogConfig": {"selector": "ANY"},
+                "tsaConfig": {"selector": "ANY"},
+            },
+        }
+
+    def write_trust_config(self, path: Path) -> Path:
+        path.write_text(json.dumps(self.trust_config(), indent=2))
+        return path
+
+    def _issue(self, body: dict[str, object], authorization: str) -> tuple[int, object]:
+        import jwt
+
+        token = authorization.removeprefix("Bearer ")
+        try:
+            claims = jwt.decode(
+                token,
+                self.oidc_key.public_key(),
+                algorithms=["ES256"],
+                audience="sigstore",
+                issuer=OIDC_ISSUER,
+            )
+        except jwt.PyJWTError as e:
+            return 401, {"code": 401, "message": f"error processing the identity token: {e}"}
+        request = body.get("certificateSigningRequest")
+        if not isinstance(request, str):
+            return 400, {"code": 400, "message": "no certificateSigningRequest"}
+        csr = x509.load_pem_x509_csr(base64.b64decode(request))
+        if not csr.is_signature_valid:
+            return 400, {"code": 400, "message": "the CSR's proof of possession is invalid"}
+        public = csr.public_key()
+        assert isinstance(public, ec.EllipticCurvePublicKey)
+        with self._lock:
+            self.instance._entries += 1
+            issued = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=30)
+            cert = self.instance._certificate(public, claims["email"], claims["iss"], issued)
+        chain = [
+            c.public_bytes(serialization.Encoding.PEM).decode()
+            for c in (cert, self.instance.ca_cert)
+        ]
+        return 201, {"signedCertificateEmbeddedSct": {"chain": {"certificates": chain}}}
+
+    def _enter(self, proposed: dict[str, object]) -> tuple[int, object]:
+        from rekor_types import Dsse, Hashedrekord
+
+        kind = proposed.get("kind")
+        if kind == "hashedrekord":
+            record = Hashedrekord.model_validate(proposed)
+            spec = record.spec
+            cert = x509.load_pem_x509_certificate(
+                base64.b64decode(spec.signature.public_key.content)  # type: ignore[union-attr]
+            )
+            digest = bytes.fromhex(spec.data.hash.value)  # type: ignore[union-attr]
+            signature = base64.b64decode(spec.signature.content)  # type: ignore[arg-type]
+            message, algorithm = digest, ec.ECDSA(Prehashed(hashes.SHA256()))
+            body = record.model_dump(mode="json", by_alias=True, exclude_none=True)
+        elif kind == "dsse":
+            record_in = Dsse.model_validate(proposed)
+            content = record_in.spec.root.proposed_content  # type: ignore[union-attr]
+            envelope = json.loads(content.envelope)
+            pem = base64.b64decode(content.verifiers[0])
+            cert = x509.load_pem_x509_certificate(pem)
+            payload = base64.b64decode(envelope["payload"])
+            signature = base64.b64decode(envelope["signatures"][0]["sig"])
+            kind_bytes = envelope["payloadType"].encode()
+            message = b"DSSEv1 %d %s %d %s" % (len(kind_bytes), kind_bytes, len(payload), payload)
+            algorithm = ec.ECDSA(hashes.SHA256())
+            body = {
+                "apiVersion": "0.0.1",
+                "kind": "dsse",
+                "spec": {
+                    "envelopeHash": {
+                        "algorithm": "sha256",
+                        "value": hashlib.sha256(content.envelope.encode()).hexdigest(),
+                    },
+                    "payloadHash": {
+                        "algorithm": "sha256",
+                        "value": hashlib.sha256(payload).hexdigest(),
+                    },
+                    "signatures": [
+                        {
+                            "signature": envelope["signatures"][0]["sig"],
+                            "verifier": content.verifiers[0],
+                        }
+                    ],
+                },
+            }
+        else:
+            return 400, {"code": 400, "message": f"unsupported entry kind {kind!r}"}
+        key = cert.public_key()
+        assert isinstance(key, ec.EllipticCurvePublicKey)
+        try:
+            key.verify(signature, message, algorithm)
+        except InvalidSignature:
+            return 400, {"code": 400, "message": "the entry's signature does not verify"}
+        canonical = rfc8785.dumps(body)
+        with self._lock:
+            entry = self.log.append(canonical, int(time.time()))
+        return 201, {_leaf_hash(canonical).hex(): entry}
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                service.requests.append(self.path)
+                if self.path == "/api/v2/signingCert":
+                    status, answer = service._issue(body, self.headers.get("Authorization", ""))
+                elif self.path == "/api/v1/log/entries":
+                    status, answer = service._enter(body)
+                else:
+                    status, answer = 404, {"code": 404, "message": "not found"}
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        return Handler

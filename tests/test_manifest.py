@@ -13,8 +13,8 @@ import pytest
 from ledger import manifest
 from ledger._internal.outputs import OutputExists
 from ledger.errors import VerificationError
-from ledger.models import BenchmarkDecisionSummary, Review, structure
-from tests.conftest import ASSETS, SEEDS
+from ledger.models import BenchmarkDecisionSummary, Review, ReviewedChange, structure
+from tests.conftest import ASSETS, ROOT, SEEDS
 
 VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
 
@@ -59,6 +59,62 @@ def test_sums_that_are_not_utf8() -> None:
     assert [(i.code, i.pointer, i.message) for i in issues] == [
         ("sha256sums-invalid", "", "not UTF-8")
     ]
+
+
+def test_sums_lines_end_at_newline_only() -> None:
+    """As for sha256sum: a vertical tab, form feed or \\r is part of the line, not its end."""
+    a, b = "a" * 64, "b" * 64
+    digests, issues = manifest.parse_sums(f"{a}  x.json\v{b}  y.json\n".encode())
+    assert digests == {f"x.json\v{b}  y.json": a}
+    assert issues == []
+    digests, _ = manifest.parse_sums(f"{a}  x.json\n{b}  y.json".encode())
+    assert digests == {"x.json": a, "y.json": b}
+
+
+@pytest.mark.parametrize(
+    ("data", "expected", "message"),
+    [
+        (b"ab\ncd\n", b"ab\ncd\n", None),
+        (b"ab\ncX\n", b"ab\ncd\n", "differs at byte 4 (line 2, column 2): has 'cX', expected 'cd'"),
+        (
+            b"ab\vcd\n",
+            b"ab\ncd\n",
+            "differs at byte 2 (line 1, column 3): has 'ab\\x0bcd', expected 'ab'",
+        ),
+        (b"ab\n", b"ab\ncd\n", "ends at byte 3 (line 2); expected more: 'cd'"),
+        (b"ab\ncd\nef", b"ab\ncd\n", "has more than expected from byte 6 (line 3): 'ef'"),
+        (
+            b"x" * 300,
+            b"y",
+            "differs at byte 0 (line 1, column 1): has '" + "x" * 100 + "...', expected 'y'",
+        ),
+    ],
+)
+def test_first_difference_names_the_byte_and_line(
+    data: bytes, expected: bytes, message: str | None
+) -> None:
+    assert manifest.first_difference(data, expected) == message
+
+
+def test_a_sums_file_read_differently_by_sha256sum_is_not_the_seal(tmp_path: Path) -> None:
+    folder = _sealed_copy(tmp_path)
+    assert manifest.changes_since_seal(folder) == []
+    sums = folder / manifest.SUMS_NAME
+    sums.write_bytes(sums.read_bytes().replace(b"\n", b"\v", 1))
+    assert manifest.changes_since_seal(folder) == [ReviewedChange(manifest.SUMS_NAME, "changed")]
+    # One byte of whitespace more is not the seal either, though every digest is the same.
+    sums.write_bytes(sums.read_bytes().replace(b"\v", b"\n") + b"\n")
+    assert manifest.changes_since_seal(folder) == [ReviewedChange(manifest.SUMS_NAME, "changed")]
+
+
+def test_a_declared_seal_file_missing_is_a_change(tmp_path: Path) -> None:
+    folder = tmp_path / "2026-09-17-glm53-mixed35-startup"
+    shutil.copytree(ROOT / "evidence" / folder.name, folder)
+    assert manifest.changes_since_seal(folder) == []
+    (folder / manifest.BUNDLE_NAME).unlink()
+    assert manifest.changes_since_seal(folder) == [ReviewedChange(manifest.BUNDLE_NAME, "missing")]
+    with pytest.raises(manifest.SealBroken, match=r"statement\.sigstore\.json \(missing\)"):
+        manifest.check_seal(folder, "ticket new")
 
 
 def _sealed_copy(tmp_path: Path) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger import manifest
 from ledger._internal import intoto
 from ledger._internal.jsonio import read_json, write_json
 from ledger.hashing import sha256_file
@@ -138,6 +139,16 @@ def test_statement_must_match_the_files(raw: Path, tmp_path: Path, cli: CliRun) 
     write_json(public / intoto.STATEMENT_NAME, statement)
     status, report = verify_json(cli, public)
     assert status == 1
+    # SHA256SUMS gives the declared statement's digest too: sha256sum -c fails it as well.
+    assert [f["code"] for f in report["findings"]] == [
+        "sha256sums-mismatch",
+        "sha256sums-mismatch",
+        "statement-mismatch",
+    ]
+    sums = public / manifest.SUMS_NAME
+    data = (public / intoto.STATEMENT_NAME).read_bytes()
+    sums.write_bytes(manifest.sums_adding(sums.read_bytes(), {intoto.STATEMENT_NAME: data}))
+    status, report = verify_json(cli, public)
     assert [f["code"] for f in report["findings"]] == ["statement-mismatch"]
     # Sealing again rewrites the statement's subjects.
     forge_seal(public)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger import manifest
 from ledger._internal import intoto
 from ledger._internal.jsonio import write_json
 from ledger.publish import publish
@@ -138,6 +139,10 @@ def served(tmp_path: Path, two_arm_campaign: Path) -> Iterator[tuple[Path, str]]
     envelope = json.loads(bundle.read_text())["dsseEnvelope"]
     write_json(public / intoto.STATEMENT_NAME, json.loads(base64.b64decode(envelope["payload"])))
     shutil.copy(bundle, public / intoto.BUNDLE_NAME)
+    # Its line of SHA256SUMS too, so that the statement's subjects are what differs.
+    sums = public / manifest.SUMS_NAME
+    data = (public / intoto.STATEMENT_NAME).read_bytes()
+    sums.write_bytes(manifest.sums_adding(sums.read_bytes(), {intoto.STATEMENT_NAME: data}))
     handler = functools.partial(_Quiet, directory=str(public))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -60,8 +60,16 @@ def test_a_ticket_written_from_a_decision(repo: Path) -> None:
         new_ticket(folder, slug="Host Memory")
 
 
+def _unpublish_tickets(campaign: Path) -> None:
+    """Removes the copies of its tickets a campaign publishes: links resolve beside it."""
+    shutil.rmtree(campaign / "tickets")
+    forge_seal(campaign)
+
+
 def test_verify_finds_every_broken_link(repo: Path, cli: CliRun) -> None:
     evidence, tickets = repo / "evidence", repo / "tickets"
+    for campaign in evidence.iterdir():
+        _unpublish_tickets(campaign)
     # A campaign whose link was removed, one that links a ticket naming another campaign,
     # a ticket naming a campaign that is not there, and one without front matter.
     (evidence / SEED / "follow-up.json").unlink()
@@ -91,8 +99,54 @@ def test_verify_finds_every_broken_link(repo: Path, cli: CliRun) -> None:
     # A link to a ticket file that is gone.
     (tickets / "2026-09-08-linux-benchmark-evidence-gaps.md").unlink()
     _, report = verify_json(cli, evidence)
-    missing = [m for m in report["findings"] if "does not exist" in m["message"]]
-    assert len(missing) == 1 and missing[0]["code"] == "ticket-missing"
+    missing = [m for m in report["findings"] if m["code"] == "ticket-missing"]
+    assert [m["path"] for m in missing] == [
+        f"{evidence}/2026-09-08-glm53-linux-wsl-comparison/follow-up.json",
+        f"{evidence}/{SEED}/follow-up.json",
+    ]
+    assert "neither the campaign nor the tickets folder holds" in missing[0]["message"]
+
+
+def test_a_publication_verifies_without_the_tickets_folder(repo: Path, cli: CliRun) -> None:
+    """Each campaign publishes the ticket it links: evidence/ alone verifies."""
+    shutil.rmtree(repo / "tickets")
+    status, report = verify_json(cli, repo / "evidence")
+    assert status == 0, report
+    # Without the published copy, the link needs the tickets folder: --tickets names it.
+    _unpublish_tickets(repo / "evidence" / SEED)
+    status, report = verify_json(cli, repo / "evidence")
+    assert _codes(report) == [("ticket-missing", f"{repo}/evidence/{SEED}/follow-up.json")]
+    kept = repo / "kept"
+    kept.mkdir()
+    shutil.copy(ROOT / "tickets" / "2026-09-17-mixed35-startup-host-memory.md", kept)
+    status, report = verify_json(cli, "--tickets", kept, repo / "evidence")
+    assert _codes(report) == []
+    status, _, err = cli("verify", "--tickets", str(repo / "nowhere"), str(repo / "evidence"))
+    assert (
+        status == 2
+        and err.strip() == f"ledger verify: error: --tickets {repo}/nowhere: not a folder"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "code"),
+    [
+        (lambda t: t.replace("campaign: 2026-09-17", "campaign: 2026-09-18"), "ticket-mismatch"),
+        (lambda t: "no front matter\n" + t, "ticket-invalid"),
+    ],
+    ids=["names-another-campaign", "malformed"],
+)
+def test_a_published_ticket_is_checked_like_one_beside(
+    repo: Path, cli: CliRun, edit: Any, code: str
+) -> None:
+    campaign = repo / "evidence" / SEED
+    (inside,) = (campaign / "tickets").glob("*.md")
+    inside.write_text(edit(inside.read_text()))
+    forge_seal(campaign)
+    status, report = verify_json(cli, repo / "evidence")
+    assert status == 1
+    where = f"{campaign}/follow-up.json" if code == "ticket-mismatch" else str(inside)
+    assert _codes(report) == [(code, where)]
 
 
 @pytest.mark.parametrize(
@@ -129,4 +183,12 @@ def test_ticket_command(repo: Path, cli: CliRun) -> None:
     status, _, err = cli("ticket", "new", str(repo / "nowhere"))
     assert status == 2 and "not a folder" in err
     status, report = verify_json(cli, repo / "evidence")
-    assert status == 0, report
+    # The campaign was signed: its new ticket changed what the signature covered, so the
+    # bundle no longer signs its statement until 'ledger sign' runs again.
+    assert status == 1
+    assert {(f["code"], f["path"]) for f in report["findings"] if f["severity"] == "error"} == {
+        ("bundle-mismatch", f"{folder}/statement.sigstore.json")
+    }
+    assert (folder / "tickets" / "2026-09-17-retry-plan.md").read_bytes() == (
+        repo / "tickets" / "2026-09-17-retry-plan.md"
+    ).read_bytes()

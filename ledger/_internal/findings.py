@@ -39,7 +39,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "withheld-artifact": ("warning", "an artifact is declared withheld (operator-private)"),
     "sha256sums-missing": ("error", "a campaign folder has no SHA256SUMS"),
     "sha256sums-invalid": ("error", "a SHA256SUMS line is not '<hex>  <path>'"),
-    "sha256sums-mismatch": ("error", "SHA256SUMS disagrees with the manifest"),
+    "sha256sums-mismatch": (
+        "error",
+        "SHA256SUMS is not the bytes seal writes for the manifest and its seal files",
+    ),
     "resealed-after-review": (
         "warning",
         (
@@ -110,6 +113,18 @@ CODES: dict[str, tuple[Severity, str]] = {
     ),
     "statement-invalid": ("error", "statement.intoto.json is not an in-toto Statement v1"),
     "statement-mismatch": ("error", "the statement's subjects disagree with the published files"),
+    "seal-file-missing": (
+        "error",
+        "manifest.json declares a statement or sigstore bundle that the campaign lacks",
+    ),
+    "bundle-invalid": ("error", "statement.sigstore.json is not a DSSE bundle verify can read"),
+    "bundle-mismatch": (
+        "error",
+        (
+            "statement.sigstore.json does not sign statement.intoto.json, or its signature "
+            "does not hold under its own certificate"
+        ),
+    ),
     # follow-up tickets
     "ticket-missing": (
         "error",

@@ -21,7 +21,14 @@ from typing import Any
 
 from ledger._internal.jsonio import dumps_deterministic
 from ledger.hashing import sha256_bytes
-from ledger.manifest import MANIFEST_NAME, SUMS_NAME, render_sums, seal
+from ledger.manifest import (
+    MANIFEST_NAME,
+    STATEMENT_NAME,
+    SUMS_NAME,
+    render_sums,
+    seal,
+    seal_files,
+)
 
 CAMPAIGN = "2026-11-01-asset-campaign"
 TICKET = f"{CAMPAIGN[:10]}-asset-follow-up"
@@ -400,6 +407,42 @@ def _statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]
     return apply
 
 
+def _vertical_tab(folder: Path) -> None:
+    sums = folder / SUMS_NAME
+    sums.write_bytes(sums.read_bytes().replace(b"\n", b"\v", 1))
+
+
+def _published_then(after: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A statement over the campaign, sealed (so the manifest declares it), then ``after``."""
+
+    def apply(folder: Path) -> None:
+        _statement(lambda d: None)(folder)
+        _reseal(folder)
+        after(folder)
+
+    return apply
+
+
+def _remove_statement(folder: Path) -> None:
+    (folder / STATEMENT_NAME).unlink()
+
+
+def _declared_signed(folder: Path) -> None:
+    """The seal ``ledger sign`` writes before its bundle, and then no bundle."""
+    _published_then(lambda f: None)(folder)
+    _, files = seal_files(folder, signed=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+
+
+def _json_defect(name: str, edit: Callable[[Any], None]) -> Callable[[Path], None]:
+    def apply(folder: Path) -> None:
+        _edit_json(folder / name, edit)
+        _reseal(folder)
+
+    return apply
+
+
 _DEEP = b"[" * 100_000 + b"]" * 100_000
 _PROMOTE = _all(
     _set(["decision", "promotion_authorized"], True),
@@ -446,6 +489,8 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
         {"sha256sums-mismatch"},
         _write(SUMS_NAME, render_sums([("summary.json", "1" * 64)])),
     ),
+    # sha256sum reads a \v as part of a line; a reader that split at it would disagree.
+    "sha256sums_vertical_tab": ({"sha256sums-mismatch"}, _vertical_tab),
     "sha256sums_invalid_line": (
         {"sha256sums-invalid", "sha256sums-mismatch"},
         _write(SUMS_NAME, b"not a checksum line\n"),
@@ -499,7 +544,10 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
         {"path-invalid", "unlisted-file", "sha256sums-mismatch"},
         _manifest_entry("publication.md", "path", "./publication.md"),
     ),
-    "path_duplicate": ({"path-duplicate", "sha256sums-invalid"}, _duplicate_entry(lambda p: p)),
+    "path_duplicate": (
+        {"path-duplicate", "sha256sums-invalid", "sha256sums-mismatch"},
+        _duplicate_entry(lambda p: p),
+    ),
     "path_case_conflict": (
         {"path-case-conflict", "missing-artifact"},
         _duplicate_entry(lambda p: p.upper()),
@@ -602,6 +650,15 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
         _statement(lambda d: d["subject"][0]["digest"].update(sha256="0" * 64)),
     ),
     "statement_not_in_toto": ({"statement-invalid"}, _statement(lambda d: d.pop("_type"))),
+    "seal_file_missing_statement_deleted": (
+        {"seal-file-missing"},
+        _published_then(_remove_statement),
+    ),
+    "seal_file_missing_bundle_never_written": ({"seal-file-missing"}, _declared_signed),
+    "campaign_id_of_another_campaign": (
+        {"campaign-id-mismatch"},
+        _json_defect("follow-up.json", _set(["campaign_id"], "2026-11-02-other-campaign")),
+    ),
     # raw runs
     "raw_cell_interrupted": ({"run-incomplete"}, _cell_defect(lambda d: None, "incomplete")),
     "raw_record_end_before_first_token": (

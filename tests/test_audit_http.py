@@ -1,0 +1,324 @@
+"""``ledger sign`` against a private sigstore instance, then ``ledger audit`` of the signed
+campaign over real HTTP on 127.0.0.1 and from a folder.
+
+The instance (``tests/private_sigstore.py``) is served over HTTP as Fulcio and Rekor v1;
+sigstore-python's own signer talks to it, and its own verifier checks the bundle against
+the instance's trusted root. Nothing is signed in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger import manifest
+from tests.conftest import ROOT, CliRun
+from tests.private_sigstore import OIDC_ISSUER, SigstoreService
+
+PUBLISHED = "2026-11-29-simulated-example"
+OTHER = "2026-09-17-glm53-mixed35-startup"
+SIGNER = "publisher@example.org"
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two campaigns of evidence/ signed by SIGNER with `ledger sign`, and the root."""
+    from ledger._cli import main
+
+    base = tmp_path_factory.mktemp("signed")
+    with SigstoreService() as service:
+        config = service.write_trust_config(base / "trust-config.json")
+        for name in (PUBLISHED, OTHER):
+            shutil.copytree(ROOT / "evidence" / name, base / name)
+            before = json.loads((base / name / manifest.MANIFEST_NAME).read_bytes())
+            status = main(
+                [
+                    "sign",
+                    str(base / name),
+                    "--identity-token",
+                    service.token(SIGNER),
+                    "--trust-config",
+                    str(config),
+                ]
+            )
+            assert status == 0
+            after = json.loads((base / name / manifest.MANIFEST_NAME).read_bytes())
+            assert after["seals"] == [manifest.STATEMENT_NAME, manifest.BUNDLE_NAME]
+            assert after["artifacts"] == before["artifacts"]
+        # Fulcio issued one certificate per signing, and Rekor logged one entry each.
+        assert service.requests == ["/api/v2/signingCert", "/api/v1/log/entries"] * 2
+        assert len(service.log.leaves) == 2
+    root = base / "trusted_root.json"
+    root.write_text(json.dumps(service.instance.trusted_root()))
+    return base, root
+
+
+class _Site(BaseHTTPRequestHandler):
+    """``/<mode>/<campaign>/<file>`` from the site folder; the mode says how to misbehave."""
+
+    site: Path
+
+    def do_GET(self) -> None:
+        # The audit hangs up on a misbehaving answer, as it should.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._answer()
+
+    def _answer(self) -> None:
+        _, mode, rest = self.path.split("/", 2)
+        path = self.site / rest
+        if mode == "redirect":
+            self.send_response(302)
+            port = self.server.server_address[1]
+            self.send_header("Location", f"http://localhost:{port}/plain/{rest}")
+            self.end_headers()
+            return
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        if mode == "plain" or path.name == manifest.MANIFEST_NAME:
+            self._send(data)
+        elif mode == "declared-huge":
+            self.send_response(200)
+            self.send_header("Content-Length", str(1 << 40))
+            self.end_headers()
+        elif mode == "endless":
+            # No length: the body ends when the connection does, which is never.
+            self.send_response(200)
+            self.end_headers()
+            chunk = b"0" * (1 << 16)
+            while True:
+                self.wfile.write(chunk)
+        elif mode == "stall":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:10])
+            self.wfile.flush()
+            time.sleep(30)
+        elif mode == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for byte in data:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.05)
+
+    def _send(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture
+def site(tmp_path: Path, signed: tuple[Path, Path]) -> Iterator[tuple[Path, str]]:
+    """A copy of the signed campaigns served over HTTP: (folder, base URL)."""
+    base, _ = signed
+    folder = tmp_path / "site"
+    for name in (PUBLISHED, OTHER):
+        shutil.copytree(base / name, folder / name)
+    handler = type("Site", (_Site,), {"site": folder})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _source(site: tuple[Path, str], how: str, name: str = PUBLISHED) -> str:
+    folder, url = site
+    return f"{url}/plain/{name}/" if how == "url" else str(folder / name)
+
+
+def _audit(cli: CliRun, source: str, root: Path, *extra: str, **who: str) -> tuple[int, str, str]:
+    return cli(
+        "audit",
+        source,
+        "--identity",
+        who.get("identity", SIGNER),
+        "--issuer",
+        who.get("issuer", OIDC_ISSUER),
+        "--trusted-root",
+        str(root),
+        *extra,
+    )
+
+
+HOW = pytest.mark.parametrize("how", ["url", "dir"])
+
+
+@HOW
+def test_a_signed_campaign_passes_its_audit(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, how: str
+) -> None:
+    status, out, err = _audit(cli, _source(site, how), signed[1])
+    assert (status, out, err) == (0, "", "OK\n")
+
+
+@HOW
+def test_one_changed_file_fails_the_audit_and_is_named(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, how: str
+) -> None:
+    report = site[0] / PUBLISHED / "report.md"
+    report.write_bytes(report.read_bytes().replace(b"candidate", b"candidatf", 1))
+    status, out, err = _audit(cli, _source(site, how), signed[1])
+    assert status == 1 and err == "FAIL\n"
+    lines = out.splitlines()
+    # The signature still holds over the statement; the file is what differs from it.
+    assert not any(line.startswith("signature:") for line in lines)
+    assert any(line.startswith("subject 'report.md': sha256 ") for line in lines)
+    assert any(line.startswith("verify: hash-mismatch") and "report.md" in line for line in lines)
+    assert all("report.md" in line for line in lines)
+
+
+@HOW
+@pytest.mark.parametrize(
+    "who",
+    [{"identity": "someone-else@example.org"}, {"issuer": "https://token.actions.example"}],
+    ids=["identity", "issuer"],
+)
+def test_a_wrong_signer_fails_the_audit(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, how: str, who: dict[str, str]
+) -> None:
+    status, out, err = _audit(cli, _source(site, how), signed[1], **who)
+    assert status == 1 and err == "FAIL\n"
+    assert out.splitlines()[0].startswith("signature: ")
+    assert len(out.splitlines()) == 1
+
+
+@HOW
+def test_a_statement_swapped_for_another_signed_one_fails(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, how: str
+) -> None:
+    folder = site[0]
+    for name in (manifest.STATEMENT_NAME, manifest.BUNDLE_NAME):
+        shutil.copy(folder / OTHER / name, folder / PUBLISHED / name)
+    # The other campaign's own audit passes: the swapped files are genuinely signed.
+    assert _audit(cli, _source(site, how, OTHER), signed[1])[0] == 0
+    status, out, err = _audit(cli, _source(site, how), signed[1])
+    assert status == 1 and err == "FAIL\n"
+    lines = out.splitlines()
+    assert not any(line.startswith("signature:") for line in lines)
+    assert "subject 'summary.json': sha256 " in out
+    assert "verify: statement-mismatch" in out
+
+
+def test_the_wrong_trusted_root_fails(site: tuple[Path, str], cli: CliRun, tmp_path: Path) -> None:
+    other = SigstoreService().instance.write_trusted_root(tmp_path / "other-root.json")
+    status, out, _ = _audit(cli, _source(site, "url"), other)
+    assert status == 1
+    assert out.startswith("signature: ")
+
+
+@pytest.mark.parametrize(
+    ("mode", "options", "reason"),
+    [
+        ("redirect", (), "redirect to another host (localhost:"),
+        ("declared-huge", ("--max-file-mib", "1"), f"{1 << 40} bytes, over the cap of 1048576"),
+        ("endless", ("--max-file-mib", "1"), "more than the cap of 1048576 bytes"),
+        ("stall", ("--timeout", "0.5"), "no answer for 0.5 s (ReadTimeout)"),
+        ("trickle", ("--deadline", "1"), "the fetch took longer than 1 s"),
+    ],
+)
+def test_a_hostile_server_is_refused_in_one_line(
+    site: tuple[Path, str],
+    signed: tuple[Path, Path],
+    cli: CliRun,
+    mode: str,
+    options: tuple[str, ...],
+    reason: str,
+) -> None:
+    url = f"{site[1]}/{mode}/{PUBLISHED}/"
+    started = time.monotonic()
+    status, out, err = _audit(cli, url, signed[1], *options)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("ledger audit: error: ")
+    assert reason in err
+    # Refused on the limit, not after the server gave up.
+    assert time.monotonic() - started < 20
+
+
+def test_audit_fetches_the_ticket_the_campaign_publishes(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun
+) -> None:
+    """The campaign links a follow-up ticket: the copy it publishes is fetched with it,
+    so the audit needs no tickets/ folder; without it, --tickets says where one is."""
+    folder = site[0] / PUBLISHED
+    ticket = next((folder / "tickets").glob("*.md"))
+    assert _audit(cli, _source(site, "url"), signed[1])[0] == 0
+    elsewhere = site[0].parent / "kept-tickets"
+    elsewhere.mkdir()
+    shutil.move(ticket, elsewhere / ticket.name)
+    status, out, _ = _audit(cli, str(folder), signed[1])
+    assert status == 1
+    assert "ticket-missing" in out and f"tickets/{ticket.name}" in out
+    status, out, _ = _audit(cli, str(folder), signed[1], "--tickets", str(elsewhere))
+    # Found beside it now; the copy the statement names is still missing.
+    assert "ticket-missing" not in out
+    assert f"subject 'tickets/{ticket.name}': no such file" in out
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        (lambda s: s.token(SIGNER, lifetime=-60), "the identity token is not usable: "),
+        (lambda s: s.token(SIGNER, audience="other"), "the identity token is not usable: "),
+        # Well formed, but signed by another issuer's key: Fulcio refuses it.
+        (lambda s: SigstoreService().token(SIGNER), "signing failed: FulcioClientError: "),
+    ],
+    ids=["expired", "wrong-audience", "forged"],
+)
+def test_sign_refuses_a_bad_identity_and_writes_nothing(
+    tmp_path: Path, cli: CliRun, token: Any, expected: str
+) -> None:
+    folder = tmp_path / OTHER
+    shutil.copytree(ROOT / "evidence" / OTHER, folder)
+    before = _tree(folder)
+    with SigstoreService() as service:
+        config = service.write_trust_config(tmp_path / "trust-config.json")
+        status, out, err = cli(
+            "sign", str(folder), "--identity-token", token(service), "--trust-config", str(config)
+        )
+        assert service.log.leaves == []
+    assert status == 1 and out == ""
+    assert err.startswith(f"error: {expected}") and err.count("\n") == 1
+    assert _tree(folder) == before
+
+
+def test_sign_refuses_an_unusable_trust_config(tmp_path: Path, cli: CliRun) -> None:
+    folder = tmp_path / OTHER
+    shutil.copytree(ROOT / "evidence" / OTHER, folder)
+    config = tmp_path / "trust-config.json"
+    config.write_text('{"mediaType": "nothing"}')
+    status, _, err = cli(
+        "sign", str(folder), "--identity-token", "x", "--trust-config", str(config)
+    )
+    assert status == 2
+    assert err == f"error: {config}: not a sigstore client trust config (ValidationError)\n"
+    status, _, err = cli("sign", str(folder), "--trust-config", str(tmp_path / "none.json"))
+    assert status == 2 and "No such file or directory" in err
