@@ -108,6 +108,23 @@ GENERATED = [
         "credential",
         lambda r: "Authorization: Bearer " + "".join(r.choices("abcdef0123456789", k=32)),
     ),
+    # Private hosts by meaning: a private label anywhere, a host that carried credentials,
+    # non-public IPv6 addresses outside URLs.
+    ("endpoint", lambda r: f"gpu{r.randint(1, 99)}.corp.acme{r.randint(1, 9)}.com"),
+    ("endpoint", lambda r: f"registry{r.randint(1, 9)}.internal.example:{r.randint(1, 9999)}"),
+    ("endpoint", lambda r: f"nas{r.randint(1, 99)}.home.arpa"),
+    (
+        "endpoint",
+        lambda r: f"https://ci{r.randint(1, 99)}:t{r.getrandbits(32):x}@cdn.example.com/v2/",
+    ),
+    (
+        "endpoint",
+        lambda r: f"fd{r.randint(0, 255):02x}:{r.getrandbits(16):x}::{r.randint(1, 4095):x}",
+    ),
+    (
+        "endpoint",
+        lambda r: f"[fe80::{r.getrandbits(16):x}%eth{r.randint(0, 3)}]:{r.randint(1024, 65535)}",
+    ),
 ]
 
 

@@ -3,12 +3,14 @@ identifiers, credential key names, word starts, public tokens and values already
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledger._internal import sanitizer
+from ledger._internal import sanitizer, scan
 from ledger._internal.sanitizer import Sanitizer, _plausible_endpoint
 
 
@@ -142,7 +144,7 @@ def test_a_public_token_around_a_hit_is_not_redacted(
           ("path", "/home/bob")]),
         # Inside a hit already taken, then free.
         ("https://10.0.0.5:pw@x.example/ and 10.0.0.7",
-         [("credential", "10.0.0.5:pw"), ("endpoint", "10.0.0.7")]),
+         [("credential", "10.0.0.5:pw"), ("endpoint", "x.example"), ("endpoint", "10.0.0.7")]),
         # Inside a public request id, then outside it.
         (f"req-sk-{'A' * 40} then sk-{'B' * 40}",
          [("credential", f"sk-{'B' * 40}")]),
@@ -199,3 +201,278 @@ def test_no_rule_can_redact_an_empty_value() -> None:
     widths = {d.pattern.pattern: _min_width(d.pattern.pattern) for d in detectors}
     assert all(w >= 1 for w in widths.values()), [p for p, w in widths.items() if w < 1]
     assert _min_width("(?P<secret>a*)b") == 0  # the check itself can fail
+
+
+# -- private hosts by meaning -----------------------------------------------------------------
+
+
+def _redacted(text: str) -> str:
+    return Sanitizer().text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A private label first, in the middle, next to last and last.
+        ("push to internal.acme.com now", "push to <redacted:endpoint:1> now"),
+        ("push to gpu01.corp.acme.com now", "push to <redacted:endpoint:1> now"),
+        ("push to registry.internal.example now", "push to <redacted:endpoint:1> now"),
+        ("push to build.lan now", "push to <redacted:endpoint:1> now"),
+        # Every private label, and the home.arpa zone.
+        ("wiki.intranet.acme.de", "<redacted:endpoint:1>"),
+        ("nas.lan.acme.net", "<redacted:endpoint:1>"),
+        ("printer.local.acme.io", "<redacted:endpoint:1>"),
+        ("db.private.example.org", "<redacted:endpoint:1>"),
+        ("box.localdomain.acme.com", "<redacted:endpoint:1>"),
+        ("vault.private", "<redacted:endpoint:1>"),
+        ("nas.home.arpa", "<redacted:endpoint:1>"),
+        ("GPU01.CORP.ACME.COM", "<redacted:endpoint:1>"),
+        # A port makes it a host whatever its last label.
+        ("gpu01.corp.acme:8000", "<redacted:endpoint:1>"),
+        ("registry.internal.example:5000/v2/x", "<redacted:endpoint:1>/v2/x"),
+        # The full stop that ends a sentence is not part of the name.
+        ("ssh gpu01.corp.acme.com.", "ssh <redacted:endpoint:1>."),
+        ("ssh gpu-1.internal.", "ssh <redacted:endpoint:1>."),
+        # In a URL the host is a host: no top-level domain needed.
+        ("http://gpu01.corp.acme:8000/v1", "http://<redacted:endpoint:1>/v1"),
+        ("https://registry.internal.example/v2/", "https://<redacted:endpoint:1>/v2/"),
+        ("https://internal.acme.weird/x", "https://<redacted:endpoint:1>/x"),
+        ("http://nas.home.arpa/", "http://<redacted:endpoint:1>/"),
+        ("http://vault.private:8200/", "http://<redacted:endpoint:1>/"),
+        ("see http://gpu-1.internal.", "see http://<redacted:endpoint:1>."),
+    ],
+)
+def test_a_private_label_anywhere_makes_a_private_host(text: str, expected: str) -> None:
+    assert _redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Whole labels only.
+        "internalize.com corporate.com international.example.com",
+        "my-corp.example.com lan-party.example.com localhost.example-cdn.com",
+        "operator-private raw artifact",
+        # A private word that is itself the registered name is public.
+        "corp.com local.ai private.com https://corp.com/ https://local.ai/x",
+        # File names and code, not hosts.
+        "--config /etc/vllm/config.local.yaml settings.local.json README.internal.md",
+        "at io.grpc.internal.ManagedChannelImpl.start(ManagedChannelImpl.java:120)",
+        "ledger._internal.sanitizer home.arpa",
+        "Internal Server Error. LAN. Local. corp.",
+        # localhost as today: redacted with a port or in a URL, kept alone.
+        "localhost",
+    ],
+)
+def test_a_private_word_that_names_no_private_host_is_kept(text: str) -> None:
+    assert _redacted(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The issue's case: the credentials and the host.
+        ("https://bob:pw@registry.internal.example/v2/",
+         "https://<redacted:credential:1>@<redacted:endpoint:1>/v2/"),
+        # A public host that carried credentials names whose they were.
+        ("https://bob:pw@github.com/org/repo.git",
+         "https://<redacted:credential:1>@<redacted:endpoint:1>/org/repo.git"),
+        ("https://s3cr3tt0ken@registry.example.com/v2/",
+         "https://<redacted:credential:1>@<redacted:endpoint:1>/v2/"),
+        ("redis://:hunter2@cache.example.com:6379/0",
+         "redis://<redacted:credential:1>@<redacted:endpoint:1>/0"),
+        ("postgres://u:p@[fd00::5]:5432/db",
+         "postgres://<redacted:credential:1>@<redacted:endpoint:1>/db"),
+        ("x_https://bob:hunter2@h.example.com/",
+         "x_https://<redacted:credential:1>@<redacted:endpoint:1>/"),
+        # A short number is no credential, but the host still carried one.
+        ("https://12345@host.example.com/x", "https://12345@<redacted:endpoint:1>/x"),
+        # Credentials redacted by an older sanitizer: the host still goes.
+        ("https://<redacted:credential:1>@github.com/x",
+         "https://<redacted:credential:1>@<redacted:endpoint:1>/x"),
+        # Nothing before @ in the host part: a path, a query, a digest are not credentials.
+        ("https://example.com/?u=me@x.com", "https://example.com/?u=<redacted:endpoint:1>"),
+    ],
+)  # fmt: skip
+def test_a_host_that_carried_credentials_is_redacted_with_them(text: str, expected: str) -> None:
+    assert _redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # RFC 1918
+        ("at 10.1.2.3 and 172.16.5.4:8000 and http://192.168.1.10/v1",
+         "at <redacted:endpoint:1> and <redacted:endpoint:2> and http://<redacted:endpoint:3>/v1"),
+        # loopback
+        ("at 127.0.0.1:8000, [::1]:8000 and ::1 here",
+         "at <redacted:endpoint:1>, <redacted:endpoint:2> and <redacted:endpoint:3> here"),
+        ("http://[::1]:8000/metrics", "http://<redacted:endpoint:1>/metrics"),
+        # link-local, with a zone
+        ("at 169.254.169.254 and fe80::1ff:fe23:4567:890a%eth0/64",
+         "at <redacted:endpoint:1> and <redacted:endpoint:2>/64"),
+        ("http://[fe80::1%25eth0]:8080/", "http://<redacted:endpoint:1>/"),
+        ("full fe80:0:0:0:0:0:0:1 form", "full <redacted:endpoint:1> form"),
+        # CGNAT 100.64/10
+        ("at 100.64.0.1 and http://100.127.255.254/", "at <redacted:endpoint:1> and http://<redacted:endpoint:2>/"),
+        # unique-local fc00::/7
+        ("at fd12:3456:789a::1 and fc00::1 and [fdff::2]:9000",
+         "at <redacted:endpoint:1> and <redacted:endpoint:2> and <redacted:endpoint:3>"),
+        # IPv4-mapped private: the whole address, not only its IPv4 half
+        ("at ::ffff:10.0.0.1 and ::ffff:100.64.0.1 and [::ffff:192.168.0.1]:80",
+         "at <redacted:endpoint:1> and <redacted:endpoint:2> and <redacted:endpoint:3>"),
+        ("http://[::ffff:10.0.0.1]/", "http://<redacted:endpoint:1>/"),
+        # A public address kept does not stop the private one after it.
+        ("2001:4860:4860::8888 then fd00::1", "2001:4860:4860::8888 then <redacted:endpoint:1>"),
+    ],
+)  # fmt: skip
+def test_every_non_public_address_family_is_redacted(text: str, expected: str) -> None:
+    assert _redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2001:4860:4860::8888 answers",  # a public IPv6 address outside a URL
+        "listen [::]:8000 and 0.0.0.0:8000",  # every interface names no host
+        "Foo ::= bar",  # the unspecified address, or grammar
+        "12:00:00.123 INFO and 10:20:30:40:50:60:70:80",  # times are no addresses
+        "x = a[1::2] and b[::2] and std::vector<int>",
+        "mac aa:bb:cc:dd:ee:ff",
+        "fec0::1",  # site-local, long deprecated: ipaddress calls it global
+    ],
+)
+def test_what_is_no_private_address_is_kept(text: str) -> None:
+    assert _redacted(text) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "private"),
+    [
+        ("fd00::1", True),
+        ("[fd00::1]:8000", True),
+        ("fe80::1%eth0", True),
+        ("[fe80::1%25eth0]", True),
+        ("::1", True),
+        ("::ffff:10.0.0.1", True),
+        ("::ffff:100.64.0.1", True),  # judged as IPv4 whatever the Python version
+        ("10.0.0.1", True),
+        ("100.64.0.1", True),
+        ("::ffff:8.8.8.8", False),
+        ("2001:4860:4860::8888", False),
+        ("[2001:4860:4860::8888]:443", False),
+        ("8.8.8.8", False),
+        ("::", False),  # names no host
+        ("0.0.0.0", False),
+        ("12:00:00", False),  # no address at all
+        ("fd00::1::2", False),
+    ],
+)
+def test_a_non_global_address(value: str, private: bool) -> None:
+    assert sanitizer._non_global_address(value) is private
+
+
+def test_a_detector_can_be_limited_to_non_global_addresses() -> None:
+    spec = {"pattern": "[0-9a-f:.]+", "non_global": True}
+    assert sanitizer._detector(spec).non_global is True
+    assert sanitizer._detector({"pattern": "x"}).non_global is False
+    rules = sanitizer.load_rules()
+    limited = [d for c in sanitizer.CATEGORIES for d in rules.patterns[c] if d.non_global]
+    assert len(limited) == 1
+
+
+SHA = "sha256:" + "0123456789abcdef" * 4
+PUBLIC = [
+    "huggingface.co",
+    "https://huggingface.co/ormandj/GLM-5.3-Flash-FP8/resolve/main/config.json",
+    "ormandj/GLM-5.3-Flash-FP8",
+    "github.com",
+    "https://github.com/sgl-project/sglang/releases/tag/v0.4.6.post5",
+    "git+https://github.com/org/repo.git@v1.2",
+    f"ghcr.io/owner/image@{SHA}",
+    f"docker://ghcr.io/owner/image@{SHA}",
+    "pypi.org",
+    "https://pypi.org/simple/vllm/",
+    "vllm==0.6.3.post1",
+    "sglang 0.4.6.post5 and torch 2.5.1+cu124",
+    "nvcr.io/nvidia/pytorch:24.10-py3",
+    "international.example.com",
+    "https://corp.com/",
+    "2001:4860:4860::8888",
+]
+
+
+@pytest.mark.parametrize("text", PUBLIC)
+def test_public_identifiers_do_not_change(text: str) -> None:
+    sanitizer = Sanitizer()
+    document = {"identity": {"note": text, "flags": [f"--model {text}", text]}, text: 1}
+    assert sanitizer.text(text) == text
+    assert sanitizer.document(document) == document
+    assert list(sanitizer.scan(document)) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Already redacted before the private-host rules, and still: every IPv4 address
+        # (the corpus's public ones too), any four dotted numbers, and user@host.
+        ("8.8.8.8", "<redacted:endpoint:1>"),
+        ("http://8.8.8.8/", "http://<redacted:endpoint:1>/"),
+        ("version 1.2.3.4", "version <redacted:endpoint:1>"),
+        ("::ffff:8.8.8.8", "::ffff:<redacted:endpoint:1>"),
+        ("http://[2001:4860:4860::8888]/", "http://<redacted:endpoint:1>/"),
+        ("mail alice@example.com", "mail <redacted:endpoint:1>"),
+        ("ssh ops@gpu-1.lan", "ssh ops@<redacted:endpoint:1>"),
+    ],
+)
+def test_what_was_redacted_before_is_redacted_the_same_way(text: str, expected: str) -> None:
+    assert _redacted(text) == expected
+
+
+PRIVATE_HOSTS = [
+    "gpu01.corp.acme.com",
+    "registry.internal.example",
+    "nas.home.arpa",
+    "https://bob:pw@registry.internal.example/v2/",
+    "https://tok3n@github.com/org/repo",
+    "fd12:3456::7",
+    "[fe80::1%eth0]:8080",
+    "::ffff:10.0.0.1",
+]
+
+
+@pytest.mark.parametrize("text", PRIVATE_HOSTS)
+def test_a_private_host_fails_the_rescan_until_redacted(text: str) -> None:
+    sanitizer = Sanitizer()
+    document = {"logs": [f"connected to {text} (ok)"], "identity": {"endpoint": text}}
+    assert len(list(sanitizer.scan(document))) >= 2
+    cleaned = sanitizer.document(document)
+    assert list(sanitizer.scan(cleaned)) == []
+    assert sanitizer.document(cleaned) == cleaned
+    assert "endpoint" in {hit.category for hit in sanitizer.detect(text)}
+
+
+@pytest.mark.parametrize("text", PRIVATE_HOSTS)
+def test_verify_finds_a_private_host_in_a_public_file(text: str, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text(f"see {text} for the weights\n")
+    artifact = tmp_path / "artifact.json"
+    artifact.write_text(json.dumps({"identity": {"note": f"pulled from {text}"}}))
+    found = scan.process_file(scan.FileTask(str(notes), "notes.txt", False, scan_private=True))
+    assert ("private-data", "", "line 1: endpoint in a public file") in [
+        (i.code, i.pointer, i.message) for i in found.issues
+    ]
+    found = scan.process_file(scan.FileTask(str(artifact), "a.json", True, scan_private=True))
+    assert ("private-data", "/identity/note", "endpoint in a public artifact") in [
+        (i.code, i.pointer, i.message) for i in found.issues
+    ]
+    # The same files, not public, are not scanned.
+    found = scan.process_file(scan.FileTask(str(notes), "notes.txt", False))
+    assert found.issues == ()
+
+
+@pytest.mark.parametrize("value", ["::1", "[::1]", "db.lan", "x.corp", "fd00::1"])
+def test_a_short_private_host_is_redacted_as_a_whole_value(value: str) -> None:
+    # The length shortcut must not be longer than the shortest private host.
+    assert len(value) >= sanitizer._SHORTEST
+    assert Sanitizer().document({"host": value}) == {"host": "<redacted:endpoint:1>"}

@@ -11,6 +11,7 @@ Placeholders are never matched again, so sanitizing twice changes nothing.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import itertools
 import json
 import re
@@ -27,8 +28,8 @@ _TOKEN_EDGE = re.compile(r"[^\s\"'<>,;()\[\]{}=]+")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}")
 _HEX = re.compile(r"[0-9a-fA-F]")
 _LITERALS = frozenset({"true", "false", "null", "none"})
-_SHORTEST = 7
-"""No detector matches fewer characters (``1.2.3.4``); a secret key's value is checked anyway."""
+_SHORTEST = 3
+"""No detector matches fewer characters (``::1``); a secret key's value is checked anyway."""
 _MEMO_LIMIT = 200_000
 _MEMO_LONGEST = 1024
 """Values repeat (finish reasons, flags); whole logs do not, and would only fill memory."""
@@ -43,6 +44,9 @@ class Detector:
     word_start: bool = False
     """The match must not follow a word character (a leading ``\\b`` in the pattern
     would stop the regex engine from searching for its literal prefix)."""
+    non_global: bool = False
+    """The match counts only as an IP address outside the public internet: a regex cannot
+    tell ``fd00::1`` from ``2001:4860::8888``, nor either from a time of day."""
 
     def finditer(self, text: str, lower: str) -> Iterator[re.Match[str]]:
         """Matches in ``text`` (``lower`` is ``text.lower()``, computed once per text)."""
@@ -62,7 +66,10 @@ def _detector(spec: str | dict[str, Any]) -> Detector:
     if isinstance(spec, str):
         return Detector(re.compile(spec))
     return Detector(
-        re.compile(spec["pattern"]), tuple(spec.get("any", ())), bool(spec.get("word_start"))
+        re.compile(spec["pattern"]),
+        tuple(spec.get("any", ())),
+        bool(spec.get("word_start")),
+        bool(spec.get("non_global")),
     )
 
 
@@ -214,13 +221,15 @@ class Sanitizer:
                     value = text[start:end]
                     if category == "credential" and (
                         _SHORT_NUMBER.fullmatch(value)
-                        or value.lower() in _LITERALS
+                        or value.lower().rstrip(".") in _LITERALS
                         or rules.placeholder.search(value)
                     ):
                         continue
                     if category == "gpu" and self._masked_uuid(value):
                         continue
                     if category == "endpoint" and not _plausible_endpoint(value):
+                        continue
+                    if detector.non_global and not _non_global_address(value):
                         continue
                     # A secret-like name before it makes even a digest-shaped value secret.
                     if detector not in keyed and self._allowed(text, start, end):
@@ -302,3 +311,19 @@ def _plausible_endpoint(value: str) -> bool:
     if len(parts) == 4 and all(p.isdigit() for p in parts):
         return all(int(p) <= 255 for p in parts)
     return True
+
+
+def _non_global_address(value: str) -> bool:
+    """Whether ``value`` (``addr``, ``addr%zone`` or ``[addr]:port``) is an IP address that
+    names a host off the public internet."""
+    if value.startswith("["):
+        value = value[1 : value.find("]")]
+    try:
+        address = ipaddress.ip_address(value.split("%", 1)[0])
+    except ValueError:
+        return False
+    # ::ffff:10.0.0.1 is 10.0.0.1; not every Python judges the mapped form by its IPv4 half.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    # "::" (as in "::=" or a listen address) names no host, like 0.0.0.0.
+    return not (address.is_global or address.is_unspecified)
