@@ -255,24 +255,28 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
     subjects_expected[MANIFEST_NAME] = sha256_bytes((root / MANIFEST_NAME).read_bytes())
     expected = dict(subjects_expected)
     try:
-        sums = (root / SUMS_NAME).read_bytes()
+        sums: bytes | None = (root / SUMS_NAME).read_bytes()
     except FileNotFoundError:
+        sums = None
         changes.append(ReviewedChange(SUMS_NAME, "missing"))
-    else:
-        for name in sealed.seals:
-            # A missing one is its own change; its line cannot be checked.
-            present = (root / name).exists()
-            digest = sha256_file(root / name)[0] if present else parse_sums(sums)[0].get(name)
-            if digest is not None:
-                expected[name] = digest
-        # Byte for byte: a file sha256sum reads differently from us is not our seal.
-        if sums != render_sums(expected.items()):
-            changes.append(ReviewedChange(SUMS_NAME, "changed"))
-    changes.extend(
-        ReviewedChange(name, "missing") for name in sealed.seals if not (root / name).exists()
-    )
+    recorded = parse_sums(sums)[0] if sums is not None else {}
+    seal_changes = []
+    for name in sealed.seals:
+        # SHA256SUMS holds the seal files' digests: a changed one is named as itself.
+        digest = recorded.get(name)
+        if not (root / name).exists():
+            seal_changes.append(ReviewedChange(name, "missing", digest, None))
+        elif (now := sha256_file(root / name)[0]) != digest:
+            seal_changes.append(ReviewedChange(name, "changed", digest, now))
+        if digest is not None:
+            expected[name] = digest
+    # Byte for byte: a file sha256sum reads differently from us is not our seal.
+    if sums is not None and sums != render_sums(expected.items()):
+        changes.append(ReviewedChange(SUMS_NAME, "changed"))
+    changes.extend(seal_changes)
     statement = root / STATEMENT_NAME
-    if statement.exists():
+    named = {c.path for c in changes}
+    if statement.exists() and STATEMENT_NAME not in named:
         from ledger._internal import intoto
 
         try:
@@ -291,8 +295,13 @@ def check_seal(
     reseal_after_review: bool = False,
     require_seal: bool = True,
     jobs: int | None = None,
+    renewing: Iterable[str] = (),
 ) -> Review | None:
     """Checks a campaign's seal before ``command`` extends it.
+
+    Args:
+        renewing: seal files the command writes anew (``ledger sign``'s bundle): a
+            change of theirs does not break the seal.
 
     Returns:
         None when the seal holds; a :class:`Review` to record when it does not and
@@ -304,10 +313,12 @@ def check_seal(
     root = Path(folder)
     # Approvals arrive after the seal by design, each with its own signature, which decide
     # and verify check; only a changed or removed one breaks the seal.
+    renewed = set(renewing)
     changes = [
         c
         for c in changes_since_seal(root, jobs=jobs)
         if not (c.change == "added" and c.path.startswith(APPROVALS_PREFIX))
+        and c.path not in renewed
     ]
     unsealed = not (root / MANIFEST_NAME).exists() and not changes
     if unsealed and not require_seal:

@@ -291,13 +291,21 @@ def _verify_parsed(
         if isinstance(s, dict)
     ]
     if not any(d == digest and (name is None or n == name) for n, d in subjects):
+        if data == payload:
+            # The file is the signed statement itself (statement.intoto.json): it is what
+            # the signature covers, whatever it names.
+            return SignatureResult(
+                True, f"DSSE statement by {identity} ({issuer}) is the file", statement
+            )
         named = [d for n, d in subjects if n == name] if name else [d for _, d in subjects]
         says = ", ".join(str(d) for d in named[:3]) + (", \u2026" if len(named) > 3 else "")
         return SignatureResult(
             False,
             _clip(
                 f"the signature is valid but no subject matches the file (got sha256 "
-                f"{digest}, the statement says {says or 'nothing'})",
+                f"{digest}; the statement names "
+                + (f"{name!r} with {says}" if name and named else f"{says or 'no such file'}")
+                + ")",
                 limit=400,
             ),
             statement,

@@ -192,6 +192,8 @@ def new_ticket(
     except ValueError:
         raise UsageError(f"created must be YYYY-MM-DD, got {day!r}") from None
     ticket = Ticket(ticket_id, campaign_id, "open", day, _failed_gates(summary))
+    if tickets is not None and Path(tickets).exists() and not Path(tickets).is_dir():
+        raise UsageError(f"--tickets {tickets}: not a folder")
     target = (Path(tickets) if tickets else tickets_folder_for(folder)) / f"{ticket_id}.md"
     if target.exists():
         raise OutputExists(f"{target} exists")
@@ -276,10 +278,10 @@ def campaign_link_issues(folder: Path, summary: dict[str, Any], tickets: Path) -
         try:
             ticket = read_ticket(path)
         except TicketError as e:
-            if path == inside:
-                rel = f"{TICKETS_FOLDER}/{name}"
-                found.append(LinkIssue("campaign", rel, "ticket-invalid", e.diagnostics()))
-            continue  # one in the tickets folder is reported with that folder
+            # A ticket that does not parse links nothing, wherever it is.
+            rel = f"{TICKETS_FOLDER}/{name}" if path == inside else FOLLOW_UP_NAME
+            found.append(LinkIssue("campaign", rel, "ticket-invalid", e.diagnostics()))
+            continue
         if ticket.campaign != summary.get("campaign_id"):
             found.append(
                 LinkIssue(

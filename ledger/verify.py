@@ -264,7 +264,7 @@ def _ticket_findings(
                     campaign.display,
                 )
             )
-    for display, root in [] if given is not None else roots:
+    for display, root in roots:
         folder = root.resolve().parent / tickets.TICKETS_FOLDER
         names = {c.folder.resolve().name for c in campaigns if c.folder.parent == root}
         shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
@@ -393,11 +393,11 @@ def _check_campaign(
     for index, name in enumerate(loaded.seals if loaded is not None else ()):
         if name not in by_rel:
             add(
-                name,
+                manifest.MANIFEST_NAME,
                 Issue(
                     "seal-file-missing",
                     f"/seals/{index}",
-                    f"manifest.json says the campaign has {name}, and it is missing"
+                    f"declares {name}, which is missing"
                     + ("; run 'ledger sign' again" if name == manifest.BUNDLE_NAME else ""),
                 ),
             )

@@ -81,6 +81,12 @@ def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     sign.add_argument("campaign", metavar="CAMPAIGN_DIR")
     _add_signing_options(sign)
+    sign.add_argument(
+        "--replace",
+        action="store_true",
+        help="sign again a statement the campaign's bundle already signs",
+    )
+    sign.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
     sign.set_defaults(func=_sign)
 
 
@@ -231,8 +237,10 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text!r}")
+    if not 0 < value <= 1e6:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds or MiB in (0, 1e6], got {text!r}"
+        )
     return value
 
 
@@ -241,7 +249,13 @@ def _sign(args: argparse.Namespace) -> int:
 
     if not is_folder(args.campaign, "sign"):
         return 2
-    print(f"signed: {sign(args.campaign, _signing_setup(args))}")
+    bundle, who = sign(
+        args.campaign,
+        _signing_setup(args),
+        replace=args.replace,
+        reseal_after_review=args.reseal_after_review,
+    )
+    print(f"signed: {bundle} (by {who})")
     return 0
 
 

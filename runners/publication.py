@@ -7,8 +7,11 @@ redirect to another host), then checks it offline.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -18,7 +21,7 @@ import httpx
 
 from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
-from ledger._internal.outputs import Changes
+from ledger._internal.outputs import Changes, OutputExists
 from ledger.errors import InvalidArtifact, RunnerError, UsageError, printable
 from ledger.hashing import sha256_file
 from ledger.signatures import verify_statement
@@ -173,15 +176,23 @@ def audit(
     """
     if source.startswith(("http://", "https://")):
         problem = url_problem(source)
+        parts = urlsplit(source) if problem is None or "credentials" in problem else None
+        if parts is not None and (parts.username is not None or parts.password is not None):
+            # Never echoed: the URL holds what looks like a secret.
+            raise AuditInputError(
+                f"{parts.scheme}://<credentials>@{parts.hostname}/...: holds credentials "
+                "(user:password@); a publication is fetched without them"
+            )
         if problem is not None:
             raise AuditInputError(f"{source}: {problem}")
         with tempfile.TemporaryDirectory(prefix="ledger-audit-") as temp:
             folder = fetch(source, Path(temp), limits)
-            return _audit(folder, identity, issuer, trusted_root, staging, tickets)
+            shown = source.rstrip("/")
+            return _audit(folder, identity, issuer, trusted_root, staging, tickets, shown)
     folder = Path(source)
     if not folder.is_dir():
         raise AuditInputError(f"{source}: not a folder or an http(s) URL")
-    return _audit(folder, identity, issuer, trusted_root, staging, tickets)
+    return _audit(folder, identity, issuer, trusted_root, staging, tickets, str(folder))
 
 
 def _audit(
@@ -191,23 +202,29 @@ def _audit(
     trusted_root: str | None,
     staging: bool,
     tickets: str | None,
+    shown: str,
 ) -> AuditResult:
     problems: list[str] = []
     statement_path = folder / intoto.STATEMENT_NAME
     bundle_path = folder / intoto.BUNDLE_NAME
-    if not statement_path.exists() or not bundle_path.exists():
-        raise AuditInputError(f"{folder}: no {intoto.STATEMENT_NAME} and {intoto.BUNDLE_NAME}")
+    if not statement_path.exists():
+        raise AuditInputError(
+            f"{shown}: no {intoto.STATEMENT_NAME}: not a published campaign (ledger publish)"
+        )
     statement = statement_path.read_bytes()
-    result = verify_statement(
-        statement,
-        bundle_path.read_bytes(),
-        identity=identity,
-        issuer=issuer,
-        trusted_root=trusted_root,
-        staging=staging,
-    )
-    if not result.ok:
-        problems.append(f"signature: {result.reason}")
+    if not bundle_path.exists():
+        problems.append(f"signature: no {intoto.BUNDLE_NAME}: the campaign is not signed")
+    else:
+        result = verify_statement(
+            statement,
+            bundle_path.read_bytes(),
+            identity=identity,
+            issuer=issuer,
+            trusted_root=trusted_root,
+            staging=staging,
+        )
+        if not result.ok:
+            problems.append(f"signature: {result.reason}")
     subjects = intoto.subjects_of(jsonio.parse_strict(statement)) or {}
     if not subjects:
         problems.append("statement: no subjects")
@@ -221,11 +238,13 @@ def _audit(
         if actual != digest:
             problems.append(f"subject {name!r}: sha256 {actual}, the statement says {digest}")
     report = verify_paths([str(folder)], jobs=1, tickets=tickets)
-    problems.extend(
-        f"verify: {f.code} {f.path}{'#' + f.pointer if f.pointer else ''}: {f.message}"
-        for f in report.findings
-        if f.severity == "error"
-    )
+    for f in report.findings:
+        if f.severity == "error":
+            # Named as the auditor gave it, never as the temporary copy of a fetch.
+            where = shown + f.path.removeprefix(str(folder))
+            problems.append(
+                f"verify: {f.code} {where}{'#' + f.pointer if f.pointer else ''}: {f.message}"
+            )
     return AuditResult(not problems, tuple(problems), report)
 
 
@@ -241,53 +260,71 @@ class SigningSetup:
     """sigstore's staging instance instead of production."""
 
 
-def _signer_context(setup: SigningSetup) -> Any:
-    from sigstore.models import ClientTrustConfig
+def _identity(setup: SigningSetup) -> Any:
+    """The identity token, checked before anything goes over the network."""
     from sigstore.oidc import IdentityError, IdentityToken, detect_credential
-    from sigstore.sign import SigningContext
 
-    if setup.trust_config is not None:
-        try:
-            raw = jsonio.read_limited(setup.trust_config, 4 << 20, what="trust configs")
-            config = ClientTrustConfig.from_json(raw.decode())
-            context = SigningContext.from_trust_config(config)
-        except OSError as e:
-            raise UsageError(f"{setup.trust_config}: {e.strerror or e}") from None
-        except Exception as e:  # noqa: BLE001 - the parser raises several types
-            raise UsageError(
-                f"{setup.trust_config}: not a sigstore client trust config ({type(e).__name__})"
-            ) from None
-    else:
-        try:
-            config = (
-                ClientTrustConfig.staging() if setup.staging else ClientTrustConfig.production()
-            )
-            context = SigningContext.from_trust_config(config)
-        except Exception as e:  # noqa: BLE001 - TUF's network and metadata errors alike
-            raise RunnerError(
-                f"cannot fetch sigstore's trust config: {type(e).__name__}: {printable(str(e))}"
-            ) from None
     token = setup.identity_token
     if token is None:
         try:
             token = detect_credential()
         except Exception as e:  # noqa: BLE001 - sigstore's detectors raise several types
-            raise RunnerError(f"no ambient OIDC credential: {e}") from None
+            raise RunnerError(f"no ambient OIDC credential: {_described(e)}") from None
     if token is None:
         raise RunnerError(
             "no identity token: give --identity-token (or SIGSTORE_IDENTITY_TOKEN), or run in "
             "a CI job with an ambient OIDC credential (GitHub Actions: 'id-token: write')"
         )
     try:
-        identity = IdentityToken(token)
+        return IdentityToken(token)
     except IdentityError as e:
-        raise RunnerError(f"the identity token is not usable: {e}") from None
-    return context.signer(identity)
+        raise RunnerError(f"the identity token is not usable: {_described(e)}") from None
+
+
+def _signing_context(setup: SigningSetup) -> Any:
+    from sigstore.models import ClientTrustConfig
+    from sigstore.sign import SigningContext
+
+    if setup.trust_config is not None:
+        try:
+            raw = jsonio.read_limited(setup.trust_config, 4 << 20, what="trust configs")
+            return SigningContext.from_trust_config(ClientTrustConfig.from_json(raw.decode()))
+        except OSError as e:
+            raise UsageError(f"{setup.trust_config}: {e.strerror or e}") from None
+        except Exception as e:  # noqa: BLE001 - the parser raises several types
+            raise UsageError(
+                f"{setup.trust_config}: not a sigstore client trust config ({type(e).__name__})"
+            ) from None
+    try:
+        config = ClientTrustConfig.staging() if setup.staging else ClientTrustConfig.production()
+        return SigningContext.from_trust_config(config)
+    except Exception as e:  # noqa: BLE001 - TUF's network and metadata errors alike
+        raise RunnerError(f"cannot fetch sigstore's trust config: {_described(e)}") from None
+
+
+@contextlib.contextmanager
+def _signer_context(setup: SigningSetup) -> Iterator[tuple[Any, str]]:
+    """A sigstore signer, and who it signs as (``identity (issuer)``)."""
+    if setup.trust_config is not None:
+        _signing_context(setup)  # an unusable config is a usage error, before the token
+    identity = _identity(setup)
+    # urllib3 logs each retry of an unreachable host; the one line of the error says it.
+    quiet = logging.getLogger("urllib3")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        context = _signing_context(setup)
+        with context.signer(identity) as signer:
+            yield signer, f"{identity.identity} ({identity.issuer})"
+    finally:
+        quiet.setLevel(level)
 
 
 def _described(error: Exception) -> str:
-    # sigstore's Fulcio and Rekor errors often carry their text only in their cause.
-    detail = str(error) or str(error.__cause__ or "") or "no detail"
+    # sigstore's errors often carry the reason only in their cause (an expired token, the
+    # HTTP status Fulcio answered).
+    parts = [str(error), str(error.__cause__ or "")]
+    detail = ": ".join(p for p in dict.fromkeys(parts) if p) or "no detail"
     return f"{type(error).__name__}: {printable(' '.join(detail.split()))}"
 
 
@@ -308,7 +345,13 @@ def _statement_for(root: Path) -> dict[str, bytes]:
     return {intoto.STATEMENT_NAME: jsonio.dumps_deterministic(intoto.statement([], predicate))}
 
 
-def sign(folder: str | Path, setup: SigningSetup | None = None) -> Path:
+def sign(
+    folder: str | Path,
+    setup: SigningSetup | None = None,
+    *,
+    replace: bool = False,
+    reseal_after_review: bool = False,
+) -> tuple[Path, str]:
     """Signs a campaign's statement with sigstore (keyless) into ``statement.sigstore.json``.
 
     The manifest first declares the bundle (``seals``), so that deleting it later is an
@@ -324,11 +367,21 @@ def sign(folder: str | Path, setup: SigningSetup | None = None) -> Path:
     from sigstore.dsse import Statement
 
     root = Path(folder)
-    # A signature vouches for the statement's subjects: never over files that differ.
-    manifest.check_seal(root, "sign")
-    _, files = manifest.seal_files(root, _statement_for(root), signed=True)
+    # A signature vouches for the statement's subjects: never over files that differ. The
+    # bundle is what this command writes anew, so a missing or stale one is no obstacle.
+    review = manifest.check_seal(
+        root, "sign", reseal_after_review=reseal_after_review, renewing=[intoto.BUNDLE_NAME]
+    )
+    _, files = manifest.seal_files(
+        root, _statement_for(root), signed=True, reviews=[review] if review else []
+    )
+    if not replace and _still_signed(root, files[intoto.STATEMENT_NAME]):
+        raise OutputExists(
+            f"{root / intoto.BUNDLE_NAME} already signs this statement; --replace to sign it "
+            "again (the old signature is then lost)"
+        )
     try:
-        with _signer_context(setup or SigningSetup()) as signer:
+        with _signer_context(setup or SigningSetup()) as (signer, who):
             bundle = signer.sign_dsse(Statement(files[intoto.STATEMENT_NAME]))
     except (RunnerError, UsageError):
         raise
@@ -342,7 +395,17 @@ def sign(folder: str | Path, setup: SigningSetup | None = None) -> Path:
     for rel, data in files.items():
         changes.put(root, rel, data)
     changes.commit()
-    return root / intoto.BUNDLE_NAME
+    return root / intoto.BUNDLE_NAME, who
+
+
+def _still_signed(root: Path, statement: bytes) -> bool:
+    """Whether the campaign's bundle already signs ``statement``, the one it would sign."""
+    from ledger._internal import bundles
+
+    present = root / intoto.STATEMENT_NAME
+    if not (root / intoto.BUNDLE_NAME).exists() or not present.exists():
+        return False
+    return present.read_bytes() == statement and not bundles.check_bundle(root)
 
 
 def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:
@@ -354,7 +417,7 @@ def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:
     """
     source = Path(path)
     try:
-        with _signer_context(setup or SigningSetup()) as signer:
+        with _signer_context(setup or SigningSetup()) as (signer, _):
             bundle = signer.sign_artifact(source.read_bytes())
     except (RunnerError, UsageError):
         raise

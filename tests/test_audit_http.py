@@ -48,6 +48,8 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                     service.token(SIGNER),
                     "--trust-config",
                     str(config),
+                    # evidence/ is signed already, by the repository's own instance.
+                    "--replace",
                 ]
             )
             assert status == 0
@@ -302,7 +304,13 @@ def test_sign_refuses_a_bad_identity_and_writes_nothing(
     with SigstoreService() as service:
         config = service.write_trust_config(tmp_path / "trust-config.json")
         status, out, err = cli(
-            "sign", str(folder), "--identity-token", token(service), "--trust-config", str(config)
+            "sign",
+            str(folder),
+            "--identity-token",
+            token(service),
+            "--trust-config",
+            str(config),
+            "--replace",
         )
         assert service.log.leaves == []
     assert status == 1 and out == ""
@@ -316,9 +324,158 @@ def test_sign_refuses_an_unusable_trust_config(tmp_path: Path, cli: CliRun) -> N
     config = tmp_path / "trust-config.json"
     config.write_text('{"mediaType": "nothing"}')
     status, _, err = cli(
-        "sign", str(folder), "--identity-token", "x", "--trust-config", str(config)
+        "sign", str(folder), "--identity-token", "x", "--trust-config", str(config), "--replace"
     )
     assert status == 2
     assert err == f"error: {config}: not a sigstore client trust config (ValidationError)\n"
-    status, _, err = cli("sign", str(folder), "--trust-config", str(tmp_path / "none.json"))
+    status, _, err = cli(
+        "sign", str(folder), "--trust-config", str(tmp_path / "none.json"), "--replace"
+    )
     assert status == 2 and "No such file or directory" in err
+
+
+def test_sign_refuses_to_replace_a_good_signature_and_renews_a_missing_one(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    folder = tmp_path / OTHER
+    shutil.copytree(ROOT / "evidence" / OTHER, folder)
+    before = _tree(folder)
+    with SigstoreService() as service:
+        config = str(service.write_trust_config(tmp_path / "trust-config.json"))
+        token = service.token(SIGNER)
+        status, out, err = cli(
+            "sign", str(folder), "--identity-token", token, "--trust-config", config
+        )
+        assert status == 2 and out == ""
+        assert err == (
+            f"error: {folder}/statement.sigstore.json already signs this statement; --replace "
+            "to sign it again (the old signature is then lost)\n"
+        )
+        assert _tree(folder) == before and service.log.leaves == []
+        # A deleted bundle is what signing again mends: no review, no --replace.
+        (folder / manifest.BUNDLE_NAME).unlink()
+        status, out, _ = cli(
+            "sign", str(folder), "--identity-token", token, "--trust-config", config
+        )
+        assert status == 0
+        assert out == f"signed: {folder}/statement.sigstore.json (by {SIGNER} ({OIDC_ISSUER}))\n"
+        # Any other change still breaks the seal, and a review is recorded when accepted.
+        (folder / "summary.json").write_bytes(before["summary.json"] + b" ")
+        status, _, err = cli(
+            "sign", str(folder), "--identity-token", token, "--trust-config", config
+        )
+        assert status == 1 and "summary.json (changed)" in err and "--reseal-after-review" in err
+        status, _, _ = cli(
+            "sign",
+            str(folder),
+            "--identity-token",
+            token,
+            "--trust-config",
+            config,
+            "--reseal-after-review",
+        )
+        assert status == 0
+    sealed = json.loads((folder / manifest.MANIFEST_NAME).read_bytes())
+    assert sealed["reviews"][-1]["command"] == "sign"
+    assert [c["path"] for c in sealed["reviews"][-1]["changes"]] == ["summary.json"]
+    root = tmp_path / "root.json"
+    service.instance.write_trusted_root(root)
+    assert _audit(cli, str(folder), root)[0] == 0
+
+
+def test_a_campaign_without_a_bundle_fails_and_one_without_a_statement_is_refused(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, tmp_path: Path
+) -> None:
+    folder = site[0] / PUBLISHED
+    (folder / manifest.BUNDLE_NAME).unlink()
+    status, out, _ = _audit(cli, str(folder), signed[1])
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[0] == "signature: no statement.sigstore.json: the campaign is not signed"
+    assert any("seal-file-missing" in line for line in lines)
+    raw = tmp_path / "2026-01-01-raw"
+    raw.mkdir()
+    status, out, err = _audit(cli, str(raw), signed[1])
+    assert (status, out) == (2, "")
+    assert err == (
+        f"ledger audit: error: {raw}: no statement.intoto.json: not a published campaign "
+        "(ledger publish)\n"
+    )
+
+
+def test_audit_names_the_url_and_never_echoes_credentials(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun
+) -> None:
+    report = site[0] / PUBLISHED / "report.md"
+    report.write_bytes(report.read_bytes() + b"\n")
+    url = _source(site, "url")
+    status, out, _ = _audit(cli, url, signed[1])
+    assert status == 1
+    verify_lines = [line for line in out.splitlines() if line.startswith("verify: ")]
+    assert verify_lines and all(line.split(" ", 2)[2].startswith(url) for line in verify_lines)
+    assert any(f"{url}manifest.json#/artifacts/" in line for line in verify_lines)
+    assert "ledger-audit-" not in out
+    secret = url.replace("http://", "http://bob:hunter2@")
+    status, out, err = _audit(cli, secret, signed[1])
+    assert (status, out) == (2, "")
+    assert "hunter2" not in err and "bob" not in err
+    assert err.startswith("ledger audit: error: http://<credentials>@127.0.0.1/...: holds")
+
+
+@pytest.mark.parametrize("option", ["--timeout", "--deadline", "--max-file-mib"])
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e10", "soon"])
+def test_audit_limits_out_of_range_are_usage_errors(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, option: str, value: str
+) -> None:
+    status, out, err = _audit(cli, _source(site, "url"), signed[1], option, value)
+    assert (status, out) == (2, "")
+    assert f"argument {option}: " in err and err.count("\n") == 1
+
+
+def test_signature_verify_of_the_statement_itself(cli: CliRun) -> None:
+    """The statement is what the bundle signs: it verifies as the file, whatever it names."""
+    from tests.sign_evidence import IDENTITY, TRUST
+
+    folder = ROOT / "evidence" / OTHER
+    status, out, _ = cli(
+        "signature",
+        "verify",
+        str(folder / manifest.STATEMENT_NAME),
+        "--bundle",
+        str(folder / manifest.BUNDLE_NAME),
+        "--identity",
+        IDENTITY,
+        "--issuer",
+        OIDC_ISSUER,
+        "--trusted-root",
+        str(TRUST / "trusted_root.json"),
+    )
+    assert status == 0 and "is the file" in out
+    status, out, _ = cli(
+        "signature",
+        "verify",
+        str(folder / "follow-up.json"),
+        "--bundle",
+        str(folder / manifest.BUNDLE_NAME),
+        "--identity",
+        IDENTITY,
+        "--issuer",
+        OIDC_ISSUER,
+        "--trusted-root",
+        str(TRUST / "trusted_root.json"),
+    )
+    assert status == 0 and "names the file" in out
+    status, out, _ = cli(
+        "signature",
+        "verify",
+        str(folder / manifest.MANIFEST_NAME),
+        "--bundle",
+        str(ROOT / "evidence" / PUBLISHED / manifest.BUNDLE_NAME),
+        "--identity",
+        IDENTITY,
+        "--issuer",
+        OIDC_ISSUER,
+        "--trusted-root",
+        str(TRUST / "trusted_root.json"),
+    )
+    assert status == 1 and "the statement names 'manifest.json' with " in out

@@ -938,7 +938,22 @@ def test_plan_values_beyond_reason_are_refused_before_anything_runs(
 
 
 def test_a_url_with_credentials_is_refused(cli: CliRun, tmp_path: Path) -> None:
-    test_bad_urls_are_one_line(cli, tmp_path, "http://user:secretpw@127.0.0.1:1/v1")
+    url = "http://user:secretpw@127.0.0.1:1/v1"
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'campaign_id = "2026-11-30-url"\n[[arms]]\nname = "a"\nbase_url = "{url}"\n'
+        'model = "m"\n[[stages]]\nkind = "capacity"\ncontext_targets = [256]\nrequests = 1\n'
+        "max_tokens = 4\n"
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 2 and err.count("\n") == 1 and "base_url" in err
+    # An audit never echoes them.
+    status, _, err = cli("audit", url, "--identity", "a", "--issuer", "https://x")
+    assert status == 2
+    assert err == (
+        "ledger audit: error: http://<credentials>@127.0.0.1/...: holds credentials "
+        "(user:password@); a publication is fetched without them\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "gate", "simulate"])

@@ -574,7 +574,7 @@ CASES = [
     Case(
         "dsse-subject-not-a-list",
         1,
-        "the statement says nothing",
+        "the statement names no such file",
         _private_dsse(payload=lambda _: statement("artifact.txt")),
     ),
     Case(

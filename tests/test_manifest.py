@@ -3,6 +3,7 @@ reported, and what a withholding seal moves and puts back."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -83,6 +84,26 @@ def test_sums_lines_end_at_newline_only() -> None:
         ),
         (b"ab\n", b"ab\ncd\n", "ends at byte 3 (line 2); expected more: 'cd'"),
         (b"ab\ncd\nef", b"ab\ncd\n", "has more than expected from byte 6 (line 3): 'ef'"),
+        (b"\nab", b"\nac", "differs at byte 2 (line 2, column 2): has 'ab', expected 'ac'"),
+        (b"\n\nX", b"\n\nY", "differs at byte 2 (line 3, column 1): has 'X', expected 'Y'"),
+        (
+            b"x" * 99 + b"a",
+            b"x" * 99 + b"b",
+            "differs at byte 99 (line 1, column 100): has '"
+            + "x" * 99
+            + "a', expected '"
+            + "x" * 99
+            + "b'",
+        ),
+        (
+            b"x" * 100 + b"a",
+            b"x" * 100 + b"b",
+            "differs at byte 100 (line 1, column 101): has '"
+            + "x" * 100
+            + "...', expected '"
+            + "x" * 100
+            + "...'",
+        ),
         (
             b"x" * 300,
             b"y",
@@ -112,7 +133,10 @@ def test_a_declared_seal_file_missing_is_a_change(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "evidence" / folder.name, folder)
     assert manifest.changes_since_seal(folder) == []
     (folder / manifest.BUNDLE_NAME).unlink()
-    assert manifest.changes_since_seal(folder) == [ReviewedChange(manifest.BUNDLE_NAME, "missing")]
+    recorded = manifest.parse_sums((folder / manifest.SUMS_NAME).read_bytes())[0]
+    assert manifest.changes_since_seal(folder) == [
+        ReviewedChange(manifest.BUNDLE_NAME, "missing", recorded[manifest.BUNDLE_NAME])
+    ]
     with pytest.raises(manifest.SealBroken, match=r"statement\.sigstore\.json \(missing\)"):
         manifest.check_seal(folder, "ticket new")
 
@@ -234,3 +258,19 @@ def test_a_file_that_cannot_be_read_stops_the_seal_with_its_reason(
     monkeypatch.setattr(scan, "process_files", vanishing)
     with pytest.raises(VerificationError, match=r"raw/linux.log: vanished while being verified$"):
         manifest.seal(folder, reseal_after_review=True, jobs=1)
+
+
+def test_the_seal_sign_writes_declares_the_bundle_to_come(tmp_path: Path) -> None:
+    folder = tmp_path / "2026-09-17-glm53-mixed35-startup"
+    shutil.copytree(ROOT / "evidence" / folder.name, folder)
+    (folder / manifest.BUNDLE_NAME).unlink()
+    sealed, files = manifest.seal_files(folder)
+    assert sealed.seals == (manifest.STATEMENT_NAME,)
+    sealed, files = manifest.seal_files(folder, signed=True)
+    assert sealed.seals == (manifest.STATEMENT_NAME, manifest.BUNDLE_NAME)
+    # No line for a bundle not yet written; sums_adding gives it one.
+    assert manifest.BUNDLE_NAME.encode() not in files[manifest.SUMS_NAME]
+    with_bundle = manifest.sums_adding(files[manifest.SUMS_NAME], {manifest.BUNDLE_NAME: b"b"})
+    digests, issues = manifest.parse_sums(with_bundle)
+    assert issues == [] and digests[manifest.BUNDLE_NAME] == hashlib.sha256(b"b").hexdigest()
+    assert with_bundle == manifest.render_sums(digests.items())

@@ -192,3 +192,42 @@ def test_ticket_command(repo: Path, cli: CliRun) -> None:
     assert (folder / "tickets" / "2026-09-17-retry-plan.md").read_bytes() == (
         repo / "tickets" / "2026-09-17-retry-plan.md"
     ).read_bytes()
+
+
+@pytest.mark.parametrize("where", ["given", "beside-one-campaign"])
+def test_a_linked_ticket_that_does_not_parse_links_nothing(
+    repo: Path, cli: CliRun, where: str
+) -> None:
+    """Found in --tickets, or beside a campaign verified alone (where no folder check
+    runs), a junk ticket is still reported at the link."""
+    campaign = repo / "evidence" / SEED
+    _unpublish_tickets(campaign)
+    junk = repo / "kept" if where == "given" else repo / "tickets"
+    junk.mkdir(exist_ok=True)
+    (junk / "2026-09-17-mixed35-startup-host-memory.md").write_text("just notes\n")
+    extra = ["--tickets", junk] if where == "given" else []
+    status, report = verify_json(cli, *extra, campaign)
+    assert status == 1
+    assert _codes(report) == [("ticket-invalid", f"{campaign}/follow-up.json")]
+
+
+def test_verify_checks_the_tickets_beside_the_root_even_with_tickets_given(
+    repo: Path, cli: CliRun
+) -> None:
+    (repo / "tickets" / "2026-10-02-notes.md").write_text("just notes\n")
+    kept = repo / "kept"
+    kept.mkdir()
+    status, report = verify_json(cli, "--tickets", kept, repo / "evidence")
+    assert status == 1
+    assert _codes(report) == [("ticket-invalid", f"{repo}/tickets/2026-10-02-notes.md")]
+
+
+def test_ticket_new_refuses_a_tickets_path_that_is_a_file(repo: Path, cli: CliRun) -> None:
+    folder = repo / "evidence" / SEED
+    before = (folder / "manifest.json").read_bytes()
+    status, _, err = cli(
+        "ticket", "new", str(folder), "--tickets", str(repo / "evidence" / SEED / "summary.json")
+    )
+    assert status == 2
+    assert err.strip().endswith(f"--tickets {folder}/summary.json: not a folder")
+    assert (folder / "manifest.json").read_bytes() == before

@@ -194,4 +194,32 @@ def test_deleting_a_declared_seal_file_is_an_error(
     campaign: Path, cli: CliRun, name: str, pointer: str
 ) -> None:
     (campaign / name).unlink()
-    assert _errors(cli, campaign) == [("seal-file-missing", name, pointer)]
+    status, report = verify_json(cli, campaign)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert status == 1 and len(errors) == 1
+    assert (errors[0]["code"], errors[0]["path"], errors[0]["pointer"]) == (
+        "seal-file-missing",
+        f"{campaign}/manifest.json",
+        pointer,
+    )
+    assert errors[0]["message"].startswith(f"declares {name}, which is missing")
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b'{"mediaType": "a", "mediaType": "b"}', "duplicate-key"),
+        (b'{"x": NaN}', "json-nonfinite"),
+        (b"\xef\xbb\xbf{}", "json-bom"),
+    ],
+)
+def test_a_bundle_is_read_as_strictly_as_any_artifact(
+    campaign: Path, cli: CliRun, raw: bytes, code: str
+) -> None:
+    (campaign / manifest.BUNDLE_NAME).write_bytes(raw)
+    sums = campaign / manifest.SUMS_NAME
+    sums.write_bytes(manifest.sums_adding(sums.read_bytes(), {manifest.BUNDLE_NAME: raw}))
+    status, report = verify_json(cli, campaign)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert status == 1 and [f["code"] for f in errors] == ["bundle-invalid"]
+    assert errors[0]["message"] == f"not a DSSE bundle verify can read: not strict JSON ({code})"

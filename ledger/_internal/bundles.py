@@ -101,9 +101,11 @@ def check_bundle(folder: Path) -> list[Issue]:
 
 def _check(statement: Any, raw: bytes) -> list[Issue]:
     try:
-        bundle = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise _Unreadable("not JSON") from None
+        # As strict as any artifact: a reader that took the other of two duplicate keys
+        # would verify another bundle than this one.
+        bundle = jsonio.parse_strict(raw)
+    except InvalidArtifact as e:
+        raise _Unreadable(f"not strict JSON ({e.code})") from None
     if not isinstance(bundle, dict):
         raise _Unreadable("not a JSON object")
     envelope = _field(bundle, "dsseEnvelope")
