@@ -74,7 +74,8 @@ class _Fetcher:
                     moved = urlsplit(target)
                     if (moved.scheme, moved.netloc) != (origin.scheme, origin.netloc):
                         raise AuditInputError(
-                            f"{url}: redirect to another host ({moved.netloc}) refused"
+                            f"{url}: redirect to {moved.scheme}://{moved.netloc} refused "
+                            "(only to the same scheme and host)"
                         )
                     url = target
                     continue

@@ -27,6 +27,7 @@ def test_the_corpus_is_the_size_the_readme_states() -> None:
         print(f"attacker corpus: {name}: {dict(sorted(kinds.items()))}")
     print(f"attacker corpus: {total} mutations of {len(CAMPAIGNS)} campaigns")
     assert total == CORPUS_SIZE
+    assert sum(UNSIGNED.values()) == 682
     assert all(
         set(kinds) >= {"bit-flip", "truncation", "deletion", "byte-appended"}
         for kinds in sizes.values()
@@ -36,6 +37,22 @@ def test_the_corpus_is_the_size_the_readme_states() -> None:
     )
 
 
+UNSIGNED = {
+    ("2026-09-02-glm53-sglang-sm120-qualification", 0): 2,
+    ("2026-09-08-glm53-linux-wsl-comparison", 0): 31,
+    ("2026-09-17-glm53-mixed35-startup", 0): 2,
+    ("2026-11-29-simulated-example", 0): 179,
+    ("2026-11-29-simulated-example", 200): 172,
+    ("2026-11-29-simulated-example", 400): 176,
+    ("2026-11-29-simulated-example", 600): 69,
+    ("2026-11-29-simulated-example", 800): 0,
+    ("2026-11-29-simulated-example", 1000): 22,
+    ("2026-11-29-simulated-example", 1200): 29,
+}
+"""Re-sealed number edits each chunk's content checks catch with the signature aside (a
+reference's digest, a recomputed comparison, a gate's counts): every campaign is signed, so
+without this count a lost check would go unseen behind ``bundle-mismatch``. The README
+states the total (682 of 1,216)."""
 CHUNK = 200
 """Mutations per test, so that the parallel suite spreads the corpus over its workers."""
 CHUNKS = [
@@ -77,3 +94,4 @@ def test_every_mutation_of_the_evidence_is_caught(name: str, start: int, tmp_pat
     )
     assert raised == []
     assert missed == []
+    assert unsigned == UNSIGNED[(name, start)]

@@ -77,17 +77,35 @@ class _Site(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         _, mode, rest = self.path.split("/", 2)
         path = self.site / rest
-        if mode == "redirect":
+        port = self.server.server_address[1]
+        moved = {
+            "redirect": f"http://localhost:{port}/plain/{rest}",
+            "redirect-scheme": f"https://127.0.0.1:{port}/plain/{rest}",
+            "redirect-same-host": f"/plain/{rest}",
+        }
+        if mode in moved:
             self.send_response(302)
-            port = self.server.server_address[1]
-            self.send_header("Location", f"http://localhost:{port}/plain/{rest}")
+            self.send_header("Location", moved[mode])
             self.end_headers()
+            return
+        if mode == "no-bundle" and path.name == manifest.BUNDLE_NAME:
+            self.send_error(404)
             return
         if not path.is_file():
             self.send_error(404)
             return
         data = path.read_bytes()
-        if mode == "plain" or path.name == manifest.MANIFEST_NAME:
+        if mode in ("unsafe-path", "bad-id") and path.name == manifest.MANIFEST_NAME:
+            listed = json.loads(data)
+            if mode == "bad-id":
+                listed["campaign_id"] = "../../escaped"
+            else:
+                listed["artifacts"][0]["path"] = "../escape.txt"
+            self._send(json.dumps(listed).encode())
+        elif (
+            mode in ("plain", "no-bundle", "unsafe-path", "bad-id")
+            or path.name == manifest.MANIFEST_NAME
+        ):
             self._send(data)
         elif mode == "declared-huge":
             self.send_response(200)
@@ -98,7 +116,9 @@ class _Site(BaseHTTPRequestHandler):
             self.send_response(200)
             self.end_headers()
             chunk = b"0" * (1 << 16)
-            while True:
+            # Bounded all the same: were the cap lost, the test fails rather than hangs.
+            until = time.monotonic() + 20
+            while time.monotonic() < until:
                 self.wfile.write(chunk)
         elif mode == "stall":
             self.send_response(200)
@@ -111,7 +131,7 @@ class _Site(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            for byte in data:
+            for byte in data[:400]:
                 self.wfile.write(bytes([byte]))
                 self.wfile.flush()
                 time.sleep(0.05)
@@ -232,7 +252,11 @@ def test_the_wrong_trusted_root_fails(site: tuple[Path, str], cli: CliRun, tmp_p
 @pytest.mark.parametrize(
     ("mode", "options", "reason"),
     [
-        ("redirect", (), "redirect to another host (localhost:"),
+        ("redirect", (), "redirect to http://localhost:"),
+        ("redirect-scheme", (), "redirect to https://127.0.0.1:"),
+        ("unsafe-path", (), "manifest lists an unsafe path '../escape.txt'"),
+        ("bad-id", (), "manifest.json: no valid campaign_id"),
+        ("no-bundle", (), "statement.sigstore.json: HTTP 404"),
         ("declared-huge", ("--max-file-mib", "1"), f"{1 << 40} bytes, over the cap of 1048576"),
         ("endless", ("--max-file-mib", "1"), "more than the cap of 1048576 bytes"),
         ("stall", ("--timeout", "0.5"), "no answer for 0.5 s (ReadTimeout)"),
@@ -479,3 +503,91 @@ def test_signature_verify_of_the_statement_itself(cli: CliRun) -> None:
         str(TRUST / "trusted_root.json"),
     )
     assert status == 1 and "the statement names 'manifest.json' with " in out
+
+
+def test_a_redirect_within_the_host_is_followed(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun
+) -> None:
+    status, out, err = _audit(cli, f"{site[1]}/redirect-same-host/{PUBLISHED}/", signed[1])
+    assert (status, out, err) == (0, "", "OK\n")
+
+
+def test_the_whole_campaign_is_capped_too(site: tuple[Path, str], tmp_path: Path) -> None:
+    from runners.publication import AuditInputError, FetchLimits, fetch
+
+    folder = site[0] / PUBLISHED
+    sizes = [p.stat().st_size for p in folder.rglob("*") if p.is_file()]
+    # Every file fits under the cap; all of them together do not.
+    limits = FetchLimits(max_file_bytes=max(sizes), max_total_bytes=sum(sizes) - 1)
+    with pytest.raises(AuditInputError, match="over the cap of"):
+        fetch(_source(site, "url"), tmp_path / "a", limits)
+    fetched = fetch(_source(site, "url"), tmp_path / "b", FetchLimits(max_total_bytes=sum(sizes)))
+    assert sorted(p.name for p in fetched.rglob("*") if p.is_file()) == sorted(
+        p.name for p in folder.rglob("*") if p.is_file()
+    )
+
+
+def test_an_audit_writes_nothing_outside_its_temporary_folder(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun, tmp_path: Path
+) -> None:
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    for mode in ("unsafe-path", "bad-id"):
+        assert _audit(cli, f"{site[1]}/{mode}/{PUBLISHED}/", signed[1])[0] == 2
+    assert set(Path(tempfile.gettempdir()).iterdir()) - before == set()
+
+
+def test_sign_writes_a_statement_for_a_campaign_published_before_statements(
+    tmp_path: Path, cli: CliRun, two_arm_campaign: Path
+) -> None:
+    folder = tmp_path / OTHER
+    shutil.copytree(ROOT / "evidence" / OTHER, folder)
+    for name in (manifest.STATEMENT_NAME, manifest.BUNDLE_NAME):
+        (folder / name).unlink()
+    manifest.seal(folder, check=False, jobs=1)
+    assert "seals" not in json.loads((folder / manifest.MANIFEST_NAME).read_bytes())
+    raw = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, raw)
+    before = _tree(raw)
+    with SigstoreService() as service:
+        config = str(service.write_trust_config(tmp_path / "trust-config.json"))
+        token = service.token(SIGNER)
+        status, _, err = cli("sign", str(raw), "--identity-token", token, "--trust-config", config)
+        assert status == 1
+        assert err == f"error: {raw}: no statement.intoto.json; publish the campaign first\n"
+        assert _tree(raw) == before
+        status, _, _ = cli("sign", str(folder), "--identity-token", token, "--trust-config", config)
+        assert status == 0
+    statement = json.loads((folder / manifest.STATEMENT_NAME).read_bytes())
+    summary = json.loads((folder / "summary.json").read_bytes())
+    assert statement["predicate"] == {"campaign_id": OTHER, "decision": summary["decision"]}
+    sealed = json.loads((folder / manifest.MANIFEST_NAME).read_bytes())
+    assert sealed["seals"] == [manifest.STATEMENT_NAME, manifest.BUNDLE_NAME]
+    root = tmp_path / "root.json"
+    service.instance.write_trusted_root(root)
+    assert _audit(cli, str(folder), root) == (0, "", "OK\n")
+
+
+def test_a_statement_with_no_subjects_fails_the_audit(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun
+) -> None:
+    folder = site[0] / PUBLISHED
+    statement = json.loads((folder / manifest.STATEMENT_NAME).read_bytes())
+    statement["subject"] = []
+    data = json.dumps(statement).encode()
+    (folder / manifest.STATEMENT_NAME).write_bytes(data)
+    sums = folder / manifest.SUMS_NAME
+    sums.write_bytes(manifest.sums_adding(sums.read_bytes(), {manifest.STATEMENT_NAME: data}))
+    status, out, _ = _audit(cli, str(folder), signed[1])
+    assert status == 1
+    assert "statement: no subjects" in out.splitlines()
+
+
+def test_audit_refuses_a_tickets_folder_that_is_not_one(
+    site: tuple[Path, str], signed: tuple[Path, Path], cli: CliRun
+) -> None:
+    nowhere = site[0] / "nowhere"
+    status, out, err = _audit(cli, _source(site, "dir"), signed[1], "--tickets", str(nowhere))
+    assert (status, out) == (2, "")
+    assert err == f"ledger audit: error: --tickets {nowhere}: not a folder\n"

@@ -492,7 +492,7 @@ CASES = [
     Case(
         "integrated-time-far-future",
         1,
-        "Error",
+        "OSError",
         _v3((f"{ENTRY}/integratedTime", "99999999999999999")),
     ),
     Case(

@@ -84,6 +84,7 @@ def test_sums_lines_end_at_newline_only() -> None:
         ),
         (b"ab\n", b"ab\ncd\n", "ends at byte 3 (line 2); expected more: 'cd'"),
         (b"ab\ncd\nef", b"ab\ncd\n", "has more than expected from byte 6 (line 3): 'ef'"),
+        (b"\nab", b"xab\n", "differs at byte 0 (line 1, column 1): has '', expected 'xab'"),
         (b"\nab", b"\nac", "differs at byte 2 (line 2, column 2): has 'ab', expected 'ac'"),
         (b"\n\nX", b"\n\nY", "differs at byte 2 (line 3, column 1): has 'X', expected 'Y'"),
         (
@@ -139,6 +140,27 @@ def test_a_declared_seal_file_missing_is_a_change(tmp_path: Path) -> None:
     ]
     with pytest.raises(manifest.SealBroken, match=r"statement\.sigstore\.json \(missing\)"):
         manifest.check_seal(folder, "ticket new")
+    # A changed one is named as itself, not as the SHA256SUMS line that no longer fits.
+    (folder / manifest.BUNDLE_NAME).write_bytes(b"{}")
+    assert manifest.changes_since_seal(folder) == [
+        ReviewedChange(
+            manifest.BUNDLE_NAME,
+            "changed",
+            recorded[manifest.BUNDLE_NAME],
+            hashlib.sha256(b"{}").hexdigest(),
+        )
+    ]
+    assert manifest.check_seal(folder, "sign", renewing=[manifest.BUNDLE_NAME]) is None
+
+
+def test_an_undeclared_statement_is_checked_by_its_subjects() -> None:
+    """A statement the manifest does not declare (sealed before seals were recorded) has
+    no SHA256SUMS line: its subjects are what say it no longer fits."""
+    folder = ASSETS / "verify" / "statement_subject_digest_wrong" / VALID.name
+    assert "seals" not in json.loads((folder / manifest.MANIFEST_NAME).read_bytes())
+    assert manifest.changes_since_seal(folder) == [
+        ReviewedChange(manifest.STATEMENT_NAME, "changed")
+    ]
 
 
 def _sealed_copy(tmp_path: Path) -> Path:

@@ -476,3 +476,15 @@ def test_a_short_private_host_is_redacted_as_a_whole_value(value: str) -> None:
     # The length shortcut must not be longer than the shortest private host.
     assert len(value) >= sanitizer._SHORTEST
     assert Sanitizer().document({"host": value}) == {"host": "<redacted:endpoint:1>"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Decision: no-promotion; promotion authorized: false.",
+        "authorization: none.",
+        "token: null.",
+    ],
+)
+def test_a_literal_ending_a_sentence_is_no_credential(text: str) -> None:
+    assert Sanitizer().text(text) == text

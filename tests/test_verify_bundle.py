@@ -202,7 +202,9 @@ def test_deleting_a_declared_seal_file_is_an_error(
         f"{campaign}/manifest.json",
         pointer,
     )
-    assert errors[0]["message"].startswith(f"declares {name}, which is missing")
+    assert errors[0]["message"] == f"declares {name}, which is missing" + (
+        "; run 'ledger sign' again" if name == manifest.BUNDLE_NAME else ""
+    )
 
 
 @pytest.mark.parametrize(
@@ -223,3 +225,164 @@ def test_a_bundle_is_read_as_strictly_as_any_artifact(
     errors = [f for f in report["findings"] if f["severity"] == "error"]
     assert status == 1 and [f["code"] for f in errors] == ["bundle-invalid"]
     assert errors[0]["message"] == f"not a DSSE bundle verify can read: not strict JSON ({code})"
+
+
+def _certificate_and_key(curve: Any) -> tuple[bytes, Any]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import NameOID
+
+    key = curve
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "self-made")])
+    now = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.DER), key
+
+
+def test_verify_takes_any_certificate_whose_key_signed_it(campaign: Path, cli: CliRun) -> None:
+    """Trust is the audit's: a self-made P-384 certificate that did sign this statement
+    passes verify's own check (and only the audit, with an identity, refuses it)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from ledger._internal.bundles import pae
+
+    der, key = _certificate_and_key(ec.generate_private_key(ec.SECP384R1()))
+    bundle = _bundle(campaign)
+    envelope = bundle["dsseEnvelope"]
+    message = pae(envelope["payloadType"], base64.b64decode(envelope["payload"]))
+    signature = key.sign(message, ec.ECDSA(hashes.SHA384()))
+    envelope["signatures"][0]["sig"] = base64.b64encode(signature).decode()
+    bundle["verificationMaterial"]["certificate"]["rawBytes"] = base64.b64encode(der).decode()
+    _write_bundle(campaign, bundle)
+    assert _errors(cli, campaign) == []
+    # Signed with SHA-256 instead, as a P-384 key does not in sigstore, it does not hold.
+    envelope["signatures"][0]["sig"] = base64.b64encode(
+        key.sign(message, ec.ECDSA(hashes.SHA256()))
+    ).decode()
+    _write_bundle(campaign, bundle)
+    assert _errors(cli, campaign) == [
+        ("bundle-mismatch", manifest.BUNDLE_NAME, "/dsseEnvelope/signatures/0/sig")
+    ]
+
+
+def test_a_certificate_that_is_not_ecdsa_is_invalid(campaign: Path, cli: CliRun) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    der, _ = _certificate_and_key(rsa.generate_private_key(public_exponent=65537, key_size=2048))
+    bundle = _bundle(campaign)
+    bundle["verificationMaterial"]["certificate"]["rawBytes"] = base64.b64encode(der).decode()
+    _write_bundle(campaign, bundle)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    (error,) = [f for f in report["findings"] if f["severity"] == "error"]
+    assert error["message"].endswith("certificate (sigstore signs with ECDSA)")
+
+
+def test_a_v0_2_certificate_chain_is_read(campaign: Path, cli: CliRun) -> None:
+    bundle = _bundle(campaign)
+    material = bundle["verificationMaterial"]
+    leaf = material.pop("certificate")
+    material["x509CertificateChain"] = {"certificates": [leaf]}
+    _write_bundle(campaign, bundle)
+    assert _errors(cli, campaign) == []
+    material["x509CertificateChain"] = {"certificates": {"0": leaf}}
+    _write_bundle(campaign, bundle)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == [
+        "not a DSSE bundle verify can read: an empty certificate chain"
+    ]
+
+
+def test_base64_is_read_strictly(campaign: Path, cli: CliRun) -> None:
+    """A lenient decoder drops what is not base64 and reads the same payload: strict."""
+    bundle = _bundle(campaign)
+    payload = bundle["dsseEnvelope"]["payload"]
+    bundle["dsseEnvelope"]["payload"] = payload[:8] + "!" + payload[8:]
+    _write_bundle(campaign, bundle)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == [
+        "not a DSSE bundle verify can read: the payload is not base64"
+    ]
+
+
+def test_a_log_entry_of_another_kind_is_left_to_the_audit(campaign: Path, cli: CliRun) -> None:
+    bundle = _bundle(campaign)
+    entry = bundle["verificationMaterial"]["tlogEntries"][0]
+    body = json.loads(base64.b64decode(entry["canonicalizedBody"]))
+    body["kind"] = "hashedrekord"
+    entry["canonicalizedBody"] = base64.b64encode(json.dumps(body).encode()).decode()
+    _write_bundle(campaign, bundle)
+    assert _errors(cli, campaign) == []
+
+
+def test_an_unreadable_statement_is_its_own_finding(campaign: Path, cli: CliRun) -> None:
+    statement = campaign / manifest.STATEMENT_NAME
+    statement.write_bytes(b"{not json")
+    sums = campaign / manifest.SUMS_NAME
+    sums.write_bytes(
+        manifest.sums_adding(sums.read_bytes(), {manifest.STATEMENT_NAME: b"{not json"})
+    )
+    codes = {code for code, _, _ in _errors(cli, campaign)}
+    assert codes == {"statement-invalid"}
+
+
+def test_a_bundle_too_large_to_read(campaign: Path, cli: CliRun) -> None:
+    data = b" " * (5 << 20)
+    (campaign / manifest.BUNDLE_NAME).write_bytes(data)
+    sums = campaign / manifest.SUMS_NAME
+    sums.write_bytes(manifest.sums_adding(sums.read_bytes(), {manifest.BUNDLE_NAME: data}))
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    (error,) = [f for f in report["findings"] if f["severity"] == "error"]
+    assert error["code"] == "bundle-invalid" and "4194304" in error["message"]
+
+
+def test_two_signatures_are_not_one(campaign: Path, cli: CliRun) -> None:
+    bundle = _bundle(campaign)
+    signatures = bundle["dsseEnvelope"]["signatures"]
+    signatures.append(dict(signatures[0]))
+    _write_bundle(campaign, bundle)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert [f["message"] for f in report["findings"] if f["severity"] == "error"] == [
+        "not a DSSE bundle verify can read: not exactly one signature"
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda lines: list(reversed(lines)),
+        lambda lines: [line.replace("  ", " *", 1) for line in lines],
+    ],
+    ids=["reordered", "binary-marker"],
+)
+def test_sums_that_parse_the_same_are_still_not_the_seal(
+    campaign: Path, cli: CliRun, edit: Callable[[list[str]], list[str]]
+) -> None:
+    """sha256sum -c accepts both; the digests are the same; the bytes are not seal's."""
+    sums = campaign / manifest.SUMS_NAME
+    lines = sums.read_text().splitlines()
+    sums.write_text("\n".join(edit(lines)) + "\n")
+    assert (
+        manifest.parse_sums(sums.read_bytes())[0]
+        == manifest.parse_sums("\n".join(lines).encode())[0]
+    )
+    status, report = verify_json(cli, campaign)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    assert status == 1 and len(errors) == 1
+    assert errors[0]["message"].startswith("not the bytes seal writes: differs at byte ")

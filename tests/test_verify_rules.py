@@ -178,3 +178,22 @@ def test_a_folder_that_cannot_be_listed_is_named_with_its_reason(
     monkeypatch.setattr(Path, "iterdir", refuse)
     with pytest.raises(verify.UnusablePathError, match=r": Permission denied$"):
         verify.verify_paths([str(tmp_path)])
+
+
+def test_sums_name_each_line_that_differs_from_the_manifest(tmp_path: Path) -> None:
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{a}  x.json\n{c}  z.json\n")
+    issues = verify._check_sums(sums, {"x.json": b, "y.json": b}, set())
+    assert [i.message for i in issues] == [
+        (
+            "not the bytes seal writes: differs at byte 0 (line 1, column 1): has "
+            f"'{a}  x.json', expected '{b}  x.json'"
+        ),
+        f"'x.json': SHA256SUMS says {a}, expected {b}",
+        "'y.json' is missing from SHA256SUMS",
+        "'z.json' is in SHA256SUMS but not in the manifest",
+    ]
+    # A missing seal file's line is taken as written: its own finding says it is gone.
+    sums.write_text(f"{b}  statement.sigstore.json\n{b}  x.json\n")
+    assert verify._check_sums(sums, {"x.json": b}, {"statement.sigstore.json"}) == []
