@@ -66,7 +66,7 @@ def test_every_code_has_an_asset_or_a_test() -> None:
         "ticket-invalid",
         "ticket-campaign-unknown",
         # Need a real sigstore bundle, which a generator cannot make byte for byte again:
-        # tests/test_verify_bundle.py signs with the private instance.
+        # tests/test_bundles.py signs with the private instance.
         "bundle-invalid",
         "bundle-mismatch",
     }

@@ -322,8 +322,12 @@ def test_base64_is_read_strictly(campaign: Path, cli: CliRun) -> None:
 def test_a_log_entry_of_another_kind_is_left_to_the_audit(campaign: Path, cli: CliRun) -> None:
     bundle = _bundle(campaign)
     entry = bundle["verificationMaterial"]["tlogEntries"][0]
-    body = json.loads(base64.b64decode(entry["canonicalizedBody"]))
-    body["kind"] = "hashedrekord"
+    # As Rekor v2 records a DSSE envelope: a hashedrekord over it, with no payload hash.
+    body = {
+        "apiVersion": "0.0.2",
+        "kind": "hashedrekord",
+        "spec": {"hashedRekordV002": {"data": {"algorithm": "SHA2_256", "digest": "AAAA"}}},
+    }
     entry["canonicalizedBody"] = base64.b64encode(json.dumps(body).encode()).decode()
     _write_bundle(campaign, bundle)
     assert _errors(cli, campaign) == []
