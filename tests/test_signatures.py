@@ -218,7 +218,7 @@ def test_audit_refuses_a_redirect_to_another_host(tmp_path: Path) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with pytest.raises(AuditInputError, match="redirect to http://localhost:.* refused"):
+        with pytest.raises(AuditInputError, match=r"redirect to http://localhost:.* refused"):
             audit(f"http://127.0.0.1:{server.server_address[1]}/", identity="a", issuer="b")
     finally:
         server.shutdown()
