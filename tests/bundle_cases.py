@@ -13,7 +13,6 @@ import copy
 import datetime
 import hashlib
 import json
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -225,64 +224,9 @@ class CaseSigstore(PrivateSigstore):
         self, key: ec.EllipticCurvePublicKey, identity: str, issuer: str, at: datetime.datetime
     ) -> x509.Certificate:
         """What Fulcio issues for ``identity``: a 10-minute code-signing certificate with
-        the CT log's SCT embedded (the base class's own issuer is not public)."""
+        the CT log's SCT embedded."""
         self._entries += 1
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([]))
-            .issuer_name(self.ca_cert.subject)
-            .public_key(key)
-            .serial_number(0xD55E + self._entries)
-            .not_valid_before(at)
-            .not_valid_after(at + datetime.timedelta(minutes=10))
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key), False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()),
-                False,
-            )
-            .add_extension(x509.SubjectAlternativeName([x509.RFC822Name(identity)]), True)
-            .add_extension(x509.UnrecognizedExtension(_ISSUER_V1, issuer.encode()), False)
-            .add_extension(
-                x509.UnrecognizedExtension(_ISSUER_V2, _tlv(0x0C, issuer.encode())), False
-            )
-        )
-        # The SCT signs the precertificate: the certificate without its SCT extension
-        # (cryptography strips it from a draft that has one).
-        draft = builder.add_extension(x509.UnrecognizedExtension(_SCT_LIST, _octets(b"")), False)
-        tbs = draft.sign(self.ca_key, hashes.SHA256()).tbs_precertificate_bytes
-        millis = int(at.timestamp() * 1000)
-        issuer_key_hash = hashlib.sha256(_spki(self.ca_key.public_key())).digest()
-        signed = (
-            struct.pack("!BBQH32s", 0, 0, millis, 1, issuer_key_hash)
-            + len(tbs).to_bytes(3, "big")
-            + tbs
-            + b"\x00\x00"
-        )
-        signature = self.ct_key.sign(signed, ec.ECDSA(hashes.SHA256()))
-        ct_log_id = hashlib.sha256(_spki(self.ct_key.public_key())).digest()
-        sct = (
-            struct.pack("!B32sQH", 0, ct_log_id, millis, 0)
-            + struct.pack("!BBH", 4, 3, len(signature))  # sha256, ecdsa
-            + signature
-        )
-        sct_list = struct.pack("!HH", len(sct) + 2, len(sct)) + sct
-        extension = x509.UnrecognizedExtension(_SCT_LIST, _octets(sct_list))
-        return builder.add_extension(extension, False).sign(self.ca_key, hashes.SHA256())
+        return self._certificate(key, identity, issuer, at)
 
     def _log_entry(self, body: bytes, kind: str, at: datetime.datetime) -> dict[str, Any]:
         """A one-leaf log's entry for ``body``: what Rekor v1 returns for a new entry."""

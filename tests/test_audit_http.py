@@ -460,48 +460,21 @@ def test_signature_verify_of_the_statement_itself(cli: CliRun) -> None:
     """The statement is what the bundle signs: it verifies as the file, whatever it names."""
     from tests.sign_evidence import IDENTITY, TRUST
 
+    def verify(file: Path, campaign: str) -> tuple[int, str]:
+        status, out, _ = cli(
+            "signature", "verify", str(file),
+            "--bundle", str(ROOT / "evidence" / campaign / manifest.BUNDLE_NAME),
+            "--identity", IDENTITY, "--issuer", OIDC_ISSUER,
+            "--trusted-root", str(TRUST / "trusted_root.json"),
+        )  # fmt: skip
+        return status, out
+
     folder = ROOT / "evidence" / OTHER
-    status, out, _ = cli(
-        "signature",
-        "verify",
-        str(folder / manifest.STATEMENT_NAME),
-        "--bundle",
-        str(folder / manifest.BUNDLE_NAME),
-        "--identity",
-        IDENTITY,
-        "--issuer",
-        OIDC_ISSUER,
-        "--trusted-root",
-        str(TRUST / "trusted_root.json"),
-    )
+    status, out = verify(folder / manifest.STATEMENT_NAME, OTHER)
     assert status == 0 and "is the file" in out
-    status, out, _ = cli(
-        "signature",
-        "verify",
-        str(folder / "follow-up.json"),
-        "--bundle",
-        str(folder / manifest.BUNDLE_NAME),
-        "--identity",
-        IDENTITY,
-        "--issuer",
-        OIDC_ISSUER,
-        "--trusted-root",
-        str(TRUST / "trusted_root.json"),
-    )
+    status, out = verify(folder / "follow-up.json", OTHER)
     assert status == 0 and "names the file" in out
-    status, out, _ = cli(
-        "signature",
-        "verify",
-        str(folder / manifest.MANIFEST_NAME),
-        "--bundle",
-        str(ROOT / "evidence" / PUBLISHED / manifest.BUNDLE_NAME),
-        "--identity",
-        IDENTITY,
-        "--issuer",
-        OIDC_ISSUER,
-        "--trusted-root",
-        str(TRUST / "trusted_root.json"),
-    )
+    status, out = verify(folder / manifest.MANIFEST_NAME, PUBLISHED)
     assert status == 1 and "the statement names 'manifest.json' with " in out
 
 

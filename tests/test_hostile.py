@@ -659,8 +659,7 @@ def test_null_per_request_arrays_are_one_line(cli: CliRun, tmp_path: Path) -> No
     assert not (tmp_path / "raw").exists()
 
 
-@pytest.mark.parametrize("url", ["http://[::1", "http://[::1]:99999/v1", "http://:80/v1"])
-def test_bad_urls_are_one_line(cli: CliRun, tmp_path: Path, url: str) -> None:
+def _run_refuses_the_url(cli: CliRun, tmp_path: Path, url: str) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text(
         f'campaign_id = "2026-11-30-url"\n[[arms]]\nname = "a"\nbase_url = "{url}"\n'
@@ -669,6 +668,11 @@ def test_bad_urls_are_one_line(cli: CliRun, tmp_path: Path, url: str) -> None:
     )
     status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
     assert status == 2 and err.count("\n") == 1 and "base_url" in err
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[::1]:99999/v1", "http://:80/v1"])
+def test_bad_urls_are_one_line(cli: CliRun, tmp_path: Path, url: str) -> None:
+    _run_refuses_the_url(cli, tmp_path, url)
     status, _, err = cli("audit", url, "--identity", "a", "--issuer", "https://x")
     assert status == 2 and err.count("\n") == 1
     assert err.startswith(f"ledger audit: error: {url}: ")
@@ -939,14 +943,7 @@ def test_plan_values_beyond_reason_are_refused_before_anything_runs(
 
 def test_a_url_with_credentials_is_refused(cli: CliRun, tmp_path: Path) -> None:
     url = "http://user:secretpw@127.0.0.1:1/v1"
-    plan = tmp_path / "plan.toml"
-    plan.write_text(
-        f'campaign_id = "2026-11-30-url"\n[[arms]]\nname = "a"\nbase_url = "{url}"\n'
-        'model = "m"\n[[stages]]\nkind = "capacity"\ncontext_targets = [256]\nrequests = 1\n'
-        "max_tokens = 4\n"
-    )
-    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
-    assert status == 2 and err.count("\n") == 1 and "base_url" in err
+    _run_refuses_the_url(cli, tmp_path, url)
     # An audit never echoes them.
     status, _, err = cli("audit", url, "--identity", "a", "--issuer", "https://x")
     assert status == 2
