@@ -228,43 +228,6 @@ class CaseSigstore(PrivateSigstore):
         self._entries += 1
         return self._certificate(key, identity, issuer, at)
 
-    def _log_entry(self, body: bytes, kind: str, at: datetime.datetime) -> dict[str, Any]:
-        """A one-leaf log's entry for ``body``: what Rekor v1 returns for a new entry."""
-        log_id = hashlib.sha256(_spki(self.log_key.public_key())).digest()
-        integrated = int((at + datetime.timedelta(seconds=5)).timestamp())
-        promise = rfc8785.dumps(
-            {
-                "body": base64.b64encode(body).decode(),
-                "integratedTime": integrated,
-                "logID": log_id.hex(),
-                "logIndex": 0,
-            }
-        )
-        root = hashlib.sha256(b"\x00" + body).digest()
-        sign = self.log_key.sign(promise, ec.ECDSA(hashes.SHA256()))
-        return {
-            "logIndex": "0",
-            "logId": {"keyId": base64.b64encode(log_id).decode()},
-            "kindVersion": {"kind": kind, "version": "0.0.1"},
-            "integratedTime": str(integrated),
-            "inclusionPromise": {"signedEntryTimestamp": base64.b64encode(sign).decode()},
-            "inclusionProof": {
-                "logIndex": "0",
-                "rootHash": base64.b64encode(root).decode(),
-                "treeSize": "1",
-                "hashes": [],
-                "checkpoint": {"envelope": self.checkpoint(root, 1)},
-            },
-            "canonicalizedBody": base64.b64encode(body).decode(),
-        }
-
-    def checkpoint(self, root: bytes, size: int, origin: str = "anvil-test-rekor") -> str:
-        """A signed note by this log's key: a tree of ``size`` entries has root ``root``."""
-        log_id = hashlib.sha256(_spki(self.log_key.public_key())).digest()
-        note = f"{origin}\n{size}\n{base64.b64encode(root).decode()}\n"
-        signature = log_id[:4] + self.log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
-        return f"{note}\n\u2014 {origin} {base64.b64encode(signature).decode()}\n"
-
     def sign_dsse(
         self,
         payload: bytes,
@@ -317,7 +280,7 @@ class CaseSigstore(PrivateSigstore):
                 "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
                 "verificationMaterial": {
                     "certificate": {"rawBytes": base64.b64encode(_der(cert)).decode()},
-                    "tlogEntries": [self._log_entry(rfc8785.dumps(document), "dsse", at)],
+                    "tlogEntries": [self.log_entry(rfc8785.dumps(document), "dsse", at)],
                 },
                 "dsseEnvelope": envelope,
             }

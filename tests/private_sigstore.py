@@ -20,7 +20,7 @@ import struct
 import threading
 import time
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import rfc8785
 from cryptography import x509
@@ -203,6 +203,45 @@ class PrivateSigstore:
         sct_list = struct.pack("!HH", len(sct) + 2, len(sct)) + sct
         return build(octets(sct_list))
 
+    def checkpoint(self, root: bytes, size: int, origin: str = _ORIGIN) -> str:
+        """A signed note by this log's key: a tree of ``size`` entries has root ``root``."""
+        log_id = hashlib.sha256(_der_public(self.log_key)).digest()
+        note = f"{origin}\n{size}\n{base64.b64encode(root).decode()}\n"
+        signature = log_id[:4] + _sign(self.log_key, note.encode())
+        return f"{note}\n\u2014 {origin} {base64.b64encode(signature).decode()}\n"
+
+    def log_entry(self, body: bytes, kind: str, at: datetime.datetime) -> dict[str, Any]:
+        """A one-leaf log's entry for a canonicalized ``body``, as a bundle carries it:
+        its inclusion promise, proof and checkpoint."""
+        log_id = hashlib.sha256(_der_public(self.log_key)).digest()
+        integrated = int((at + datetime.timedelta(seconds=5)).timestamp())
+        promise = rfc8785.dumps(
+            {
+                "body": base64.b64encode(body).decode(),
+                "integratedTime": integrated,
+                "logID": log_id.hex(),
+                "logIndex": 0,
+            }
+        )
+        root = hashlib.sha256(b"\x00" + body).digest()
+        return {
+            "logIndex": "0",
+            "logId": {"keyId": base64.b64encode(log_id).decode()},
+            "kindVersion": {"kind": kind, "version": "0.0.1"},
+            "integratedTime": str(integrated),
+            "inclusionPromise": {
+                "signedEntryTimestamp": base64.b64encode(_sign(self.log_key, promise)).decode()
+            },
+            "inclusionProof": {
+                "logIndex": "0",
+                "rootHash": base64.b64encode(root).decode(),
+                "treeSize": "1",
+                "hashes": [],
+                "checkpoint": {"envelope": self.checkpoint(root, 1)},
+            },
+            "canonicalizedBody": base64.b64encode(body).decode(),
+        }
+
     def sign(
         self,
         data: bytes,
@@ -221,21 +260,6 @@ class PrivateSigstore:
             cert, signature, Hashed(algorithm=HashAlgorithm.SHA2_256, digest=digest)
         )
         body = rfc8785.dumps(body_model.model_dump(mode="json", by_alias=True, exclude_none=True))
-        log_der = _der_public(self.log_key)
-        log_id = hashlib.sha256(log_der).digest()
-        integrated = int((at + datetime.timedelta(seconds=5)).timestamp())
-        promise = rfc8785.dumps(
-            {
-                "body": base64.b64encode(body).decode(),
-                "integratedTime": integrated,
-                "logID": log_id.hex(),
-                "logIndex": 0,
-            }
-        )
-        root = hashlib.sha256(b"\x00" + body).digest()
-        note = f"{_ORIGIN}\n1\n{base64.b64encode(root).decode()}\n"
-        note_signature = log_id[:4] + _sign(self.log_key, note.encode())
-        checkpoint = f"{note}\n\u2014 {_ORIGIN} {base64.b64encode(note_signature).decode()}\n"
         bundle = {
             "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
             "verificationMaterial": {
@@ -244,27 +268,7 @@ class PrivateSigstore:
                         cert.public_bytes(serialization.Encoding.DER)
                     ).decode()
                 },
-                "tlogEntries": [
-                    {
-                        "logIndex": "0",
-                        "logId": {"keyId": base64.b64encode(log_id).decode()},
-                        "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
-                        "integratedTime": str(integrated),
-                        "inclusionPromise": {
-                            "signedEntryTimestamp": base64.b64encode(
-                                _sign(self.log_key, promise)
-                            ).decode()
-                        },
-                        "inclusionProof": {
-                            "logIndex": "0",
-                            "rootHash": base64.b64encode(root).decode(),
-                            "treeSize": "1",
-                            "hashes": [],
-                            "checkpoint": {"envelope": checkpoint},
-                        },
-                        "canonicalizedBody": base64.b64encode(body).decode(),
-                    }
-                ],
+                "tlogEntries": [self.log_entry(body, "hashedrekord", at)],
             },
             "messageSignature": {
                 "messageDigest": {
