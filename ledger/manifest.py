@@ -75,7 +75,7 @@ def render_sums(digests: Iterable[tuple[str, str]]) -> bytes:
     return "".join(f"{digest}  {path}\n" for path, digest in sorted(digests)).encode()
 
 
-def first_difference(data: bytes, expected: bytes) -> str | None:
+def first_byte_difference(data: bytes, expected: bytes) -> str | None:
     """Where ``data`` first differs from ``expected``, in words (line, column and both
     lines, shortened); None when they are the same bytes."""
     if data == expected:

@@ -183,11 +183,11 @@ def verify_paths(
     """Verifies evidence roots, campaign folders and single JSON documents.
 
     Args:
-        tickets: where linked tickets that a campaign does not hold itself are (default:
-            ``tickets/`` beside each evidence root).
         policy: the promotion policy every summary claiming promotion must meet (default:
             the shipped one). Never the policy a campaign records: that file is as easy
             to edit and re-seal as the summary.
+        tickets: where linked tickets that a campaign does not hold itself are (default:
+            ``tickets/`` beside each evidence root).
 
     Raises:
         UnusablePathError: a path does not exist or cannot be read.
@@ -632,7 +632,7 @@ def _check_sums(path: Path, expected: dict[str, str], unknown: set[str]) -> list
     digests, issues = manifest.parse_sums(data)
     expected = dict(expected)
     expected.update((name, digests[name]) for name in unknown if name in digests)
-    difference = manifest.first_difference(data, manifest.render_sums(expected.items()))
+    difference = manifest.first_byte_difference(data, manifest.render_sums(expected.items()))
     if difference is None:
         return []
     # The one reading that counts is the bytes seal writes: a file that parses to the

@@ -115,7 +115,7 @@ def test_sums_lines_end_at_newline_only() -> None:
 def test_first_difference_names_the_byte_and_line(
     data: bytes, expected: bytes, message: str | None
 ) -> None:
-    assert manifest.first_difference(data, expected) == message
+    assert manifest.first_byte_difference(data, expected) == message
 
 
 def test_a_sums_file_read_differently_by_sha256sum_is_not_the_seal(tmp_path: Path) -> None:
