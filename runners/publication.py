@@ -306,15 +306,16 @@ def _signing_context(setup: SigningSetup) -> Any:
 @contextlib.contextmanager
 def _signer_context(setup: SigningSetup) -> Iterator[tuple[Any, str]]:
     """A sigstore signer, and who it signs as (``identity (issuer)``)."""
-    if setup.trust_config is not None:
-        _signing_context(setup)  # an unusable config is a usage error, before the token
+    # A private instance's config is read first (an unusable one is a usage error); sigstore's
+    # own is fetched only once the token is known to be usable.
+    context = _signing_context(setup) if setup.trust_config is not None else None
     identity = _identity(setup)
     # urllib3 logs each retry of an unreachable host; the one line of the error says it.
     quiet = logging.getLogger("urllib3")
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        context = _signing_context(setup)
+        context = context or _signing_context(setup)
         with context.signer(identity) as signer:
             yield signer, f"{identity.identity} ({identity.issuer})"
     finally:
@@ -363,6 +364,7 @@ def sign(
     Raises:
         RunnerError: no statement, no usable identity token, or sigstore failed.
         UsageError: the trust config cannot be read.
+        OutputExists: the bundle already signs this statement and ``replace`` is false.
         SealBroken: the campaign's files differ from its seal.
     """
     from sigstore.dsse import Statement
