@@ -153,3 +153,88 @@ def test_wrong_tool_for_the_file(tmp_path: Path, cli: CliRun) -> None:
         "error: profile_export.jsonl: a record without ttft_s is not from llmperf"
     )
     assert err.count("\n") == 1
+
+
+SGLANG_DETAILED = REAL / "sglang-bench-serving/sglang-0.5.9-qwen3-8b-c100-output-details.jsonl"
+VLLM_DETAILED = REAL / "vllm-bench-serve/vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
+
+
+def _statement(path: Path) -> dict[str, object]:
+    """The tool's own first line, read as Python writes it (bare Infinity and all)."""
+    line = path.read_bytes().splitlines()[0]
+    parsed: dict[str, object] = json.loads(line)
+    return parsed
+
+
+def test_sglang_s_own_dialect_imports_and_stays_strict(tmp_path: Path, cli: CliRun) -> None:
+    """SGLang 0.5.9 writes "request_rate": Infinity, which is not JSON: read as SGLang's
+    dialect, recorded as the string "inf", and the artifact is strict JSON."""
+    assert b'"request_rate": Infinity' in SGLANG_DETAILED.read_bytes()
+    out = import_files(
+        "sglang", [SGLANG_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="sg"
+    )
+    document = read_document(out)  # strict: it would refuse a bare Infinity
+    assert document["source"]["settings"]["request_rate"] == "inf"
+    assert document["source"]["definitions"]["non_finite"].endswith(
+        f"every request sent at once): {SGLANG_DETAILED.name} /request_rate"
+    )
+    stated = _statement(SGLANG_DETAILED)
+    n, p50, mean, e2e = _one(
+        tmp_path / "2026-11-29-imports",
+        "SELECT count(*), median(first_token_ms), avg(first_token_ms), avg(e2e_ms) "
+        "FROM requests WHERE ok",
+    )
+    assert n == stated["completed"] == 100
+    assert p50 == pytest.approx(stated["median_ttft_ms"], rel=1e-12)
+    assert mean == pytest.approx(stated["mean_ttft_ms"], rel=1e-12)
+    # SGLang measures its own end-to-end clock; ttft + sum(itls) agrees to 1e-4.
+    assert e2e == pytest.approx(stated["mean_e2e_latency_ms"], rel=1e-4)
+    assert verify_json(cli, tmp_path / "2026-11-29-imports")[0] == 0
+
+
+def test_the_dialect_is_sglang_s_only(tmp_path: Path) -> None:
+    line = SGLANG_DETAILED.read_bytes().splitlines()[0]
+    other = tmp_path / "as-vllm.json"
+    other.write_bytes(line)
+    with pytest.raises(InvalidArtifact, match="non-finite number Infinity is not JSON") as raised:
+        import_files("vllm", [other], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v")
+    assert raised.value.code == "json-nonfinite"
+    # A number beyond any float is no token of the dialect: refused from SGLang too.
+    beyond = tmp_path / "beyond.jsonl"
+    beyond.write_bytes(line.replace(b'"request_rate": Infinity', b'"request_rate": 1e999'))
+    with pytest.raises(InvalidArtifact, match="a number beyond any float"):
+        import_files("sglang", [beyond], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="s")
+    assert not (tmp_path / "2026-11-29-imports").exists()
+
+
+def test_vllm_end_to_end_from_the_arrays(tmp_path: Path) -> None:
+    """vLLM 0.15 stores no per-request latency: ttft + sum(itls) reproduces its E2EL."""
+    out = import_files(
+        "vllm", [VLLM_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
+    )
+    stated = json.loads(VLLM_DETAILED.read_bytes())
+    assert "e2els" not in stated
+    mean, p50, nulls = _one(
+        tmp_path / "2026-11-29-imports",
+        "SELECT avg(e2e_ms), median(e2e_ms), count(*) FILTER (WHERE e2e_ms IS NULL) FROM requests",
+    )
+    assert nulls == 0
+    assert mean == pytest.approx(stated["mean_e2el_ms"], rel=1e-5)
+    assert p50 == pytest.approx(stated["median_e2el_ms"], rel=1e-5)
+    definition = read_document(out)["source"]["definitions"]["e2e_ms"]
+    assert definition.startswith("vllm e2els where the file has them; else ttft + sum(itls)")
+
+
+def test_e2els_are_taken_when_the_file_has_them(tmp_path: Path) -> None:
+    stated = json.loads((ASSETS / "imports/vllm_save_detailed.json").read_bytes())
+    stated["e2els"] = [0.5 + i / 100 for i in range(len(stated["ttfts"]))]
+    source = tmp_path / "with-e2els.json"
+    source.write_text(json.dumps(stated))
+    out = import_files("vllm", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v")
+    document = read_document(out)
+    assert document["source"]["definitions"]["e2e_ms"] == "vllm e2els"
+    assert [r["e2e_ms"] for r in document["requests"] if r["ok"]] == [
+        pytest.approx(e * 1000)
+        for e, r in zip(stated["e2els"], document["requests"], strict=True)
+        if r["ok"]
+    ]

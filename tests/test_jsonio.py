@@ -261,3 +261,26 @@ def test_write_temp_removes_its_file_when_writing_fails(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         jsonio.write_temp(tmp_path / "a.json", "not bytes")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_non_finite_dialect_of_python_s_json() -> None:
+    data = b'{"a": Infinity, "b": [1, -Infinity, NaN], "c": "Infinity", "d": {"e": 2.5}}'
+    document, found = jsonio.parse_with_nonfinite(data)
+    assert document == {"a": "inf", "b": [1, "-inf", "nan"], "c": "Infinity", "d": {"e": 2.5}}
+    assert found == ["/a", "/b/1", "/b/2"]
+    assert jsonio.parse_with_nonfinite(b'{"a": 1}') == ({"a": 1}, [])
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b'{"a": Infinity, "a": 1}', "duplicate-key"),
+        (b'{"a": Infinity, "b": 1e999}', "json-nonfinite"),
+        (b'{"a": Infinity,}', "json-syntax"),
+        (b"[" * 5000 + b"Infinity" + b"]" * 5000, "json-too-deep"),
+    ],
+)
+def test_the_dialect_is_otherwise_strict(data: bytes, code: str) -> None:
+    with pytest.raises(InvalidArtifact) as raised:
+        jsonio.parse_with_nonfinite(data)
+    assert raised.value.code == code

@@ -266,8 +266,9 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
         "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
         "ttft_ms": f"not separated from reasoning by {tool} (null)",
         "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
-        "e2e_ms": f"{tool} e2els where recorded, else null",
+        "e2e_ms": f"{tool} e2els",
     }
+    derived_e2e = False
     for name, document in documents:
         lines = document if isinstance(document, list) else [document]
         for number, line in enumerate(lines, 1):
@@ -300,7 +301,13 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                 ok = not error and _num(ttft) is not None and float(ttft) > 0
                 span = sum(gaps)
                 decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
-                e2e = _num(e2els[i]) if i < len(e2els) else None
+                if e2els:
+                    e2e = _num(e2els[i])
+                else:
+                    # No per-request latency stored: request start to the last chunk is
+                    # the first chunk's time plus every gap after it.
+                    e2e = float(ttft) + span if ok else None
+                    derived_e2e = True
                 parsed.records.append(
                     _record(
                         len(parsed.records),
@@ -321,6 +328,11 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                         },
                     )
                 )
+    if derived_e2e:
+        parsed.definitions["e2e_ms"] = (
+            f"{tool} e2els where the file has them; else ttft + sum(itls), request start to "
+            "the last chunk (the tool stored no per-request latency)"
+        )
     return parsed
 
 
@@ -383,10 +395,22 @@ def _not_imported(stage: Path) -> str | None:
     return None
 
 
-def _load(path: Path, data: bytes) -> Any:
-    if path.suffix == ".jsonl":
-        return [jsonio.parse_strict(line) for line in data.splitlines() if line.strip()]
-    return jsonio.parse_strict(data)
+def _load(path: Path, data: bytes, tool: str) -> tuple[Any, list[str]]:
+    """The document (a list of lines for JSONL), and where SGLang's dialect wrote a bare
+    ``Infinity`` or ``NaN``: accepted from SGLang only, whose ``json.dumps`` writes them."""
+    if tool != "sglang":
+        if path.suffix == ".jsonl":
+            return [jsonio.parse_strict(line) for line in data.splitlines() if line.strip()], []
+        return jsonio.parse_strict(data), []
+    lines = data.splitlines() if path.suffix == ".jsonl" else [data]
+    documents, tokens = [], []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        document, found = jsonio.parse_with_nonfinite(line)
+        documents.append(document)
+        tokens += [f"line {number}: {pointer}" if len(lines) > 1 else pointer for pointer in found]
+    return (documents if path.suffix == ".jsonl" else documents[0]), tokens
 
 
 def import_files(
@@ -418,11 +442,14 @@ def import_files(
         check_name(kind, name)
     documents = []
     sources = []
+    dialect: list[str] = []
     for raw in files:
         path = Path(raw)
         try:
             data = jsonio.read_limited(path)
-            documents.append((path.name, _load(path, data)))
+            document, tokens = _load(path, data, tool)
+            documents.append((path.name, document))
+            dialect += [f"{path.name} {where}" for where in tokens]
         except InvalidArtifact as e:
             raise InvalidArtifact(f"{path}: {e}", code=e.code, pointer=e.pointer) from None
         # The digest of the bytes parsed, read once.
@@ -435,6 +462,15 @@ def import_files(
         parsed = _detailed(documents, tool)
     if not parsed.records:
         raise InvalidArtifact(f"no per-request records in {', '.join(str(f) for f in files)}")
+    if dialect:
+        shown = ", ".join(dialect[:4]) + (
+            f" and {len(dialect) - 4} more" if len(dialect) > 4 else ""
+        )
+        parsed.definitions["non_finite"] = (
+            "SGLang writes Python's bare Infinity and NaN, which are not JSON; each is recorded "
+            "as the string 'inf', '-inf' or 'nan' (a request_rate of inf: every request sent "
+            f"at once): {shown}"
+        )
     prompts = [r["prompt_tokens"] for r in parsed.records if r["prompt_tokens"] is not None]
     target = int(statistics.median(prompts)) if prompts else None
     cell_id = (f"ctx{target}" if target else "ctx-unknown") + (

@@ -139,6 +139,68 @@ def parse_strict(data: bytes) -> Any:
     return obj
 
 
+NON_FINITE = {"Infinity": "inf", "-Infinity": "-inf", "NaN": "nan"}
+"""The bare tokens Python's json module writes for non-finite floats (not JSON), and the
+strings a strict artifact records in their place."""
+
+
+def parse_with_nonfinite(data: bytes) -> tuple[Any, list[str]]:
+    """Parses a tool's JSON dialect that writes bare ``Infinity`` and ``NaN`` (SGLang's
+    ``json.dumps`` output): each becomes the string of :data:`NON_FINITE`, everything else
+    as strict as :func:`parse_strict`.
+
+    Returns:
+        the document, and the JSON pointer of every value that was such a token.
+
+    Raises:
+        InvalidArtifact: as :func:`parse_strict`; a number too large for a float
+            (``1e999``) is still ``json-nonfinite``: only the tokens are the dialect.
+    """
+    try:
+        return parse_strict(data), []
+    except InvalidArtifact as e:
+        if e.code != "json-nonfinite":
+            raise
+    try:
+        document = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_pairs_hook,
+            parse_constant=lambda token: _Token(NON_FINITE[token]),
+        )
+    except (ValueError, RecursionError) as e:
+        raise InvalidArtifact(f"not valid JSON: {e}", code="json-syntax") from None
+    found: list[str] = []
+
+    def plain(value: Any, path: list[str | int]) -> Any:
+        if isinstance(value, _Token):
+            found.append(json_pointer(path))
+            return str(value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidArtifact(
+                f"{json_pointer(path)}: a number beyond any float", code="json-nonfinite"
+            )
+        if isinstance(value, dict):
+            return {k: plain(v, [*path, k]) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v, [*path, i]) for i, v in enumerate(value)]
+        return value
+
+    duplicate = _find_duplicate(document, [])
+    if duplicate is not None:
+        path, key = duplicate
+        raise InvalidArtifact(
+            f"duplicate key {key!r}", code="duplicate-key", pointer=json_pointer([*path, key])
+        )
+    try:
+        return plain(document, []), found
+    except RecursionError:
+        raise InvalidArtifact("nested too deep to read", code="json-too-deep") from None
+
+
+class _Token(str):
+    """A bare non-finite token as read (a str, so no float arithmetic takes it for one)."""
+
+
 def read_limited(
     path: str | os.PathLike[str], max_bytes: int = MAX_JSON_BYTES, *, what: str = "JSON artifacts"
 ) -> bytes:
