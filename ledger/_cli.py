@@ -362,6 +362,7 @@ def _derive(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from ledger._internal import jsonio
     from ledger._internal.imports import import_files
 
     target = import_files(
@@ -373,6 +374,19 @@ def _import(args: argparse.Namespace) -> int:
         stage=args.stage,
     )
     print(f"imported {target}")
+    source = jsonio.read_json(target)["source"]
+    checks = source.get("self_check", [])
+    if checks:
+        print("the file's own aggregates, recomputed from its per-request records:")
+        width = max(len(c["field"]) for c in checks)
+        for check in checks:
+            verdict = "agrees" if check["agrees"] else "DISAGREES"
+            print(
+                f"  {check['field']:<{width}}  file {check['stated']:.6g}  "
+                f"recomputed {check['recomputed']:.6g}  {verdict}"
+            )
+    for warning in source.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

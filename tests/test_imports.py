@@ -238,3 +238,70 @@ def test_e2els_are_taken_when_the_file_has_them(tmp_path: Path) -> None:
         for e, r in zip(stated["e2els"], document["requests"], strict=True)
         if r["ok"]
     ]
+
+
+@pytest.mark.parametrize("source", [VLLM_DETAILED, SGLANG_DETAILED], ids=["vllm", "sglang"])
+def test_every_stated_aggregate_agrees_with_the_records(
+    tmp_path: Path, cli: CliRun, source: Path
+) -> None:
+    tool = "vllm" if source == VLLM_DETAILED else "sglang"
+    status, out, err = cli(
+        "import", tool, str(source), "--raw-dir", str(tmp_path),
+        "--campaign", "2026-11-29-imports", "--arm", tool,
+    )  # fmt: skip
+    assert status == 0 and err == ""
+    document = read_document(next((tmp_path / "2026-11-29-imports" / tool).rglob("*.json")))
+    checks = document["source"]["self_check"]
+    e2e = "e2el" if tool == "vllm" else "e2e_latency"
+    expected = {"completed", "total_input_tokens", "total_output_tokens"} | {
+        f"{stat}_{metric}_ms"
+        for stat in ("mean", "median", "std", "p99")
+        for metric in ("ttft", "tpot", "itl", e2e)
+    }
+    assert {c["field"] for c in checks} == expected
+    assert all(c["agrees"] for c in checks)
+    assert "warnings" not in document["source"]
+    stated = _statement(source)
+    by_field = {c["field"]: c for c in checks}
+    # TTFT and ITL come straight from the arrays: equal to the last digits.
+    for field in ("median_ttft_ms", "p99_ttft_ms", "std_ttft_ms", "mean_itl_ms"):
+        assert by_field[field]["recomputed"] == pytest.approx(stated[field], rel=1e-12)
+    assert out.count("agrees") == len(expected) and "DISAGREES" not in out
+
+
+def test_an_edited_aggregate_is_a_warning_kept_in_the_artifact(tmp_path: Path, cli: CliRun) -> None:
+    stated = json.loads(VLLM_DETAILED.read_bytes())
+    stated["median_ttft_ms"] *= 1.01
+    stated["total_output_tokens"] += 1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(stated))
+    status, out, err = cli(
+        "import", "vllm", str(edited), "--raw-dir", str(tmp_path),
+        "--campaign", "2026-11-29-imports", "--arm", "v",
+    )  # fmt: skip
+    assert status == 0
+    recomputed = 690.6947699608281
+    median = stated["median_ttft_ms"]
+    assert err.splitlines() == [
+        (
+            f"warning: edited.json: median_ttft_ms: the file says {median!r}, its per-request "
+            f"arrays give {recomputed!r}"
+        ),
+        (
+            "warning: edited.json: total_output_tokens: the file says 64001, its per-request "
+            "arrays give 64000.0"
+        ),
+    ]
+    assert out.count("DISAGREES") == 2
+    document = read_document(next((tmp_path / "2026-11-29-imports" / "v").rglob("*.json")))
+    assert [line.removeprefix("warning: ") for line in err.splitlines()] == document["source"][
+        "warnings"
+    ]
+    # Just inside the bound agrees; just outside does not.
+    inside = dict(stated, median_ttft_ms=recomputed * (1 + 0.9e-4))
+    outside = dict(stated, median_ttft_ms=recomputed * (1 + 1.1e-4))
+    from ledger._internal.imports import _arrays, self_check
+
+    for line, agrees in ((inside, True), (outside, False)):
+        checks = {c["field"]: c for c in self_check(line, _arrays(line, "x", 1))}
+        assert checks["median_ttft_ms"]["agrees"] is agrees

@@ -22,7 +22,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ledger._internal import jsonio
 from ledger._internal.outputs import OutputExists, check_name, new_folder
@@ -103,6 +103,9 @@ class _Parsed:
         self.concurrency: int | None = None
         self.definitions: dict[str, str] = {}
         self.settings: dict[str, Any] = {}
+        self.checks: list[dict[str, Any]] = []
+        """The tool's stated aggregates against those recomputed from its records."""
+        self.warnings: list[str] = []
 
 
 def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
@@ -291,6 +294,13 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                 if line.get(k) is not None
             }
             arrays = _arrays(line, name, number)
+            for check in self_check(line, arrays):
+                parsed.checks.append(check)
+                if not check["agrees"]:
+                    parsed.warnings.append(
+                        f"{name}: {check['field']}: the file says {check['stated']!r}, its "
+                        f"per-request arrays give {check['recomputed']!r}"
+                    )
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
             errors, e2els = arrays["errors"], arrays["e2els"]
@@ -338,6 +348,93 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
 
 _PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els")
 
+AGREEMENT = 1e-4
+"""The relative difference beyond which a tool's stated aggregate and the one recomputed
+from its per-request arrays disagree (counts must be equal)."""
+_STATISTICS = ("mean", "median", "std", "p99")
+_COUNTS = frozenset({"completed", "total_input_tokens", "total_output_tokens"})
+_METRIC_KEYS = {
+    "ttft": ("ttft",),
+    "tpot": ("tpot",),
+    "itl": ("itl",),
+    "e2e": ("e2el", "e2e_latency"),
+}
+
+
+def _aggregates(arrays: dict[str, list[Any]]) -> dict[str, float]:
+    """What vLLM's and SGLang's benchmark clients state, recomputed from the per-request
+    arrays as they compute it: over successful requests, in ms, population std, linear
+    percentiles; E2E from ``e2els`` or else ttft + sum(itls)."""
+    import numpy as np
+
+    ok = [
+        i
+        for i, ttft in enumerate(arrays["ttfts"])
+        if not (arrays["errors"][i] if i < len(arrays["errors"]) else "")
+        and _num(ttft) is not None
+        and float(ttft) > 0
+    ]
+    outputs = [arrays["output_lens"][i] if arrays["output_lens"] else None for i in ok]
+    ttft = [float(arrays["ttfts"][i]) * 1000 for i in ok]
+    e2e = [
+        (
+            float(arrays["e2els"][i])
+            if arrays["e2els"]
+            else float(arrays["ttfts"][i]) + sum(arrays["itls"][i])
+        )
+        * 1000
+        for i in ok
+    ]
+    tpot = [
+        (end - start) / (out - 1)
+        for start, end, out in zip(ttft, e2e, outputs, strict=True)
+        if isinstance(out, int) and out > 1
+    ]
+    values = {
+        "ttft": ttft,
+        "tpot": tpot,
+        "itl": [float(g) * 1000 for i in ok for g in arrays["itls"][i]],
+        "e2e": e2e,
+    }
+    found: dict[str, float] = {"completed": float(len(ok))}
+    if arrays["input_lens"]:
+        found["total_input_tokens"] = float(sum(arrays["input_lens"][i] for i in ok))
+    if arrays["output_lens"]:
+        found["total_output_tokens"] = float(sum(arrays["output_lens"][i] for i in ok))
+    for metric, series in values.items():
+        if not series:
+            continue
+        data = np.asarray(series, dtype=float)
+        computed = {
+            "mean": float(np.mean(data)),
+            "median": float(np.median(data)),
+            "std": float(np.std(data)),
+            "p99": float(np.percentile(data, 99)),
+        }
+        for stat in _STATISTICS:
+            for key in _METRIC_KEYS[metric]:
+                found[f"{stat}_{key}_ms"] = computed[stat]
+    return found
+
+
+def self_check(line: dict[str, Any], arrays: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every aggregate the line states that its arrays can give, beside the recomputed
+    value: ``{"field", "stated", "recomputed", "agrees"}``, in field order."""
+    checks = []
+    for field, recomputed in sorted(_aggregates(arrays).items()):
+        stated = line.get(field)
+        if not _finite(stated):
+            continue  # not stated by this version of the tool, or not a number
+        value = float(stated)
+        if field in _COUNTS:
+            agrees = value == recomputed  # a count is exact or wrong
+        else:
+            agrees = abs(value - recomputed) <= AGREEMENT * max(abs(value), abs(recomputed))
+        checks.append(
+            {"field": field, "stated": stated, "recomputed": recomputed, "agrees": agrees}
+        )
+    return checks
+
 
 def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]]:
     """The per-request arrays of one result line: one entry per request in each, or a
@@ -379,7 +476,7 @@ def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]
     return found
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -488,6 +585,8 @@ def import_files(
             "files": sources,
             "definitions": parsed.definitions,
             "settings": json.loads(json.dumps(parsed.settings, default=str)),
+            **({"self_check": parsed.checks} if parsed.checks else {}),
+            **({"warnings": parsed.warnings} if parsed.warnings else {}),
         },
         "requests": parsed.records,
     }
