@@ -365,7 +365,7 @@ def _import(args: argparse.Namespace) -> int:
     from ledger._internal import jsonio
     from ledger._internal.imports import import_files
 
-    target = import_files(
+    imported = import_files(
         args.tool,
         args.files,
         raw_dir=args.raw_dir,
@@ -373,20 +373,23 @@ def _import(args: argparse.Namespace) -> int:
         arm=args.arm,
         stage=args.stage,
     )
-    print(f"imported {target}")
-    source = jsonio.read_json(target)["source"]
-    checks = source.get("self_check", [])
-    if checks:
-        print("the file's own aggregates, recomputed from its per-request records:")
-        width = max(len(c["field"]) for c in checks)
-        for check in checks:
-            verdict = "agrees" if check["agrees"] else "DISAGREES"
-            print(
-                f"  {check['field']:<{width}}  file {check['stated']:.6g}  "
-                f"recomputed {check['recomputed']:.6g}  {verdict}"
-            )
-    for warning in source.get("warnings", []):
-        print(f"warning: {warning}", file=sys.stderr)
+    for target in imported.paths:
+        print(f"imported {target}")
+        source = jsonio.read_json(target)["source"]
+        checks = source.get("self_check", [])
+        if checks:
+            print("the file's own aggregates, recomputed from its per-request records:")
+            width = max(len(c["field"]) for c in checks)
+            for check in checks:
+                verdict = "agrees" if check["agrees"] else "DISAGREES"
+                print(
+                    f"  {check['field']:<{width}}  file {check['stated']:.6g}  "
+                    f"recomputed {check['recomputed']:.6g}  {verdict}"
+                )
+        for warning in source.get("warnings", []):
+            print(f"warning: {warning}", file=sys.stderr)
+    for line in imported.refused:
+        print(f"warning: not imported: {line}", file=sys.stderr)
     return 0
 
 

@@ -25,13 +25,13 @@ def _one(db_path: Path, sql: str) -> tuple[object, ...]:
 
 
 def test_llmperf_reproduces_its_summary(tmp_path: Path) -> None:
-    out = import_files(
+    (out,) = import_files(
         "llmperf",
         [LLMPERF / "individual_groq_70b.json", LLMPERF / "summary_groq_70b.json"],
         raw_dir=tmp_path,
         campaign="2026-11-29-imports",
         arm="groq",
-    )
+    ).paths
     summary = json.loads((LLMPERF / "summary_groq_70b.json").read_text())
     p50, mean, std, n, first, decode = _one(
         tmp_path / "2026-11-29-imports",
@@ -108,13 +108,13 @@ def test_vllm_detailed_result(tmp_path: Path) -> None:
 
 
 def test_sglang_output_details(tmp_path: Path) -> None:
-    out = import_files(
+    (out,) = import_files(
         "sglang",
         [ASSETS / "imports/sglang_output_details.jsonl"],
         raw_dir=tmp_path,
         campaign="2026-11-29-imports",
         arm="sglang",
-    )
+    ).paths
     p50, decode = _one(
         tmp_path / "2026-11-29-imports",
         "SELECT median(first_token_ms), median(decode_tok_s) FROM requests WHERE ok",
@@ -170,9 +170,9 @@ def test_sglang_s_own_dialect_imports_and_stays_strict(tmp_path: Path, cli: CliR
     """SGLang 0.5.9 writes "request_rate": Infinity, which is not JSON: read as SGLang's
     dialect, recorded as the string "inf", and the artifact is strict JSON."""
     assert b'"request_rate": Infinity' in SGLANG_DETAILED.read_bytes()
-    out = import_files(
+    (out,) = import_files(
         "sglang", [SGLANG_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="sg"
-    )
+    ).paths
     document = read_document(out)  # strict: it would refuse a bare Infinity
     assert document["source"]["settings"]["request_rate"] == "inf"
     assert document["source"]["definitions"]["non_finite"].endswith(
@@ -209,9 +209,9 @@ def test_the_dialect_is_sglang_s_only(tmp_path: Path) -> None:
 
 def test_vllm_end_to_end_from_the_arrays(tmp_path: Path) -> None:
     """vLLM 0.15 stores no per-request latency: ttft + sum(itls) reproduces its E2EL."""
-    out = import_files(
+    (out,) = import_files(
         "vllm", [VLLM_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
-    )
+    ).paths
     stated = json.loads(VLLM_DETAILED.read_bytes())
     assert "e2els" not in stated
     mean, p50, nulls = _one(
@@ -230,7 +230,9 @@ def test_e2els_are_taken_when_the_file_has_them(tmp_path: Path) -> None:
     stated["e2els"] = [0.5 + i / 100 for i in range(len(stated["ttfts"]))]
     source = tmp_path / "with-e2els.json"
     source.write_text(json.dumps(stated))
-    out = import_files("vllm", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v")
+    (out,) = import_files(
+        "vllm", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
+    ).paths
     document = read_document(out)
     assert document["source"]["definitions"]["e2e_ms"] == "vllm e2els"
     assert [r["e2e_ms"] for r in document["requests"] if r["ok"]] == [
@@ -305,3 +307,61 @@ def test_an_edited_aggregate_is_a_warning_kept_in_the_artifact(tmp_path: Path, c
     for line, agrees in ((inside, True), (outside, False)):
         checks = {c["field"]: c for c in self_check(line, _arrays(line, "x", 1))}
         assert checks["median_ttft_ms"]["agrees"] is agrees
+
+
+def test_each_run_of_an_sglang_jsonl_is_a_cell_and_a_line_without_records_is_refused(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """SGLang appends one line per run. Here: the real detailed line; the same run at
+    request rate 4 with a tag; the same line again; and a line of the aggregate-only file."""
+    detailed = SGLANG_DETAILED.read_bytes().splitlines()[0]
+    tagged = detailed.replace(b'"request_rate": Infinity', b'"request_rate": 4.5').replace(
+        b'"tag": null', b'"tag": "Run B/warm"'
+    )
+    aggregate = REAL / "sglang-bench-serving/sglang-2024-12-llama33-70b-aggregate-7runs.jsonl"
+    runs = tmp_path / "runs.jsonl"
+    runs.write_bytes(
+        b"\n".join([detailed, tagged, detailed, aggregate.read_bytes().splitlines()[0]])
+    )
+    status, out, err = cli(
+        "import", "sglang", str(runs), "--raw-dir", str(tmp_path),
+        "--campaign", "2026-11-29-imports", "--arm", "sg",
+    )  # fmt: skip
+    assert status == 0
+    folder = tmp_path / "2026-11-29-imports" / "sg" / "imported"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [
+        "ctx494-c100-r4p5-run-b-warm.json",
+        "ctx494-c100-run2.json",
+        "ctx494-c100.json",
+    ]
+    assert [line for line in out.splitlines() if line.startswith("imported ")] == [
+        f"imported {folder / name}"
+        for name in (
+            "ctx494-c100.json",
+            "ctx494-c100-r4p5-run-b-warm.json",
+            "ctx494-c100-run2.json",
+        )
+    ]
+    assert err == (
+        "warning: not imported: runs.jsonl: line 4 has no per-request arrays (ttfts, itls); "
+        "run sglang.bench_serving with --output-details\n"
+    )
+    tagged_run = read_document(folder / "ctx494-c100-r4p5-run-b-warm.json")
+    assert tagged_run["source"]["settings"]["request_rate"] == 4.5
+    assert tagged_run["source"]["settings"]["tag"] == "Run B/warm"
+    assert verify_json(cli, tmp_path / "2026-11-29-imports")[0] == 0
+
+
+def test_a_file_of_aggregate_lines_only_is_refused_in_one_line(tmp_path: Path, cli: CliRun) -> None:
+    aggregate = REAL / "sglang-bench-serving/sglang-2024-12-llama33-70b-aggregate-7runs.jsonl"
+    status, out, err = cli(
+        "import", "sglang", str(aggregate), "--raw-dir", str(tmp_path),
+        "--campaign", "2026-11-29-imports", "--arm", "sg",
+    )  # fmt: skip
+    assert (status, out) == (2, "")
+    assert err == (
+        f"error: {aggregate.name}: line 1 has no per-request arrays (ttfts, itls); run "
+        "sglang.bench_serving with --output-details (and the 6 other lines alike)\n"
+    )
+    assert not (tmp_path / "2026-11-29-imports").exists()

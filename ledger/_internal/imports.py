@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
+
+import attrs
 
 from ledger._internal import jsonio
 from ledger._internal.outputs import OutputExists, check_name, new_folder
@@ -106,6 +109,8 @@ class _Parsed:
         self.checks: list[dict[str, Any]] = []
         """The tool's stated aggregates against those recomputed from its records."""
         self.warnings: list[str] = []
+        self.line: tuple[str, int] | None = None
+        """The file and line of a run read from a tool's JSONL."""
 
 
 def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
@@ -263,22 +268,18 @@ def _aiperf(documents: list[tuple[str, Any]]) -> _Parsed:
     return parsed
 
 
-def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
-    parsed = _Parsed()
-    parsed.definitions = {
-        "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
-        "ttft_ms": f"not separated from reasoning by {tool} (null)",
-        "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
-        "e2e_ms": f"{tool} e2els",
-    }
-    derived_e2e = False
+def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed], list[str]]:
+    """One run per result line (SGLang appends one line per run to its JSONL), and a
+    one-line refusal for each line that holds no per-request arrays."""
+    runs: list[_Parsed] = []
+    refused: list[str] = []
     for name, document in documents:
         lines = document if isinstance(document, list) else [document]
         for number, line in enumerate(lines, 1):
             if not isinstance(line, dict):
                 raise InvalidArtifact(f"{name}: line {number} is not a JSON object")
             if "ttfts" not in line or "itls" not in line:
-                raise InvalidArtifact(
+                refused.append(
                     f"{name}: line {number} has no per-request arrays (ttfts, itls); "
                     + (
                         "run sglang.bench_serving with --output-details"
@@ -286,21 +287,26 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                         else "run vllm bench serve with --save-result --save-detailed"
                     )
                 )
+                continue
+            parsed = _Parsed()
+            runs.append(parsed)
+            parsed.definitions = {
+                "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
+                "ttft_ms": f"not separated from reasoning by {tool} (null)",
+                "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
+                "e2e_ms": f"{tool} e2els",
+            }
+            derived_e2e = False
             parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
             parsed.version = str(line["version"]) if line.get("version") else None
             parsed.settings = {
                 k: line.get(k)
-                for k in ("backend", "request_rate", "model_id", "date")
+                for k in ("backend", "request_rate", "model_id", "date", "tag")
                 if line.get(k) is not None
             }
+            parsed.line = (name, number)
+            where = f"{name} line {number}" if isinstance(document, list) else name
             arrays = _arrays(line, name, number)
-            for check in self_check(line, arrays):
-                parsed.checks.append(check)
-                if not check["agrees"]:
-                    parsed.warnings.append(
-                        f"{name}: {check['field']}: the file says {check['stated']!r}, its "
-                        f"per-request arrays give {check['recomputed']!r}"
-                    )
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
             errors, e2els = arrays["errors"], arrays["e2els"]
@@ -338,12 +344,23 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> _Parsed:
                         },
                     )
                 )
-    if derived_e2e:
-        parsed.definitions["e2e_ms"] = (
-            f"{tool} e2els where the file has them; else ttft + sum(itls), request start to "
-            "the last chunk (the tool stored no per-request latency)"
-        )
-    return parsed
+            # After the records: each value has been checked to be a number by then.
+            for check in self_check(line, arrays):
+                parsed.checks.append(check)
+                if not check["agrees"]:
+                    parsed.warnings.append(
+                        f"{where}: {check['field']}: the file says {check['stated']!r}, its "
+                        f"per-request arrays give {check['recomputed']!r}"
+                    )
+            if derived_e2e:
+                parsed.definitions["e2e_ms"] = (
+                    f"{tool} e2els where the file has them; else ttft + sum(itls), request "
+                    "start to the last chunk (the tool stored no per-request latency)"
+                )
+    if not runs and refused:
+        more = f" (and the {len(refused) - 1} other lines alike)" if len(refused) > 1 else ""
+        raise InvalidArtifact(refused[0] + more)
+    return runs, refused
 
 
 _PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els")
@@ -518,8 +535,10 @@ def import_files(
     campaign: str,
     arm: str,
     stage: str = "imported",
-) -> Path:
-    """Writes one imported-run artifact from a tool's files; returns its path.
+) -> Imported:
+    """Writes the imported-run artifacts of a tool's files: one per run (an SGLang JSONL
+    holds one run per line); lines without per-request records are refused one by one
+    while the others import (all refused: :class:`InvalidArtifact`).
 
     Nothing is created before the names are checked; the artifact and the campaign's new
     seal are written together or not at all; an existing cell is never replaced.
@@ -531,7 +550,6 @@ def import_files(
         OSError: a file cannot be read.
     """
     from ledger import manifest
-    from ledger.schema import document_bytes
 
     if tool not in TOOLS:
         raise InvalidArtifact(f"unknown tool {tool!r} (expected one of {', '.join(TOOLS)})")
@@ -551,62 +569,108 @@ def import_files(
             raise InvalidArtifact(f"{path}: {e}", code=e.code, pointer=e.pointer) from None
         # The digest of the bytes parsed, read once.
         sources.append({"name": path.name, "sha256": sha256_bytes(data)})
+    refused: list[str] = []
     if tool == "llmperf":
-        parsed = _llmperf(documents)
+        runs = [_llmperf(documents)]
     elif tool == "aiperf":
-        parsed = _aiperf(documents)
+        runs = [_aiperf(documents)]
     else:
-        parsed = _detailed(documents, tool)
-    if not parsed.records:
+        runs, refused = _detailed(documents, tool)
+    if not any(run.records for run in runs):
         raise InvalidArtifact(f"no per-request records in {', '.join(str(f) for f in files)}")
-    if dialect:
-        shown = ", ".join(dialect[:4]) + (
-            f" and {len(dialect) - 4} more" if len(dialect) > 4 else ""
-        )
-        parsed.definitions["non_finite"] = (
-            "SGLang writes Python's bare Infinity and NaN, which are not JSON; each is recorded "
-            "as the string 'inf', '-inf' or 'nan' (a request_rate of inf: every request sent "
-            f"at once): {shown}"
-        )
-    prompts = [r["prompt_tokens"] for r in parsed.records if r["prompt_tokens"] is not None]
-    target = int(statistics.median(prompts)) if prompts else None
-    cell_id = (f"ctx{target}" if target else "ctx-unknown") + (
-        f"-c{parsed.concurrency}" if parsed.concurrency else ""
-    )
-    document = {
-        "schema": IMPORTED_SCHEMA,
-        "campaign_id": campaign,
-        "arm": arm,
-        "stage": stage,
-        "cell": {"id": cell_id, "context_target": target, "concurrency": parsed.concurrency},
-        "source": {
-            "tool": tool,
-            "version": parsed.version,
-            "files": sources,
-            "definitions": parsed.definitions,
-            "settings": json.loads(json.dumps(parsed.settings, default=str)),
-            **({"self_check": parsed.checks} if parsed.checks else {}),
-            **({"warnings": parsed.warnings} if parsed.warnings else {}),
-        },
-        "requests": parsed.records,
-    }
     folder = Path(raw_dir) / campaign
-    rel = f"{arm}/{stage}/{cell_id}.json"
-    if (folder / rel).exists():
-        raise OutputExists(
-            f"{folder / rel} exists; an import never replaces evidence (import into another "
-            "--stage)"
-        )
+    written: dict[str, bytes] = {}
+    for run in runs:
+        rel, data = _cell(run, tool, sources, dialect, campaign=campaign, arm=arm, stage=stage)
+        base, copy = rel.removesuffix(".json"), 1
+        while rel in written:
+            # The same settings twice in one file (SGLang appends every run): kept apart.
+            copy += 1
+            rel = f"{base}-run{copy}.json"
+        written[rel] = data
+    for rel in written:
+        if (folder / rel).exists():
+            raise OutputExists(
+                f"{folder / rel} exists; an import never replaces evidence (import into "
+                "another --stage)"
+            )
     measured = _not_imported(folder / arm / stage)
     if measured is not None:
         raise UsageError(
             f"{folder / arm / stage} holds the run's own artifacts ({measured}); imported "
             "requests go into a stage of their own (--stage)"
         )
-    data = document_bytes(document)
     if folder.exists():
-        manifest.write_sealed(folder, {rel: data}, command="import", replace=False)
+        manifest.write_sealed(folder, written, command="import", replace=False)
     else:
         with new_folder(folder) as work:
-            manifest.write_sealed(work, {rel: data}, command="import", checked=(None,))
-    return folder / rel
+            manifest.write_sealed(work, written, command="import", checked=(None,))
+    return Imported(tuple(folder / rel for rel in written), tuple(refused))
+
+
+@attrs.frozen
+class Imported:
+    """What an import wrote, and the lines it refused while importing the others."""
+
+    paths: tuple[Path, ...]
+    """One imported-run artifact per run (an SGLang JSONL holds one run per line)."""
+    refused: tuple[str, ...] = ()
+    """One line each: a run of the file that holds no per-request records, and why."""
+
+
+def _slug(value: Any) -> str:
+    text = re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-")
+    return text[:40] or "run"
+
+
+def _cell(
+    run: _Parsed,
+    tool: str,
+    sources: list[dict[str, str]],
+    dialect: list[str],
+    *,
+    campaign: str,
+    arm: str,
+    stage: str,
+) -> tuple[str, bytes]:
+    """A run's artifact, named from its context, concurrency, request rate and tag."""
+    from ledger.schema import document_bytes
+
+    definitions = dict(run.definitions)
+    if dialect:
+        shown = ", ".join(dialect[:4]) + (
+            f" and {len(dialect) - 4} more" if len(dialect) > 4 else ""
+        )
+        definitions["non_finite"] = (
+            "SGLang writes Python's bare Infinity and NaN, which are not JSON; each is recorded "
+            "as the string 'inf', '-inf' or 'nan' (a request_rate of inf: every request sent "
+            f"at once): {shown}"
+        )
+    prompts = [r["prompt_tokens"] for r in run.records if r["prompt_tokens"] is not None]
+    target = int(statistics.median(prompts)) if prompts else None
+    cell_id = (f"ctx{target}" if target else "ctx-unknown") + (
+        f"-c{run.concurrency}" if run.concurrency else ""
+    )
+    rate = run.settings.get("request_rate")
+    if _finite(rate):
+        cell_id += f"-r{_slug(f'{float(rate):g}'.replace('.', 'p'))}"
+    if run.settings.get("tag"):
+        cell_id += f"-{_slug(run.settings['tag'])}"
+    document = {
+        "schema": IMPORTED_SCHEMA,
+        "campaign_id": campaign,
+        "arm": arm,
+        "stage": stage,
+        "cell": {"id": cell_id, "context_target": target, "concurrency": run.concurrency},
+        "source": {
+            "tool": tool,
+            "version": run.version,
+            "files": sources,
+            "definitions": definitions,
+            "settings": json.loads(json.dumps(run.settings, default=str)),
+            **({"self_check": run.checks} if run.checks else {}),
+            **({"warnings": run.warnings} if run.warnings else {}),
+        },
+        "requests": run.records,
+    }
+    return f"{arm}/{stage}/{cell_id}.json", document_bytes(document)
