@@ -365,3 +365,55 @@ def test_a_file_of_aggregate_lines_only_is_refused_in_one_line(tmp_path: Path, c
         "sglang.bench_serving with --output-details (and the 6 other lines alike)\n"
     )
     assert not (tmp_path / "2026-11-29-imports").exists()
+
+
+def test_the_run_s_identity_comes_from_the_file_and_never_its_texts(tmp_path: Path) -> None:
+    import hashlib
+
+    (sglang,) = import_files(
+        "sglang", [SGLANG_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="s"
+    ).paths
+    (vllm,) = import_files(
+        "vllm", [VLLM_DETAILED], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
+    ).paths
+    sg, vl = read_document(sglang), read_document(vllm)
+    assert sg["source"]["version"] == "0.5.9"
+    assert sg["source"]["settings"] == {
+        "backend": "sglang",
+        "request_rate": "inf",
+        "max_concurrency": 100,
+        "dataset_name": "random",
+        "random_input_len": 1024,
+        "random_output_len": 128,
+        "random_range_ratio": 0.0,
+        "model_path": "/workspace/qwen-3-8b",
+    }
+    assert vl["source"]["settings"] == {
+        "backend": "openai",
+        "endpoint_type": "openai",
+        "model_id": "/root/models/Qwen3-8B",
+        "tokenizer_id": "/root/models/Qwen3-8B",
+        "date": "20260410-090820",
+        "num_prompts": 500,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": 50,
+    }
+    texts = json.loads(VLLM_DETAILED.read_bytes())["generated_texts"]
+    digests = [r["tool_metrics"]["generated_text_sha256"] for r in vl["requests"]]
+    assert digests == [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    # The texts themselves are nowhere in the artifact.
+    assert texts[0][:40].encode() not in vllm.read_bytes()
+
+
+def test_a_private_model_path_is_sanitized_on_publication(tmp_path: Path) -> None:
+    from ledger.publish import publish
+
+    (vllm,) = import_files(
+        "vllm", [VLLM_DETAILED], raw_dir=tmp_path / "raw", campaign="2026-11-29-imports", arm="v"
+    ).paths
+    assert read_document(vllm)["source"]["settings"]["model_id"] == "/root/models/Qwen3-8B"
+    public = publish(tmp_path / "raw" / "2026-11-29-imports", tmp_path / "public").folder
+    settings = read_document(public / "v/imported/ctx4096-c50.json")["source"]["settings"]
+    assert "/root/" not in json.dumps(settings)
+    assert settings["model_id"].startswith("<redacted:path:")

@@ -298,18 +298,23 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             }
             derived_e2e = False
             parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
-            parsed.version = str(line["version"]) if line.get("version") else None
+            info = line.get("server_info")
+            server: dict[str, Any] = info if isinstance(info, dict) else {}
+            version = line.get("version") or server.get("version")
+            parsed.version = str(version) if version else None
             parsed.settings = {
-                k: line.get(k)
-                for k in ("backend", "request_rate", "model_id", "date", "tag")
-                if line.get(k) is not None
+                k: line.get(k) for k in _IDENTITY_KEYS if line.get(k) not in (None, "")
             }
+            if server.get("model_path"):
+                # A private path, as often as not: publication sanitizes it like any other.
+                parsed.settings["model_path"] = server["model_path"]
             parsed.line = (name, number)
             where = f"{name} line {number}" if isinstance(document, list) else name
             arrays = _arrays(line, name, number)
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
             errors, e2els = arrays["errors"], arrays["e2els"]
+            texts = line.get("generated_texts")
             for i, ttft in enumerate(ttfts):
                 error = errors[i] if i < len(errors) else ""
                 gaps = itls[i]
@@ -341,6 +346,8 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                             "itl_sum_s": span,
                             "itl_count": len(gaps),
                             "error": error or None,
+                            # What the model wrote, as our own records keep it: never the text.
+                            "generated_text_sha256": _text_digest(texts, i),
                         },
                     )
                 )
@@ -364,6 +371,28 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
 
 
 _PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els")
+_IDENTITY_KEYS = (
+    "backend",
+    "endpoint_type",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "date",
+    "tag",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "dataset_name",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "random_prefix_len",
+    "sharegpt_output_len",
+    "seed",
+)
+"""What a result line says about the run itself: the imported arm's identity, the dataset
+settings an A/B of two imports compares, concurrency, rate and tag."""
 
 AGREEMENT = 1e-4
 """The relative difference beyond which a tool's stated aggregate and the one recomputed
@@ -491,6 +520,12 @@ def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]
                     f"{name}: line {number}: {key}[{index}] is {value!r}, not a number"
                 )
     return found
+
+
+def _text_digest(texts: Any, index: int) -> str | None:
+    if not isinstance(texts, list) or index >= len(texts) or not isinstance(texts[index], str):
+        return None
+    return sha256_bytes(texts[index].encode("utf-8", "surrogatepass"))
 
 
 def _finite(value: Any) -> TypeGuard[int | float]:
