@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -417,3 +418,66 @@ def test_a_private_model_path_is_sanitized_on_publication(tmp_path: Path) -> Non
     settings = read_document(public / "v/imported/ctx4096-c50.json")["source"]["settings"]
     assert "/root/" not in json.dumps(settings)
     assert settings["model_id"].startswith("<redacted:path:")
+
+
+def _v0_6(stated: dict[str, Any]) -> None:
+    stated["request_goodput:"] = stated.pop("request_goodput")
+    for key in ["failed", "start_times", "endpoint_type", "label"] + [
+        k for k in stated if "e2el" in k
+    ]:
+        stated.pop(key)
+
+
+def _v0_9(stated: dict[str, Any]) -> None:
+    stated.pop("backend")
+    stated.pop("start_times")
+    stated.update({"team": "serving", "run": 7})  # --metadata team=serving run=7
+
+
+def _v0_19(stated: dict[str, Any]) -> None:
+    stated["rtfx"] = 812.5
+
+
+@pytest.mark.parametrize(
+    ("release", "edit", "warnings", "metadata"),
+    [
+        ("0.6", _v0_6, ["no 'failed' (vLLM before 0.7 did not write it)"], None),
+        (
+            "0.9",
+            _v0_9,
+            ["no 'backend' (vLLM 0.9 writes endpoint_type only)"],
+            {"team": "serving", "run": 7},
+        ),
+        ("0.15", lambda s: None, [], None),
+        ("0.19", _v0_19, [], None),
+    ],
+)
+def test_every_vllm_release_seen_imports(
+    tmp_path: Path,
+    release: str,
+    edit: Any,
+    warnings: list[str],
+    metadata: dict[str, Any] | None,
+) -> None:
+    """Each release's file, made from the real 0.15.0 one by the edits that release implies."""
+    stated = json.loads(VLLM_DETAILED.read_bytes())
+    edit(stated)
+    source = tmp_path / f"vllm-{release}.json"
+    source.write_text(json.dumps(stated))
+    (out,) = import_files(
+        "vllm", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
+    ).paths
+    document = read_document(out)
+    assert len(document["requests"]) == 500
+    assert [
+        w.removeprefix(f"{source.name}: ").split(":")[0]
+        for w in document["source"].get("warnings", [])
+    ] == [w.split(":")[0] for w in warnings]
+    assert document["source"]["settings"].get("metadata") == metadata
+    starts = [r["tool_metrics"]["start_time_monotonic_s"] for r in document["requests"]]
+    if "start_times" in stated:
+        assert starts == stated["start_times"]
+    else:
+        assert set(starts) == {None}
+    # Whatever the release, the aggregates it does state agree with its records.
+    assert all(c["agrees"] for c in document["source"]["self_check"])

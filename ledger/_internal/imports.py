@@ -290,6 +290,10 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                 continue
             parsed = _Parsed()
             runs.append(parsed)
+            where = f"{name} line {number}" if isinstance(document, list) else name
+            if tool == "vllm":
+                line, notes = _vllm_versions(line, where)
+                parsed.warnings += notes
             parsed.definitions = {
                 "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
                 "ttft_ms": f"not separated from reasoning by {tool} (null)",
@@ -305,15 +309,16 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             parsed.settings = {
                 k: line.get(k) for k in _IDENTITY_KEYS if line.get(k) not in (None, "")
             }
+            if line.get("metadata"):
+                parsed.settings["metadata"] = line["metadata"]
             if server.get("model_path"):
                 # A private path, as often as not: publication sanitizes it like any other.
                 parsed.settings["model_path"] = server["model_path"]
             parsed.line = (name, number)
-            where = f"{name} line {number}" if isinstance(document, list) else name
             arrays = _arrays(line, name, number)
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
-            errors, e2els = arrays["errors"], arrays["e2els"]
+            errors, e2els, starts = arrays["errors"], arrays["e2els"], arrays["start_times"]
             texts = line.get("generated_texts")
             for i, ttft in enumerate(ttfts):
                 error = errors[i] if i < len(errors) else ""
@@ -348,6 +353,8 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                             "error": error or None,
                             # What the model wrote, as our own records keep it: never the text.
                             "generated_text_sha256": _text_digest(texts, i),
+                            # vLLM 0.15 and later: a monotonic clock's seconds, not a date.
+                            "start_time_monotonic_s": _num(starts[i]) if starts else None,
                         },
                     )
                 )
@@ -370,7 +377,52 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
     return runs, refused
 
 
-_PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els")
+_PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els", "start_times")
+_VLLM_KEYS = frozenset(
+    {
+        "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "date", "num_prompts",
+        "request_rate", "burstiness", "max_concurrency", "duration", "completed", "failed",
+        "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
+        "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
+        "max_concurrent_requests", "rtfx", "version", "tag", "generated_texts",
+    }
+)  # fmt: skip
+"""The top-level keys vLLM's ``bench serve`` writes, 0.6 to 0.19, besides per-request
+arrays and ``<statistic>_<metric>_ms`` aggregates: any other is ``--metadata``."""
+_VLLM_AGGREGATE = re.compile(r"(mean|median|std|p[0-9.]+)_[a-z0-9_]+_ms")
+
+
+def _vllm_versions(line: dict[str, Any], where: str) -> tuple[dict[str, Any], list[str]]:
+    """The line with each vLLM release's variants read alike, its ``--metadata``, and a
+    named warning for each key a release did not write."""
+    line = dict(line)
+    notes = []
+    if "request_goodput:" in line:
+        # vLLM around 0.6 wrote the key with its colon.
+        line.setdefault("request_goodput", line.pop("request_goodput:"))
+    if "failed" not in line:
+        notes.append(
+            f"{where}: no 'failed' (vLLM before 0.7 did not write it): failures are read from "
+            "errors"
+        )
+    if "backend" not in line:
+        notes.append(
+            f"{where}: no 'backend' (vLLM 0.9 writes endpoint_type only): the endpoint type "
+            "stands for it"
+        )
+    metadata = {
+        key: value
+        for key, value in line.items()
+        if key not in _VLLM_KEYS
+        and key not in _PER_REQUEST
+        and not _VLLM_AGGREGATE.fullmatch(key)
+        and not isinstance(value, list | dict)
+    }
+    if metadata:
+        line["metadata"] = metadata
+    return line, notes
+
+
 _IDENTITY_KEYS = (
     "backend",
     "endpoint_type",
@@ -513,7 +565,7 @@ def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]
             raise InvalidArtifact(f"{name}: line {number}: itls[{index}] is not a list of numbers")
         if not math.isfinite(sum(gaps)):
             raise InvalidArtifact(f"{name}: line {number}: itls[{index}] sums beyond any time")
-    for key in ("ttfts", "e2els"):
+    for key in ("ttfts", "e2els", "start_times"):
         for index, value in enumerate(found[key]):
             if value is not None and not _finite(value):
                 raise InvalidArtifact(
