@@ -220,6 +220,7 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
     imported.add_argument("--campaign", required=True, metavar="ID")
     imported.add_argument("--arm", required=True, metavar="NAME")
     imported.add_argument("--stage", default="imported", metavar="NAME")
+    add_review_flag(imported)
     imported.set_defaults(func=_import)
 
 
@@ -372,6 +373,7 @@ def _import(args: argparse.Namespace) -> int:
         campaign=args.campaign,
         arm=args.arm,
         stage=args.stage,
+        reseal_after_review=args.reseal_after_review,
     )
     for target in imported.paths:
         print(f"imported {target}")

@@ -481,3 +481,96 @@ def test_every_vllm_release_seen_imports(
         assert set(starts) == {None}
     # Whatever the release, the aggregates it does state agree with its records.
     assert all(c["agrees"] for c in document["source"]["self_check"])
+
+
+def _sglang_line(tmp_path: Path, *edits: tuple[bytes, bytes]) -> Path:
+    line = SGLANG_DETAILED.read_bytes().splitlines()[0]
+    for old, new in edits:
+        assert old in line
+        line = line.replace(old, new)
+    path = tmp_path / "edited.jsonl"
+    path.write_bytes(line + b"\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rate", "tag", "name"),
+    [
+        (b"1e300", b"null", "ctx494-c100-r1e300.json"),
+        (b"1e-300", b"null", "ctx494-c100-r1em300.json"),
+        (b"-1", b"null", "ctx494-c100.json"),
+        (b"Infinity", b'"!!!"', "ctx494-c100.json"),
+        (b"Infinity", b"42", "ctx494-c100.json"),
+        (b"Infinity", b'"Warm B"', "ctx494-c100-warm-b.json"),
+    ],
+)
+def test_a_cell_name_never_reads_as_another_rate(
+    tmp_path: Path, rate: bytes, tag: bytes, name: str
+) -> None:
+    source = _sglang_line(
+        tmp_path,
+        (b'"request_rate": Infinity', b'"request_rate": ' + rate),
+        (b'"tag": null', b'"tag": ' + tag),
+    )
+    (out,) = import_files(
+        "sglang", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="s"
+    ).paths
+    assert out.name == name
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ((b'"completed": 100', b'"completed": 1' + b"0" * 400), None),
+        ((b'"ttfts": [', b'"ttfts": [1e308, '), "are beyond any time"),
+    ],
+    ids=["count-beyond-float", "ttft-beyond-time"],
+)
+def test_numbers_beyond_any_float_are_no_internal_error(
+    tmp_path: Path, cli: CliRun, edit: tuple[bytes, bytes], message: str | None
+) -> None:
+    source = _sglang_line(tmp_path, edit)
+    if message is not None:
+        # One more ttft than requests otherwise: drop the first real one.
+        data = source.read_bytes()
+        start = data.index(b'"ttfts": [1e308, ') + len(b'"ttfts": [1e308, ')
+        end = data.index(b",", start)
+        source.write_bytes(data[:start] + data[end + 2 :])
+    status, _, err = cli(
+        "import", "sglang", str(source), "--raw-dir", str(tmp_path),
+        "--campaign", "2026-11-29-imports", "--arm", "s",
+    )  # fmt: skip
+    assert "internal error" not in err and "Warning" not in err
+    if message is None:
+        # A count no float can hold is not compared, and the rest imports.
+        assert status == 0
+    else:
+        assert status == 2 and message in err
+
+
+def test_a_file_without_records_is_refused_beside_others_too(tmp_path: Path) -> None:
+    aggregate = REAL / "sglang-bench-serving/sglang-2024-12-llama33-70b-aggregate-7runs.jsonl"
+    with pytest.raises(InvalidArtifact, match="line 1 has no per-request arrays"):
+        import_files(
+            "sglang",
+            [SGLANG_DETAILED, aggregate],
+            raw_dir=tmp_path,
+            campaign="2026-11-29-imports",
+            arm="s",
+        )
+    assert not (tmp_path / "2026-11-29-imports").exists()
+
+
+def test_import_can_reseal_after_review(tmp_path: Path, cli: CliRun) -> None:
+    args = ["--raw-dir", str(tmp_path), "--campaign", "2026-11-29-imports", "--arm", "v"]
+    assert cli("import", "vllm", str(VLLM_DETAILED), *args)[0] == 0
+    cell = tmp_path / "2026-11-29-imports" / "v" / "imported" / "ctx4096-c50.json"
+    cell.write_bytes(cell.read_bytes() + b" ")
+    status, _, err = cli("import", "vllm", str(VLLM_DETAILED), *args, "--stage", "again")
+    assert status == 1 and "--reseal-after-review" in err
+    status, _, _ = cli(
+        "import", "vllm", str(VLLM_DETAILED), *args, "--stage", "again", "--reseal-after-review"
+    )
+    assert status == 0
+    sealed = json.loads((tmp_path / "2026-11-29-imports" / "manifest.json").read_bytes())
+    assert sealed["reviews"][-1]["command"] == "import"

@@ -275,6 +275,7 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
     refused: list[str] = []
     for name, document in documents:
         lines = document if isinstance(document, list) else [document]
+        before, refused_before = len(runs), len(refused)
         for number, line in enumerate(lines, 1):
             if not isinstance(line, dict):
                 raise InvalidArtifact(f"{name}: line {number} is not a JSON object")
@@ -334,6 +335,11 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                     # the first chunk's time plus every gap after it.
                     e2e = float(ttft) + span if ok else None
                     derived_e2e = True
+                if ok and not math.isfinite((float(ttft) + (e2e or 0.0)) * 1000):
+                    raise InvalidArtifact(
+                        f"{where}: request {i}: its times in ms (ttfts[{i}], its end to end) "
+                        "are beyond any time"
+                    )
                 parsed.records.append(
                     _record(
                         len(parsed.records),
@@ -371,9 +377,11 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                     f"{tool} e2els where the file has them; else ttft + sum(itls), request "
                     "start to the last chunk (the tool stored no per-request latency)"
                 )
-    if not runs and refused:
-        more = f" (and the {len(refused) - 1} other lines alike)" if len(refused) > 1 else ""
-        raise InvalidArtifact(refused[0] + more)
+        if len(runs) == before and len(refused) > refused_before:
+            # A file none of whose lines can be imported is refused, beside others or not.
+            mine = refused[refused_before:]
+            more = f" (and the {len(mine) - 1} other lines alike)" if len(mine) > 1 else ""
+            raise InvalidArtifact(mine[0] + more)
     return runs, refused
 
 
@@ -581,7 +589,12 @@ def _text_digest(texts: Any, index: int) -> str | None:
 
 
 def _finite(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float
+        return False
 
 
 def _not_imported(stage: Path) -> str | None:
@@ -622,6 +635,7 @@ def import_files(
     campaign: str,
     arm: str,
     stage: str = "imported",
+    reseal_after_review: bool = False,
 ) -> Imported:
     """Writes the imported-run artifacts of a tool's files: one per run (an SGLang JSONL
     holds one run per line); lines without per-request records are refused one by one
@@ -688,7 +702,13 @@ def import_files(
             "requests go into a stage of their own (--stage)"
         )
     if folder.exists():
-        manifest.write_sealed(folder, written, command="import", replace=False)
+        manifest.write_sealed(
+            folder,
+            written,
+            command="import",
+            replace=False,
+            reseal_after_review=reseal_after_review,
+        )
     else:
         with new_folder(folder) as work:
             manifest.write_sealed(work, written, command="import", checked=(None,))
@@ -705,9 +725,10 @@ class Imported:
     """One line each: a run of the file that holds no per-request records, and why."""
 
 
-def _slug(value: Any) -> str:
-    text = re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-")
-    return text[:40] or "run"
+def _slug(value: str) -> str:
+    """A tag as part of a cell name: lower-case words joined by '-' ("" when none); two
+    tags that read alike there are kept apart by ``-run2``."""
+    return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:40].strip("-")
 
 
 def _cell(
@@ -739,10 +760,13 @@ def _cell(
         f"-c{run.concurrency}" if run.concurrency else ""
     )
     rate = run.settings.get("request_rate")
-    if _finite(rate):
-        cell_id += f"-r{_slug(f'{float(rate):g}'.replace('.', 'p'))}"
-    if run.settings.get("tag"):
-        cell_id += f"-{_slug(run.settings['tag'])}"
+    if _finite(rate) and rate > 0:
+        # 1e+300 and 1e-300 must not read alike: the exponent's sign is spelled out.
+        shown = f"{float(rate):g}".replace(".", "p").replace("e+", "e").replace("e-", "em")
+        cell_id += f"-r{shown}"
+    tag = run.settings.get("tag")
+    if isinstance(tag, str) and _slug(tag):
+        cell_id += f"-{_slug(tag)}"
     document = {
         "schema": IMPORTED_SCHEMA,
         "campaign_id": campaign,
