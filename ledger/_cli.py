@@ -363,7 +363,6 @@ def _derive(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ledger._internal import jsonio
     from ledger._internal.imports import import_files
 
     imported = import_files(
@@ -375,10 +374,9 @@ def _import(args: argparse.Namespace) -> int:
         stage=args.stage,
         reseal_after_review=args.reseal_after_review,
     )
-    for target in imported.paths:
-        print(f"imported {target}")
-        source = jsonio.read_json(target)["source"]
-        checks = source.get("self_check", [])
+    for cell in imported.cells:
+        print(f"imported {cell.path}")
+        checks = cell.self_check
         if checks:
             print("the file's own aggregates, recomputed from its per-request records:")
             width = max(len(c["field"]) for c in checks)
@@ -388,7 +386,7 @@ def _import(args: argparse.Namespace) -> int:
                     f"  {check['field']:<{width}}  file {check['stated']:.6g}  "
                     f"recomputed {check['recomputed']:.6g}  {verdict}"
                 )
-        for warning in source.get("warnings", []):
+        for warning in cell.warnings:
             print(f"warning: {warning}", file=sys.stderr)
     for line in imported.refused:
         print(f"warning: not imported: {line}", file=sys.stderr)

@@ -574,3 +574,30 @@ def test_import_can_reseal_after_review(tmp_path: Path, cli: CliRun) -> None:
     assert status == 0
     sealed = json.loads((tmp_path / "2026-11-29-imports" / "manifest.json").read_bytes())
     assert sealed["reviews"][-1]["command"] == "import"
+
+
+def test_a_missing_e2el_of_a_successful_request_is_left_out(tmp_path: Path) -> None:
+    """The records and the self-check read a request's end to end the same way: a null
+    e2el is null in the record and no value in the recomputed aggregates."""
+    stated = json.loads((ASSETS / "imports/vllm_save_detailed.json").read_bytes())
+    stated["e2els"] = [0.5] * len(stated["ttfts"])
+    stated["e2els"][0] = None
+    stated["mean_e2el_ms"] = 500.0
+    source = tmp_path / "e2el-null.json"
+    source.write_text(json.dumps(stated))
+    imported = import_files(
+        "vllm", [source], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="v"
+    )
+    (cell,) = imported.cells
+    document = read_document(cell.path)
+    assert document["requests"][0]["ok"] and document["requests"][0]["e2e_ms"] is None
+    assert {c["field"]: c["recomputed"] for c in cell.self_check}["mean_e2el_ms"] == 500.0
+    assert list(cell.self_check) == document["source"]["self_check"]
+
+
+@pytest.mark.parametrize("tool", ["sglang", "vllm"])
+def test_an_empty_json_file_is_refused_by_either_reader(tmp_path: Path, tool: str) -> None:
+    blank = tmp_path / "blank.json"
+    blank.write_text("   \n")
+    with pytest.raises(InvalidArtifact, match="not valid JSON"):
+        import_files(tool, [blank], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="a")

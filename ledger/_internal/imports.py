@@ -109,8 +109,6 @@ class _Parsed:
         self.checks: list[dict[str, Any]] = []
         """The tool's stated aggregates against those recomputed from its records."""
         self.warnings: list[str] = []
-        self.line: tuple[str, int] | None = None
-        """The file and line of a run read from a tool's JSONL."""
 
 
 def _llmperf(documents: list[tuple[str, Any]]) -> _Parsed:
@@ -301,7 +299,6 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                 "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
                 "e2e_ms": f"{tool} e2els",
             }
-            derived_e2e = False
             parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
             info = line.get("server_info")
             server: dict[str, Any] = info if isinstance(info, dict) else {}
@@ -315,7 +312,6 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             if server.get("model_path"):
                 # A private path, as often as not: publication sanitizes it like any other.
                 parsed.settings["model_path"] = server["model_path"]
-            parsed.line = (name, number)
             arrays = _arrays(line, name, number)
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
@@ -325,16 +321,10 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                 error = errors[i] if i < len(errors) else ""
                 gaps = itls[i]
                 output = _int(outputs[i], f"output_lens[{i}]") if i < len(outputs) else None
-                ok = not error and _num(ttft) is not None and float(ttft) > 0
+                ok = _succeeded(ttft, error)
                 span = sum(gaps)
                 decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
-                if e2els:
-                    e2e = _num(e2els[i])
-                else:
-                    # No per-request latency stored: request start to the last chunk is
-                    # the first chunk's time plus every gap after it.
-                    e2e = float(ttft) + span if ok else None
-                    derived_e2e = True
+                e2e = _end_to_end(arrays, i) if ok else None
                 if ok and not math.isfinite((float(ttft) + (e2e or 0.0)) * 1000):
                     raise InvalidArtifact(
                         f"{where}: request {i}: its times in ms (ttfts[{i}], its end to end) "
@@ -372,7 +362,7 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                         f"{where}: {check['field']}: the file says {check['stated']!r}, its "
                         f"per-request arrays give {check['recomputed']!r}"
                     )
-            if derived_e2e:
+            if not e2els:
                 parsed.definitions["e2e_ms"] = (
                     f"{tool} e2els where the file has them; else ttft + sum(itls), request "
                     "start to the last chunk (the tool stored no per-request latency)"
@@ -473,28 +463,20 @@ def _aggregates(arrays: dict[str, list[Any]]) -> dict[str, float]:
     percentiles; E2E from ``e2els`` or else ttft + sum(itls)."""
     import numpy as np
 
+    errors = arrays["errors"]
     ok = [
         i
         for i, ttft in enumerate(arrays["ttfts"])
-        if not (arrays["errors"][i] if i < len(arrays["errors"]) else "")
-        and _num(ttft) is not None
-        and float(ttft) > 0
+        if _succeeded(ttft, errors[i] if i < len(errors) else "")
     ]
-    outputs = [arrays["output_lens"][i] if arrays["output_lens"] else None for i in ok]
+    ends = {i: _end_to_end(arrays, i) for i in ok}
     ttft = [float(arrays["ttfts"][i]) * 1000 for i in ok]
-    e2e = [
-        (
-            float(arrays["e2els"][i])
-            if arrays["e2els"]
-            else float(arrays["ttfts"][i]) + sum(arrays["itls"][i])
-        )
-        * 1000
-        for i in ok
-    ]
+    e2e = [end * 1000 for end in ends.values() if end is not None]
+    outputs = arrays["output_lens"]
     tpot = [
-        (end - start) / (out - 1)
-        for start, end, out in zip(ttft, e2e, outputs, strict=True)
-        if isinstance(out, int) and out > 1
+        (end - float(arrays["ttfts"][i])) * 1000 / (outputs[i] - 1)
+        for i, end in ends.items()
+        if end is not None and outputs and isinstance(outputs[i], int) and outputs[i] > 1
     ]
     values = {
         "ttft": ttft,
@@ -582,6 +564,19 @@ def _arrays(line: dict[str, Any], name: str, number: int) -> dict[str, list[Any]
     return found
 
 
+def _succeeded(ttft: Any, error: Any) -> bool:
+    """A request the tool counts as successful: no error and a first token."""
+    return not error and _num(ttft) is not None and float(ttft) > 0
+
+
+def _end_to_end(arrays: dict[str, list[Any]], i: int) -> float | None:
+    """A request's end-to-end seconds: the tool's ``e2els`` where it stores them, else the
+    first chunk's time plus every gap after it (request start to the last chunk)."""
+    if arrays["e2els"]:
+        return _num(arrays["e2els"][i])
+    return float(arrays["ttfts"][i]) + float(sum(arrays["itls"][i]))
+
+
 def _text_digest(texts: Any, index: int) -> str | None:
     if not isinstance(texts, list) or index >= len(texts) or not isinstance(texts[index], str):
         return None
@@ -612,19 +607,19 @@ def _not_imported(stage: Path) -> str | None:
 def _load(path: Path, data: bytes, tool: str) -> tuple[Any, list[str]]:
     """The document (a list of lines for JSONL), and where SGLang's dialect wrote a bare
     ``Infinity`` or ``NaN``: accepted from SGLang only, whose ``json.dumps`` writes them."""
-    if tool != "sglang":
-        if path.suffix == ".jsonl":
-            return [jsonio.parse_strict(line) for line in data.splitlines() if line.strip()], []
-        return jsonio.parse_strict(data), []
-    lines = data.splitlines() if path.suffix == ".jsonl" else [data]
+    jsonl = path.suffix == ".jsonl"
+    lines = data.splitlines() if jsonl else [data]
     documents, tokens = [], []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if jsonl and not line.strip():
             continue
-        document, found = jsonio.parse_with_nonfinite(line)
+        if tool == "sglang":
+            document, found = jsonio.parse_with_nonfinite(line)
+        else:
+            document, found = jsonio.parse_strict(line), []
         documents.append(document)
         tokens += [f"line {number}: {pointer}" if len(lines) > 1 else pointer for pointer in found]
-    return (documents if path.suffix == ".jsonl" else documents[0]), tokens
+    return (documents if jsonl else documents[0]), tokens
 
 
 def import_files(
@@ -681,6 +676,7 @@ def import_files(
         raise InvalidArtifact(f"no per-request records in {', '.join(str(f) for f in files)}")
     folder = Path(raw_dir) / campaign
     written: dict[str, bytes] = {}
+    cells: list[ImportedCell] = []
     for run in runs:
         rel, data = _cell(run, tool, sources, dialect, campaign=campaign, arm=arm, stage=stage)
         base, copy = rel.removesuffix(".json"), 1
@@ -689,6 +685,7 @@ def import_files(
             copy += 1
             rel = f"{base}-run{copy}.json"
         written[rel] = data
+        cells.append(ImportedCell(folder / rel, tuple(run.checks), tuple(run.warnings)))
     for rel in written:
         if (folder / rel).exists():
             raise OutputExists(
@@ -712,17 +709,32 @@ def import_files(
     else:
         with new_folder(folder) as work:
             manifest.write_sealed(work, written, command="import", checked=(None,))
-    return Imported(tuple(folder / rel for rel in written), tuple(refused))
+    return Imported(tuple(cells), tuple(refused))
+
+
+@attrs.frozen
+class ImportedCell:
+    """One imported-run artifact, with what its self-check found (as the artifact records
+    it: ``source.self_check`` and ``source.warnings``)."""
+
+    path: Path
+    self_check: tuple[dict[str, Any], ...]
+    warnings: tuple[str, ...]
 
 
 @attrs.frozen
 class Imported:
     """What an import wrote, and the lines it refused while importing the others."""
 
-    paths: tuple[Path, ...]
-    """One imported-run artifact per run (an SGLang JSONL holds one run per line)."""
+    cells: tuple[ImportedCell, ...]
+    """One per run (an SGLang JSONL holds one run per line)."""
     refused: tuple[str, ...] = ()
     """One line each: a run of the file that holds no per-request records, and why."""
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The artifacts written."""
+        return tuple(cell.path for cell in self.cells)
 
 
 def _slug(value: str) -> str:
