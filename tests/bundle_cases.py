@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from ledger._internal.bundles import pae
 from tests.private_sigstore import PrivateSigstore
 
 _EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -246,13 +247,7 @@ class CaseSigstore(PrivateSigstore):
         """
         key = ec.generate_private_key(ec.SECP256R1())
         cert = self.leaf_certificate(key.public_key(), identity, issuer, at)
-        pae = (
-            f"DSSEv1 {len(payload_type)} {payload_type} ".encode()
-            + str(len(payload)).encode()
-            + b" "
-            + payload
-        )
-        signature = key.sign(pae, ec.ECDSA(hashes.SHA256()))
+        signature = key.sign(pae(payload_type, payload), ec.ECDSA(hashes.SHA256()))
         envelope = {
             "payload": base64.b64encode(payload).decode(),
             "payloadType": payload_type,

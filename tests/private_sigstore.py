@@ -32,6 +32,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sigstore._internal.rekor import _hashedrekord_from_parts
 from sigstore.hashes import HashAlgorithm, Hashed
 
+from ledger._internal.bundles import pae
+
 _ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
 _SCT_LIST = x509.ObjectIdentifier("1.3.6.1.4.1.11129.2.4.2")
@@ -485,8 +487,7 @@ class SigstoreService:
             cert = x509.load_pem_x509_certificate(pem)
             payload = base64.b64decode(envelope["payload"])
             signature = base64.b64decode(envelope["signatures"][0]["sig"])
-            kind_bytes = envelope["payloadType"].encode()
-            message = b"DSSEv1 %d %s %d %s" % (len(kind_bytes), kind_bytes, len(payload), payload)
+            message = pae(envelope["payloadType"], payload)
             algorithm = ec.ECDSA(hashes.SHA256())
             body = {
                 "apiVersion": "0.0.1",

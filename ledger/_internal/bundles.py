@@ -18,10 +18,9 @@ from typing import Any
 
 from ledger._internal import jsonio
 from ledger._internal.findings import Issue
+from ledger._internal.intoto import BUNDLE_NAME, STATEMENT_NAME
 from ledger.errors import InvalidArtifact
 
-STATEMENT_NAME = "statement.intoto.json"
-BUNDLE_NAME = "statement.sigstore.json"
 MAX_BUNDLE_BYTES = 4 << 20
 IN_TOTO = "application/vnd.in-toto+json"
 

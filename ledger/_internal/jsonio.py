@@ -130,13 +130,18 @@ def parse_strict(data: bytes) -> Any:
     # re-serialisation, no key was dropped. Otherwise the exact (slower) parse decides.
     if b"\\u" not in data and data.count(b":") <= compact.count(b":"):
         return obj
-    exact = json.loads(data.decode("utf-8"), object_pairs_hook=_pairs_hook)
+    _refuse_duplicates(json.loads(data.decode("utf-8"), object_pairs_hook=_pairs_hook))
+    return obj
+
+
+def _refuse_duplicates(exact: Any) -> None:
+    """Raises ``duplicate-key`` for the first object of ``exact`` (parsed with
+    :func:`_pairs_hook`) that held a key twice."""
     found = _find_duplicate(exact, [])
     if found is not None:
         path, key = found
         pointer = json_pointer([*path, key])
         raise InvalidArtifact(f"duplicate key {key!r}", code="duplicate-key", pointer=pointer)
-    return obj
 
 
 NON_FINITE = {"Infinity": "inf", "-Infinity": "-inf", "NaN": "nan"}
@@ -185,12 +190,7 @@ def parse_with_nonfinite(data: bytes) -> tuple[Any, list[str]]:
             return [plain(v, [*path, i]) for i, v in enumerate(value)]
         return value
 
-    duplicate = _find_duplicate(document, [])
-    if duplicate is not None:
-        path, key = duplicate
-        raise InvalidArtifact(
-            f"duplicate key {key!r}", code="duplicate-key", pointer=json_pointer([*path, key])
-        )
+    _refuse_duplicates(document)
     try:
         return plain(document, []), found
     except RecursionError:
