@@ -359,6 +359,13 @@ def _derive(args: argparse.Namespace) -> int:
         replace=args.replace,
     )
     print(f"derived {target}")
+    document = json.loads(target.read_bytes())
+    reasons = document["match_reasons"]
+    print("matched" if not reasons else f"not matched ({len(reasons)}):")
+    for reason in reasons:
+        print(f"  {reason}")
+    for entry in document.get("unchecked", ()):
+        print(f"  not checked, {entry['rule']}: {entry['reason']}")
     return 0
 
 

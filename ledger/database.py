@@ -484,6 +484,7 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
         con.execute(sql.CELL_SETTINGS_EMPTY)
     if sources.imported:
         con.execute(sql.INSERT_IMPORTED_ROWS)
+        con.execute(sql.IMPORTED_SETTINGS)
     # Exports are read in place, not copied: DuckDB scans Parquet about as fast as its
     # own tables, and a 10-million-row export then opens in milliseconds.
     for table in ("request_rows", "cell_settings"):

@@ -184,22 +184,24 @@ def _identity(row: dict[str, Any]) -> dict[str, Any]:
 
 def _prompt_evidence(
     db: Database, campaign: str, arms: tuple[str, str]
-) -> dict[tuple[str, str], tuple[int, int]]:
-    """Per (stage, cell): measured requests whose prompt digest, and whose actual prompt
-    token count, differ between the arms (or exist on one side only)."""
+) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """Per (stage, cell): measured requests whose prompt digest, whose actual prompt token
+    count, and whose completion token count differ between the arms (or exist on one side
+    only). Imported results have no digests: their lengths are what can be compared."""
     rows = db.query(
-        "WITH a AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens "
-        "FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup), "
-        "b AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens "
-        "FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup) "
+        "WITH a AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens, "
+        "completion_tokens FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup), "
+        "b AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens, "
+        "completion_tokens FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup) "
         "SELECT coalesce(a.stage, b.stage), coalesce(a.cell, b.cell), "
         "count(*) FILTER (WHERE a.prompt_sha256 IS DISTINCT FROM b.prompt_sha256 "
         "OR a.prompt_sha256 IS NULL), "
-        "count(*) FILTER (WHERE a.prompt_tokens IS DISTINCT FROM b.prompt_tokens) "
+        "count(*) FILTER (WHERE a.prompt_tokens IS DISTINCT FROM b.prompt_tokens), "
+        "count(*) FILTER (WHERE a.completion_tokens IS DISTINCT FROM b.completion_tokens) "
         "FROM a FULL JOIN b USING (stage, cell, request_index) GROUP BY ALL",
         [campaign, arms[0], campaign, arms[1]],
     ).rows
-    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
+    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in rows}
 
 
 MATCH_RULES = (
@@ -212,6 +214,43 @@ MATCH_RULES = (
     "identity",
 )
 """What a matched A/B requires, each a rule a promotion policy names."""
+
+IMPORTED_DATASET = (
+    "dataset_name",
+    "num_prompts",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "random_prefix_len",
+    "sharegpt_output_len",
+    "seed",
+)
+"""An imported run's settings that choose its prompts: they stand in for digests."""
+IMPORTED_LOAD = ("max_concurrency", "request_rate", "burstiness")
+IMPORTED_NAMES = ("date", "label", "tag", "summary", "aggregate")
+"""Settings that name an imported run or its file, not what it ran: never compared."""
+
+
+def _imported(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return "imported" in (a.get("stage_kind"), b.get("stage_kind"))
+
+
+def _differing(a: dict[str, Any], b: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    return [f"{k} differs ({a.get(k)} vs {b.get(k)})" for k in keys if a.get(k) != b.get(k)]
+
+
+def _imported_identity(settings: dict[str, Any]) -> dict[str, Any]:
+    """What an imported run says of the deployment: its settings less those compared
+    apart or that only name it, with ``--metadata`` values as ``metadata.<key>`` so that
+    one can be declared as the difference."""
+    ignored = {*IMPORTED_DATASET, *IMPORTED_LOAD, *IMPORTED_NAMES}
+    identity = {k: v for k, v in settings.items() if k not in ignored and k != "metadata"}
+    metadata = settings.get("metadata")
+    if isinstance(metadata, dict):
+        identity.update({f"metadata.{k}": v for k, v in metadata.items()})
+    elif metadata is not None:
+        identity["metadata"] = metadata
+    return identity
 
 
 def _match_failures(
@@ -230,33 +269,49 @@ def _match_failures(
     evidence = _prompt_evidence(db, campaign, arms)
     for a, b in pairs:
         where = f"{a['stage']}/{a['cell']}"
-        if a.get("artifact") is None or b.get("artifact") is None:
-            fail("prompt-digests", f"{where}: imported records carry no prompt digests or settings")
-            continue
-        digests, tokens = evidence.get((a["stage"], a["cell"]), (0, 0))
-        if digests:
-            fail("prompt-digests", f"{where}: prompt digests differ for {digests} requests")
-        elif tokens:
-            fail("prompt-tokens", f"{where}: actual prompt tokens differ for {tokens} requests")
-        for name in ("max_tokens", "temperature", "seed", "concurrency", "thinking", "prefix"):
-            if a.get(name) != b.get(name):
-                rule = "concurrency" if name == "concurrency" else "sampling"
-                fail(rule, f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
-        for row, arm in ((a, baseline), (b, candidate)):
-            off = row.get("lengths_not_as_requested")
-            if not row.get("controlled_output"):
-                fail("controlled-output", f"{where}: output uncontrolled on {arm}")
-            elif off:
-                fail(
-                    "controlled-output", f"{where}: {off} output lengths not as requested on {arm}"
-                )
+        digests, tokens, outputs = evidence.get((a["stage"], a["cell"]), (0, 0, 0))
+        ident_a, ident_b = _identity(a), _identity(b)
+        if _imported(a, b):
+            # What imports can offer: the dataset settings the tool recorded, and each
+            # request's input and output lengths, position by position.
+            for row, arm in ((a, baseline), (b, candidate)):
+                if row.get("artifact") is None:
+                    fail("prompt-digests", f"{where}: no settings recorded for the run on {arm}")
+            for reason in _differing(ident_a, ident_b, IMPORTED_DATASET):
+                fail("prompt-digests", f"{where}: dataset setting {reason}")
+            if tokens:
+                fail("prompt-tokens", f"{where}: input lengths differ for {tokens} requests")
+            if outputs:
+                fail("controlled-output", f"{where}: output lengths differ for {outputs} requests")
+            for reason in _differing(a, b, ("concurrency",)) + _differing(
+                ident_a, ident_b, IMPORTED_LOAD
+            ):
+                fail("concurrency", f"{where}: {reason}")
+            ident_a, ident_b = _imported_identity(ident_a), _imported_identity(ident_b)
+        else:
+            if digests:
+                fail("prompt-digests", f"{where}: prompt digests differ for {digests} requests")
+            elif tokens:
+                fail("prompt-tokens", f"{where}: actual prompt tokens differ for {tokens} requests")
+            for name in ("max_tokens", "temperature", "seed", "concurrency", "thinking", "prefix"):
+                if a.get(name) != b.get(name):
+                    rule = "concurrency" if name == "concurrency" else "sampling"
+                    fail(rule, f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
+            for row, arm in ((a, baseline), (b, candidate)):
+                off = row.get("lengths_not_as_requested")
+                if not row.get("controlled_output"):
+                    fail("controlled-output", f"{where}: output uncontrolled on {arm}")
+                elif off:
+                    fail(
+                        "controlled-output",
+                        f"{where}: {off} output lengths not as requested on {arm}",
+                    )
         rate_a, rate_b = a.get("prefix_cache_hit_rate"), b.get("prefix_cache_hit_rate")
         if rate_a is not None and rate_b is not None and abs(rate_a - rate_b) > CACHE_REUSE_GAP:
             fail(
                 "cache-state",
                 f"{where}: cache reuse differs (prefix-cache hit rate {rate_a:.3f} vs {rate_b:.3f})",
             )
-        ident_a, ident_b = _identity(a), _identity(b)
         undeclared = sorted(
             k
             for k in set(ident_a) | set(ident_b)
@@ -268,6 +323,45 @@ def _match_failures(
     for failure in failures:
         unique.setdefault(failure["reason"], failure)
     return list(unique.values())
+
+
+def _unchecked(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, str]]:
+    """The rules a pair's data cannot show either way: imported results carry no prompt
+    digests and no sampling parameters. A policy that enforces one of them refuses."""
+    found: list[dict[str, str]] = []
+    for a, b in pairs:
+        if not _imported(a, b):
+            continue
+        where = f"{a['stage']}/{a['cell']}"
+        tools = " and ".join(
+            dict.fromkeys(
+                str(_identity(row).get("tool") or "the import")
+                for row in (a, b)
+                if row.get("stage_kind") == "imported"
+            )
+        )
+        seeded = any("seed" in _identity(row) for row in (a, b))
+        found.append(
+            {
+                "rule": "prompt-digests",
+                "reason": f"{where}: prompt identity was not checked by digest ({tools} "
+                "records no prompts); the prompts were matched on "
+                + (
+                    "the dataset settings, its seed and the input length of each request"
+                    if seeded
+                    else "the input length of each request and the dataset settings the "
+                    "tool recorded (no dataset seed)"
+                ),
+            }
+        )
+        found.append(
+            {
+                "rule": "sampling",
+                "reason": f"{where}: sampling parameters were not checked ({tools} records "
+                "no temperature or max_tokens); the output length of each request was compared",
+            }
+        )
+    return found
 
 
 def _limitations(
@@ -286,6 +380,9 @@ def _limitations(
                 found.append(
                     f"{where}: {ok} successful requests on {arm}; descriptive medians only"
                 )
+            if row.get("stage_kind") == "imported":
+                found.append(f"{where}: cache reuse not measured on {arm} (an imported result)")
+                continue
             if row.get("controlled_output") is False or row.get("controlled_output") is None:
                 found.append(f"{where}: output length not controlled on {arm}")
             rate = row.get("prefix_cache_hit_rate")
@@ -293,6 +390,7 @@ def _limitations(
                 found.append(f"{where}: measured prefix-cache hit rate {rate:.3f} on {arm}")
             elif row.get("metrics_available") is False:
                 found.append(f"{where}: cache reuse not measured on {arm} (no /metrics)")
+    found += [entry["reason"] for entry in _unchecked(pairs)]
     return list(dict.fromkeys(found))
 
 
@@ -321,7 +419,15 @@ def derive(
             raise DeriveError(f"campaign {campaign!r} has no cells of arm {arm!r}")
     keys = [k for k in cells[0] if k in cells[1]]
     if not keys:
-        raise DeriveError(f"no cell of {baseline!r} matches a cell of {candidate!r}")
+
+        def named(found: dict[tuple[str, str], Any]) -> str:
+            names = [f"{stage}/{cell}" for stage, cell in found]
+            return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+        raise DeriveError(
+            f"no cell of {baseline!r} ({named(cells[0])}) matches a cell of {candidate!r} "
+            f"({named(cells[1])}): cells pair by stage and cell name"
+        )
     pairs = [(cells[0][k], cells[1][k]) for k in keys]
     declared = list(differs) or (["os"] if kind == "os" else [])
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
@@ -353,6 +459,9 @@ def derive(
         limitations=_limitations(pairs, arms),
         derivation=derivation,
     )
+    unchecked = _unchecked(pairs)
+    if unchecked:
+        document["unchecked"] = unchecked
     return document
 
 

@@ -347,6 +347,12 @@ def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
         reasons.extend(document.get("match_reasons", ()))
     else:
         reasons.extend(f["reason"] for f in structured if f["rule"] in enforced)
+    # A rule the data could not check is no rule met.
+    reasons.extend(
+        f"{entry['reason']}; the policy enforces {entry['rule']}"
+        for entry in document.get("unchecked", ())
+        if entry["rule"] in enforced
+    )
     minimum = policy.matched_ab.min_samples_per_cell
     for row in document["rows"]:
         for side in ("baseline", "candidate"):

@@ -56,7 +56,7 @@ def test_os_comparison_has_the_seed_shape(campaign: Path, cli: CliRun) -> None:
     )
     assert status == 0, err
     path = campaign / "derived/os-comparison-windows-vs-linux.json"
-    assert out.strip() == f"derived {path}"
+    assert out.splitlines()[0] == f"derived {path}"
     derived = read_document(path)
     seed = json.loads((SEEDS / "2026-09-08-glm53-linux-wsl-comparison.summary.json").read_text())
     seed_row = seed["headline_results"]["rows"][0]

@@ -3,6 +3,7 @@ same number, where the first difference is, and how a pointer reads its value.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -96,7 +97,7 @@ def _failures(
     monkeypatch: pytest.MonkeyPatch,
     a: dict[str, Any],
     b: dict[str, Any],
-    evidence: tuple[int, int] = (0, 0),
+    evidence: tuple[int, int, int] = (0, 0, 0),
     declared: tuple[str, ...] = (),
 ) -> list[tuple[str, str]]:
     monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c1"): evidence})
@@ -111,25 +112,25 @@ def test_a_matched_pair_has_no_failures(monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.parametrize(
     ("a", "b", "evidence", "expected"),
     [
-        ({"artifact": None}, {}, (0, 0),
-         [("prompt-digests", "capacity/c1: imported records carry no prompt digests or settings")]),
-        ({}, {"artifact": None}, (0, 0),
-         [("prompt-digests", "capacity/c1: imported records carry no prompt digests or settings")]),
-        ({}, {}, (2, 3), [("prompt-digests", "capacity/c1: prompt digests differ for 2 requests")]),
-        ({}, {}, (0, 3),
+        ({"stage_kind": "imported", "artifact": None}, {"stage_kind": "imported"}, (0, 0, 0),
+         [("prompt-digests", "capacity/c1: no settings recorded for the run on base")]),
+        ({}, {"stage_kind": "imported", "artifact": None}, (0, 0, 0),
+         [("prompt-digests", "capacity/c1: no settings recorded for the run on cand")]),
+        ({}, {}, (2, 3, 0), [("prompt-digests", "capacity/c1: prompt digests differ for 2 requests")]),
+        ({}, {}, (0, 3, 0),
          [("prompt-tokens", "capacity/c1: actual prompt tokens differ for 3 requests")]),
-        ({"concurrency": 2}, {}, (0, 0),
+        ({"concurrency": 2}, {}, (0, 0, 0),
          [("concurrency", "capacity/c1: concurrency differs (2 vs 1)")]),
-        ({"seed": 2}, {}, (0, 0), [("sampling", "capacity/c1: seed differs (2 vs 1)")]),
-        ({}, {"controlled_output": False}, (0, 0),
+        ({"seed": 2}, {}, (0, 0, 0), [("sampling", "capacity/c1: seed differs (2 vs 1)")]),
+        ({}, {"controlled_output": False}, (0, 0, 0),
          [("controlled-output", "capacity/c1: output uncontrolled on cand")]),
-        ({"lengths_not_as_requested": 2}, {}, (0, 0),
+        ({"lengths_not_as_requested": 2}, {}, (0, 0, 0),
          [("controlled-output", "capacity/c1: 2 output lengths not as requested on base")]),
-        ({"prefix_cache_hit_rate": 0.5}, {"prefix_cache_hit_rate": 0.5}, (0, 0), []),
-        ({"prefix_cache_hit_rate": 0.9}, {"prefix_cache_hit_rate": 0.1}, (0, 0),
+        ({"prefix_cache_hit_rate": 0.5}, {"prefix_cache_hit_rate": 0.5}, (0, 0, 0), []),
+        ({"prefix_cache_hit_rate": 0.9}, {"prefix_cache_hit_rate": 0.1}, (0, 0, 0),
          [("cache-state",
            "capacity/c1: cache reuse differs (prefix-cache hit rate 0.900 vs 0.100)")]),
-        ({"identity": '{"engine": "x", "os": "linux"}'}, {"identity": '{"engine": "y"}'}, (0, 0),
+        ({"identity": '{"engine": "x", "os": "linux"}'}, {"identity": '{"engine": "y"}'}, (0, 0, 0),
          [("identity", "capacity/c1: identities differ in undeclared engine, os")]),
     ],
 )  # fmt: skip
@@ -137,10 +138,112 @@ def test_each_match_rule(
     monkeypatch: pytest.MonkeyPatch,
     a: dict[str, Any],
     b: dict[str, Any],
-    evidence: tuple[int, int],
+    evidence: tuple[int, int, int],
     expected: list[tuple[str, str]],
 ) -> None:
     assert _failures(monkeypatch, _row(**a), _row(**b), evidence) == expected
+
+
+def _imported(**settings: Any) -> dict[str, Any]:
+    base = {"tool": "vllm", "model_id": "m", "num_prompts": 10, "max_concurrency": 1}
+    identity = json.dumps({**base, **settings})
+    return _row(stage_kind="imported", identity=identity, controlled_output=None,
+                lengths_not_as_requested=10, max_tokens=None, seed=None)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "evidence", "expected"),
+    [
+        # Imports carry no digests: a null digest is no difference, lengths are.
+        ({}, {}, (10, 0, 0), []),
+        ({}, {}, (10, 3, 0), [("prompt-tokens", "capacity/c1: input lengths differ for 3 requests")]),
+        ({}, {}, (0, 0, 2),
+         [("controlled-output", "capacity/c1: output lengths differ for 2 requests")]),
+        ({"seed": 1}, {}, (0, 0, 0),
+         [("prompt-digests", "capacity/c1: dataset setting seed differs (1 vs None)")]),
+        ({"random_input_len": 1024}, {"random_input_len": 2048}, (0, 0, 0),
+         [("prompt-digests",
+           "capacity/c1: dataset setting random_input_len differs (1024 vs 2048)")]),
+        ({"request_rate": "inf"}, {"request_rate": 4.0}, (0, 0, 0),
+         [("concurrency", "capacity/c1: request_rate differs (inf vs 4.0)")]),
+        ({"max_concurrency": 2}, {}, (0, 0, 0),
+         [("concurrency", "capacity/c1: max_concurrency differs (2 vs 1)")]),
+        ({"date": "1", "label": "a", "tag": "x", "summary": "s", "aggregate": "g"}, {},
+         (0, 0, 0), []),
+        ({"model_path": "/a"}, {"model_path": "/b"}, (0, 0, 0),
+         [("identity", "capacity/c1: identities differ in undeclared model_path")]),
+        ({"metadata": {"kv": "fp8", "same": 1}}, {"metadata": {"kv": "auto", "same": 1}},
+         (0, 0, 0), [("identity", "capacity/c1: identities differ in undeclared metadata.kv")]),
+        ({"metadata": "fp8"}, {}, (0, 0, 0),
+         [("identity", "capacity/c1: identities differ in undeclared metadata")]),
+        ({"tool": "sglang"}, {}, (0, 0, 0),
+         [("identity", "capacity/c1: identities differ in undeclared tool")]),
+    ],
+)  # fmt: skip
+def test_each_match_rule_of_imports(
+    monkeypatch: pytest.MonkeyPatch,
+    a: dict[str, Any],
+    b: dict[str, Any],
+    evidence: tuple[int, int, int],
+    expected: list[tuple[str, str]],
+) -> None:
+    assert _failures(monkeypatch, _imported(**a), _imported(**b), evidence) == expected
+
+
+def test_an_import_beside_a_measured_arm_is_judged_as_an_import(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The measured arm's digests are not compared with the import's nulls; its settings are.
+    assert _failures(monkeypatch, _row(), _imported(), (10, 0, 0), ("model_id", "tool")) == [
+        ("prompt-digests", "capacity/c1: dataset setting num_prompts differs (None vs 10)"),
+        ("concurrency", "capacity/c1: max_concurrency differs (None vs 1)"),
+    ]
+
+
+def test_declared_metadata_is_no_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = _imported(metadata={"kv": "fp8"}), _imported(metadata={"kv": "auto"})
+    assert _failures(monkeypatch, a, b, declared=("metadata.kv",)) == []
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "prompts"),
+    [
+        ({}, {}, ("the input length of each request and the dataset settings the tool "
+                  "recorded (no dataset seed)")),
+        ({"seed": 3}, {}, "the dataset settings, its seed and the input length of each request"),
+        ({}, {"seed": 3}, "the dataset settings, its seed and the input length of each request"),
+    ],
+)  # fmt: skip
+def test_what_an_import_leaves_unchecked(
+    a: dict[str, Any], b: dict[str, Any], prompts: str
+) -> None:
+    assert derive._unchecked([(_imported(**a), _imported(**b))]) == [
+        {"rule": "prompt-digests",
+         "reason": "capacity/c1: prompt identity was not checked by digest (vllm records no "
+                   f"prompts); the prompts were matched on {prompts}"},
+        {"rule": "sampling",
+         "reason": "capacity/c1: sampling parameters were not checked (vllm records no "
+                   "temperature or max_tokens); the output length of each request was compared"},
+    ]  # fmt: skip
+
+
+def test_unchecked_names_both_tools_and_leaves_measured_pairs_alone() -> None:
+    assert derive._unchecked([(_row(), _row())]) == []
+    mixed = derive._unchecked([(_row(), _imported(tool="sglang"))])
+    assert "(sglang records no prompts)" in mixed[0]["reason"]
+    untold = derive._unchecked([(_imported(tool=None), _row())])
+    assert "(the import records no prompts)" in untold[0]["reason"]
+    both = derive._unchecked([(_imported(), _imported(tool="sglang"))])
+    assert "(vllm and sglang records no prompts)" in both[0]["reason"]
+
+
+def test_limitations_of_an_import() -> None:
+    a, b = _imported(), _imported()
+    assert derive._limitations([(a, b)], ("base", "cand")) == [
+        "capacity/c1: cache reuse not measured on base (an imported result)",
+        "capacity/c1: cache reuse not measured on cand (an imported result)",
+        *[entry["reason"] for entry in derive._unchecked([(a, b)])],
+    ]
 
 
 def test_a_cache_gap_of_exactly_the_limit_still_matches(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,9 +344,9 @@ def test_label(a: tuple[int, int], b: tuple[int, int], label: str) -> None:
 def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c2"): (0, 4)})
+    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c2"): (0, 4, 0)})
     pairs = [
-        (_row(artifact=None), _row()),
+        (_row(artifact=None, stage_kind="imported"), _row()),
         (_row(cell="c2"), _row(cell="c2")),
         (_row(cell="c3"), _row(cell="c3")),  # no evidence rows: nothing differs
     ]

@@ -37,7 +37,7 @@ IMPORTED_RUN_COLUMNS = {
     "arm": "VARCHAR",
     "stage": "VARCHAR",
     "cell": "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT)",
-    "source": "STRUCT(tool VARCHAR, version VARCHAR)",
+    "source": "STRUCT(tool VARCHAR, version VARCHAR, settings JSON)",
     "requests": (
         'STRUCT("index" BIGINT, ok BOOLEAN, error_class VARCHAR, prompt_tokens BIGINT, '
         "completion_tokens BIGINT, finish_reason VARCHAR, ttft_ms DOUBLE, first_token_ms DOUBLE, "
@@ -126,6 +126,21 @@ CREATE TABLE cell_settings_loaded (
     seed BIGINT, prefix VARCHAR, status VARCHAR, identity VARCHAR, metrics_available BOOLEAN,
     prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR
 )
+"""
+
+# An imported run's settings as told by its tool, with the tool and its version, are its
+# identity; what an A/B of two imports compares is chosen from them in derive.
+IMPORTED_SETTINGS = """
+INSERT INTO cell_settings_loaded
+SELECT
+    campaign_id, arm, stage, 'imported', cell.id, cell.context_target, cell.concurrency,
+    NULL, len(requests), 0, NULL, NULL, NULL, NULL, NULL, NULL,
+    CAST(json_merge_patch(
+        CASE WHEN json_type(source.settings) = 'OBJECT' THEN source.settings ELSE '{}' END,
+        json_object('tool', source.tool, 'version', source.version)
+    ) AS VARCHAR),
+    NULL, NULL, artifact, sha256
+FROM imported_run_files
 """
 
 REQUESTS_VIEW = """

@@ -1,0 +1,291 @@
+"""An A/B from two imported result files: matched on what imports carry (dataset settings,
+each request's input and output lengths), and saying what could not be checked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from ledger._internal.imports import import_files
+from ledger._internal.jsonio import write_json
+from ledger.derive import derive_into
+from ledger.policy import load_policy
+from ledger.promotion import comparison_failures
+from ledger.schema import read_document
+from tests.conftest import DATA, CliRun, forge_seal, verify_json
+
+REAL = DATA / "realworld"
+VLLM = REAL / "vllm-bench-serve/vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
+SGLANG = REAL / "sglang-bench-serving/sglang-0.5.9-qwen3-8b-c100-output-details.jsonl"
+CAMPAIGN = "2026-12-01-imported-ab"
+VLLM_CELL = "imported/ctx4096-c50"
+SGLANG_CELL = "imported/ctx494-c100"
+
+
+def _vllm_copy(folder: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """The real vLLM file as another run would write it: ``edit`` changes the run."""
+    document = json.loads(VLLM.read_text())
+    edit(document)
+    path = folder / "candidate.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _faster_with_fp8(document: dict[str, Any]) -> None:
+    """The same prompts served 10 % faster, with the flag changed recorded by --metadata."""
+    document["ttfts"] = [t * 0.9 for t in document["ttfts"]]
+    document["itls"] = [[gap * 0.9 for gap in gaps] for gaps in document["itls"]]
+    document["kv_cache_dtype"] = "fp8"  # vLLM writes --metadata values as top-level keys
+    document["date"] = "20260411-101500"
+    # A rerun states its own aggregates; the copy's would disagree with its records.
+    for key in [k for k in document if k.endswith("_ms")]:
+        del document[key]
+
+
+def _campaign(tmp_path: Path, tool: str, baseline: Path, candidate: Path) -> Path:
+    for arm, source in (("base", baseline), ("cand", candidate)):
+        import_files(tool, [source], raw_dir=tmp_path / "raw", campaign=CAMPAIGN, arm=arm)
+    return tmp_path / "raw" / CAMPAIGN
+
+
+def _derived(folder: Path, *differs: str) -> dict[str, Any]:
+    path = derive_into(folder, "base", "cand", differs=differs, replace=True)
+    return read_document(path)
+
+
+def _failures(document: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f["rule"], f["reason"]) for f in document["match_failures"]]
+
+
+def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cli: CliRun) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    status, out, err = cli(
+        "derive", str(folder), "--baseline", "base", "--candidate", "cand",
+        "--differs", "metadata.kv_cache_dtype",
+    )  # fmt: skip
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[1] == "matched"
+    assert lines[2].startswith(
+        f"  not checked, prompt-digests: {VLLM_CELL}: prompt identity was not checked by digest"
+    )
+    assert lines[3].startswith("  not checked, sampling: ")
+    document = read_document(folder / "derived/ab-comparison-base-vs-cand.json")
+    assert document["matched"] is True and document["match_failures"] == []
+    assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
+    assert (
+        f"{VLLM_CELL}: prompt identity was not checked by digest (vllm records no prompts); "
+        "the prompts were matched on the input length of each request and the dataset "
+        "settings the tool recorded (no dataset seed)"
+    ) in document["limitations"]
+    assert (
+        f"{VLLM_CELL}: cache reuse not measured on cand (an imported result)"
+        in (document["limitations"])
+    )
+    assert document["candidate"]["identity"]["metadata"] == {"kv_cache_dtype": "fp8"}
+    (row,) = document["rows"]
+    assert row["n"] == {"baseline": 500, "candidate": 500}
+    e2e = row["metrics"]["e2e_p50_ms"]
+    # The baseline's median end to end, from ttft + sum(itls), is the file's own median E2EL.
+    assert e2e["baseline"] == pytest.approx(json.loads(VLLM.read_text())["median_e2el_ms"], 1e-4)
+    assert e2e["change_percent"] == pytest.approx(-10.0, rel=1e-9)
+    low, high = e2e["change_ci95"]
+    assert low < -10.0 < high
+    decode = row["metrics"]["decode_tok_s_p50"]["change_percent"]
+    assert decode == pytest.approx(100 / 0.9 - 100, rel=1e-9)
+    sources = {s["path"] for s in row["sources"]}
+    assert sources == {"base/imported/ctx4096-c50.json", "cand/imported/ctx4096-c50.json"}
+    status, report = verify_json(cli, folder)
+    assert status == 0, report
+
+
+def test_the_changed_flag_must_be_declared(tmp_path: Path, cli: CliRun) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    status, out, _ = cli("derive", str(folder), "--baseline", "base", "--candidate", "cand")
+    assert status == 0
+    reason = f"{VLLM_CELL}: identities differ in undeclared metadata.kv_cache_dtype"
+    assert out.splitlines()[1:3] == ["not matched (1):", f"  {reason}"]
+    document = read_document(folder / "derived/ab-comparison-base-vs-cand.json")
+    assert document["matched"] is False
+    assert _failures(document) == [("identity", reason)]
+
+
+def _lengths(name: str, positions: tuple[int, ...]) -> Callable[[dict[str, Any]], None]:
+    def edit(document: dict[str, Any]) -> None:
+        for i in positions:
+            document[name][i] += 1
+
+    return edit
+
+
+def _set(**values: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda document: document.update(values)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (_lengths("input_lens", (0, 7, 499)),
+         [("prompt-tokens", f"{VLLM_CELL}: input lengths differ for 3 requests")]),
+        (_lengths("output_lens", (3, 4)),
+         [("controlled-output", f"{VLLM_CELL}: output lengths differ for 2 requests")]),
+        (_set(num_prompts=499),
+         [("prompt-digests", f"{VLLM_CELL}: dataset setting num_prompts differs (500 vs 499)")]),
+        (_set(burstiness=0.5),
+         [("concurrency", f"{VLLM_CELL}: burstiness differs (1.0 vs 0.5)")]),
+        (_set(model_id="/root/models/Qwen3-8B-AWQ"),
+         [("identity", f"{VLLM_CELL}: identities differ in undeclared model_id")]),
+        (_set(backend="vllm"),
+         [("identity", f"{VLLM_CELL}: identities differ in undeclared backend")]),
+        # What only names a run is never compared.
+        (_set(date="20270101-000000", label="candidate"), []),
+    ],
+)  # fmt: skip
+def test_each_rule_alone_breaks_the_match(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], expected: list[tuple[str, str]]
+) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, edit))
+    document = _derived(folder)
+    assert _failures(document) == expected
+    assert document["matched"] is (not expected)
+    assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
+
+
+def test_a_request_on_one_side_only_is_a_length_difference(tmp_path: Path) -> None:
+    def drop_last(document: dict[str, Any]) -> None:
+        for key in ("input_lens", "output_lens", "ttfts", "itls", "start_times",
+                    "generated_texts", "errors"):  # fmt: skip
+            document[key].pop()
+        document["completed"] -= 1
+
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, drop_last))
+    assert _failures(_derived(folder)) == [
+        ("prompt-tokens", f"{VLLM_CELL}: input lengths differ for 1 requests"),
+        ("controlled-output", f"{VLLM_CELL}: output lengths differ for 1 requests"),
+    ]
+
+
+def test_cells_of_other_tags_do_not_pair(tmp_path: Path, cli: CliRun) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _set(tag="rerun")))
+    status, _, err = cli("derive", str(folder), "--baseline", "base", "--candidate", "cand")
+    assert status == 1
+    assert err == (
+        f"error: no cell of 'base' ({VLLM_CELL}) matches a cell of 'cand' "
+        f"({VLLM_CELL}-rerun): cells pair by stage and cell name\n"
+    )
+
+
+def _sglang_copy(folder: Path, name: str, *edits: tuple[str, str]) -> Path:
+    """The first run of the real SGLang file (bare Infinity and all), edited as text."""
+    line = SGLANG.read_bytes().splitlines()[0].decode()
+    for old, new in edits:
+        assert old in line
+        line = line.replace(old, new, 1)
+    path = folder / name
+    path.write_text(line + "\n")
+    return path
+
+
+def test_two_sglang_runs_compare_their_dataset_settings_and_seed(tmp_path: Path) -> None:
+    seeded = ('{"tag": null,', '{"tag": null, "seed": 1,')
+    base = _sglang_copy(tmp_path, "base.jsonl", seeded)
+    same = _sglang_copy(tmp_path, "same.jsonl", seeded)
+    folder = _campaign(tmp_path, "sglang", base, same)
+    document = _derived(folder)
+    assert document["matched"] is True
+    assert document["unchecked"][0]["reason"] == (
+        f"{SGLANG_CELL}: prompt identity was not checked by digest (sglang records no "
+        "prompts); the prompts were matched on the dataset settings, its seed and the input "
+        "length of each request"
+    )
+    assert document["baseline"]["identity"]["version"] == "0.5.9"
+    assert document["baseline"]["identity"]["model_path"] == "/workspace/qwen-3-8b"
+
+    other = tmp_path / "other"
+    other.mkdir()
+    reseeded = _sglang_copy(other, "seed.jsonl", ('{"tag": null,', '{"tag": null, "seed": 2,'))
+    folder = _campaign(other, "sglang", base, reseeded)
+    assert _failures(_derived(folder)) == [
+        ("prompt-digests", f"{SGLANG_CELL}: dataset setting seed differs (1 vs 2)")
+    ]
+
+    ratio = tmp_path / "ratio"
+    ratio.mkdir()
+    wider = _sglang_copy(
+        ratio, "ratio.jsonl", seeded, ('"random_range_ratio": 0.0', '"random_range_ratio": 0.5')
+    )
+    folder = _campaign(ratio, "sglang", base, wider)
+    assert _failures(_derived(folder)) == [
+        (
+            "prompt-digests",
+            f"{SGLANG_CELL}: dataset setting random_range_ratio differs (0.0 vs 0.5)",
+        )
+    ]
+
+
+def test_the_tool_is_part_of_the_identity(tmp_path: Path) -> None:
+    # The same requests told by vLLM's file, and by SGLang's writing the same arrays.
+    document = json.loads(VLLM.read_text())
+    line = {k: v for k, v in document.items() if k not in ("date", "model_id", "tokenizer_id")}
+    line["backend"] = "openai"
+    sglang = tmp_path / "sglang.jsonl"
+    sglang.write_text(json.dumps(line) + "\n")
+    plain = tmp_path / "vllm.json"
+    plain.write_text(json.dumps(line))
+    import_files("vllm", [plain], raw_dir=tmp_path / "raw", campaign=CAMPAIGN, arm="base")
+    import_files("sglang", [sglang], raw_dir=tmp_path / "raw", campaign=CAMPAIGN, arm="cand")
+    document = _derived(tmp_path / "raw" / CAMPAIGN)
+    assert _failures(document) == [
+        ("identity", f"{VLLM_CELL}: identities differ in undeclared tool")
+    ]
+    assert document["unchecked"][0]["reason"].startswith(
+        f"{VLLM_CELL}: prompt identity was not checked by digest (vllm and sglang records"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "pointer"),
+    [
+        (lambda d: d.pop("unchecked"), "/unchecked"),
+        (lambda d: d["unchecked"].pop(), "/unchecked"),
+        (lambda d: d["limitations"].pop(), "/limitations"),
+    ],
+)
+def test_verify_derives_the_imported_ab_again(
+    tmp_path: Path, cli: CliRun, edit: Callable[[dict[str, Any]], None], pointer: str
+) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    path = derive_into(folder, "base", "cand", differs=["metadata.kv_cache_dtype"])
+    document = json.loads(path.read_text())
+    edit(document)
+    write_json(path, document)
+    forge_seal(folder)
+    status, report = verify_json(cli, folder)
+    assert status == 1
+    assert [(f["code"], f["pointer"]) for f in report["findings"]] == [
+        ("derived-mismatch", pointer)
+    ]
+
+
+def test_an_import_s_unchecked_rules_refuse_a_policy_that_enforces_them(tmp_path: Path) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    document = _derived(folder, "metadata.kv_cache_dtype")
+    policy = load_policy()
+    reasons = comparison_failures(document, policy)
+    assert [r.rsplit("; ", 1)[1] for r in reasons] == [
+        "the policy enforces prompt-digests",
+        "the policy enforces sampling",
+    ]
+    lenient = attrs.evolve(policy, matched_ab=attrs.evolve(policy.matched_ab, equal_prompts=False))
+    assert [r.rsplit("; ", 1)[1] for r in comparison_failures(document, lenient)] == [
+        "the policy enforces sampling"
+    ]
+    neither = attrs.evolve(
+        lenient, matched_ab=attrs.evolve(lenient.matched_ab, equal_sampling=False)
+    )
+    assert comparison_failures(document, neither) == []
