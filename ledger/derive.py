@@ -39,6 +39,9 @@ MEDIANS = {
     "e2e_p50_ms": "e2e_ms",
 }
 """Comparison metric -> request column whose median it is."""
+FIRST_TOKEN = {"first_token_p50_ms": "first_token_ms"}
+"""Compared only where an arm has no visible-content TTFT: the tools that imports read time
+the first chunk of any channel, which is what ``first_token_ms`` measures."""
 TOLERANCE = 1e-9
 """Relative tolerance of a recomputed float."""
 CACHE_REUSE_GAP = 0.05
@@ -92,7 +95,7 @@ def _cells(
     table = db.query(
         "SELECT c.campaign_id, c.arm, c.stage, c.cell, c.stage_kind, c.context_target, "
         "c.concurrency, c.thinking, c.n, c.failed, "
-        + ", ".join(f"c.{column}_p50" for column in MEDIANS.values())
+        + ", ".join(f"c.{column}_p50" for column in (*MEDIANS.values(), "first_token_ms"))
         + ", c.throughput_tok_s, c.median_output_tokens, c.actual_prompt_tokens, "
         "c.lengths_not_as_requested, s.controlled_output, s.max_tokens, s.temperature, "
         "s.seed, s.prefix, s.warmup AS warmup_requests, s.identity, s.metrics_available, "
@@ -104,12 +107,25 @@ def _cells(
     )
     found: list[dict[tuple[str, str], dict[str, Any]]] = [{}, {}]
     for row in table.to_json():
-        found[arms.index(row["arm"])][(row["stage"], row["cell"])] = row
+        key = (row["stage"], row["cell"])
+        same = found[arms.index(row["arm"])].get(key)
+        if same is not None:
+            # Their requests would be pooled as one cell's, and either file named its source.
+            raise DeriveError(
+                f"two artifacts hold cell {key[0]}/{key[1]} of arm {row['arm']!r} "
+                f"({', '.join(sorted(str(r['artifact']) for r in (same, row)))}); a cell is "
+                "one artifact"
+            )
+        found[arms.index(row["arm"])][key] = row
     return found
 
 
 def _values(
-    db: Database, campaign: str, arms: tuple[str, str], keys: list[tuple[str, str]]
+    db: Database,
+    campaign: str,
+    arms: tuple[str, str],
+    keys: list[tuple[str, str]],
+    metrics: dict[str, str],
 ) -> dict[tuple[str, int], list[np.ndarray[Any, Any]]]:
     """Per (metric, arm role): each cell's successful measured values (unsorted), in
     ``keys`` order. One scan for every metric and both arms; no per-row Python."""
@@ -121,7 +137,7 @@ def _values(
         "INSERT INTO wanted VALUES (?, ?, ?)", [(i, s, c) for i, (s, c) in enumerate(keys)]
     )
     # NULL as NaN: plain float arrays come back instead of masked ones, much cheaper.
-    columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in MEDIANS.values())
+    columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in metrics.values())
     result = con.execute(
         f"SELECT w.position * 2 + (r.arm = ?)::BIGINT AS grp, {columns} FROM request_rows AS r "
         "JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? AND r.arm IN (?, ?) "
@@ -132,7 +148,7 @@ def _values(
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(2 * len(keys) + 1))
     out: dict[tuple[str, int], list[np.ndarray[Any, Any]]] = {}
-    for column in MEDIANS.values():
+    for column in metrics.values():
         values = np.asarray(result[column], dtype=np.float64)[order]
         for role in (0, 1):
             cells = []
@@ -144,21 +160,26 @@ def _values(
 
 
 def _intervals(
-    db: Database, campaign: str, arms: tuple[str, str], keys: list[tuple[str, str]], seed: int
+    db: Database,
+    campaign: str,
+    arms: tuple[str, str],
+    keys: list[tuple[str, str]],
+    seed: int,
+    metrics: dict[str, str] = MEDIANS,
 ) -> dict[str, list[tuple[float, float] | None]]:
     """Per metric, per row: the bootstrap interval of the change of the median."""
-    groups = _values(db, campaign, arms, keys)
+    groups = _values(db, campaign, arms, keys, metrics)
     # Draws depend only on a cell's size: one draw per distinct size serves every cell and
     # metric of that size; the two arms draw independently.
     positions = []
     for role in (0, 1):
-        sizes = sorted({len(v) for c in MEDIANS.values() for v in groups[(c, role)] if len(v)})
+        sizes = sorted({len(v) for c in metrics.values() for v in groups[(c, role)] if len(v)})
         first, second = bootstrap.median_positions(
             np.array(sizes, dtype=np.int64), seed=bootstrap.seed_for(str(seed), str(role))
         )
         positions.append({size: (first[i], second[i]) for i, size in enumerate(sizes)})
     out: dict[str, list[tuple[float, float] | None]] = {}
-    for metric, column in MEDIANS.items():
+    for metric, column in metrics.items():
         intervals: list[tuple[float, float] | None] = []
         for a, b in zip(groups[(column, 0)], groups[(column, 1)], strict=True):
             if min(len(a), len(b)) < bootstrap.MIN_SAMPLES:
@@ -187,17 +208,19 @@ def _prompt_evidence(
 ) -> dict[tuple[str, str], tuple[int, int, int]]:
     """Per (stage, cell): measured requests whose prompt digest, whose actual prompt token
     count, and whose completion token count differ between the arms (or exist on one side
-    only). Imported results have no digests: their lengths are what can be compared."""
+    only). Imported results have no digests: their lengths are what can be compared, the
+    output's only where the request succeeded on both arms (a failure writes none)."""
+    columns = "stage, cell, request_index, prompt_sha256, prompt_tokens, completion_tokens, ok"
     rows = db.query(
-        "WITH a AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens, "
-        "completion_tokens FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup), "
-        "b AS (SELECT stage, cell, request_index, prompt_sha256, prompt_tokens, "
-        "completion_tokens FROM request_rows WHERE campaign_id = ? AND arm = ? AND NOT warmup) "
+        f"WITH a AS (SELECT {columns} FROM request_rows WHERE campaign_id = ? AND arm = ? "
+        f"AND NOT warmup), b AS (SELECT {columns} FROM request_rows WHERE campaign_id = ? "
+        "AND arm = ? AND NOT warmup) "
         "SELECT coalesce(a.stage, b.stage), coalesce(a.cell, b.cell), "
         "count(*) FILTER (WHERE a.prompt_sha256 IS DISTINCT FROM b.prompt_sha256 "
         "OR a.prompt_sha256 IS NULL), "
         "count(*) FILTER (WHERE a.prompt_tokens IS DISTINCT FROM b.prompt_tokens), "
-        "count(*) FILTER (WHERE a.completion_tokens IS DISTINCT FROM b.completion_tokens) "
+        "count(*) FILTER (WHERE coalesce(a.ok AND b.ok, true) "
+        "AND a.completion_tokens IS DISTINCT FROM b.completion_tokens) "
         "FROM a FULL JOIN b USING (stage, cell, request_index) GROUP BY ALL",
         [campaign, arms[0], campaign, arms[1]],
     ).rows
@@ -227,8 +250,20 @@ IMPORTED_DATASET = (
 )
 """An imported run's settings that choose its prompts: they stand in for digests."""
 IMPORTED_LOAD = ("max_concurrency", "request_rate", "burstiness")
-IMPORTED_NAMES = ("date", "label", "tag", "summary", "aggregate")
-"""Settings that name an imported run or its file, not what it ran: never compared."""
+IMPORTED_NAMES = (
+    "date",
+    "label",
+    "tag",
+    "summary",
+    "aggregate",
+    "server_info.host",
+    "server_info.port",
+    "server_info.nccl_port",
+)
+"""Settings that name an imported run, its file or where its server listened, not what it
+ran: never compared."""
+IMPORTED_GROUPS = ("metadata", "server_info")
+"""Settings that hold one value per key: vLLM's ``--metadata``, SGLang's server flags."""
 
 
 def _imported(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -236,21 +271,39 @@ def _imported(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _differing(a: dict[str, Any], b: dict[str, Any], keys: Sequence[str]) -> list[str]:
-    return [f"{k} differs ({a.get(k)} vs {b.get(k)})" for k in keys if a.get(k) != b.get(k)]
+    # As JSON: 500 and "500" must not read alike, and an absent setting reads as null.
+    return [
+        f"{k} differs ({json.dumps(a.get(k))} vs {json.dumps(b.get(k))})"
+        for k in keys
+        if a.get(k) != b.get(k)
+    ]
+
+
+def _requests(count: int) -> str:
+    return f"{count} request{'' if count == 1 else 's'}"
 
 
 def _imported_identity(settings: dict[str, Any]) -> dict[str, Any]:
     """What an imported run says of the deployment: its settings less those compared
-    apart or that only name it, with ``--metadata`` values as ``metadata.<key>`` so that
-    one can be declared as the difference."""
+    apart or that only name it, with each ``--metadata`` value and server flag as
+    ``metadata.<key>`` or ``server_info.<key>``, so that one can be declared as the
+    difference."""
+    identity: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in IMPORTED_GROUPS and isinstance(value, dict):
+            identity.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            identity[key] = value
     ignored = {*IMPORTED_DATASET, *IMPORTED_LOAD, *IMPORTED_NAMES}
-    identity = {k: v for k, v in settings.items() if k not in ignored and k != "metadata"}
-    metadata = settings.get("metadata")
-    if isinstance(metadata, dict):
-        identity.update({f"metadata.{k}": v for k, v in metadata.items()})
-    elif metadata is not None:
-        identity["metadata"] = metadata
-    return identity
+    return {k: v for k, v in identity.items() if k not in ignored}
+
+
+def _compared(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two identities whose differences must be declared."""
+    ident_a, ident_b = _identity(a), _identity(b)
+    if _imported(a, b):
+        return _imported_identity(ident_a), _imported_identity(ident_b)
+    return ident_a, ident_b
 
 
 def _match_failures(
@@ -280,14 +333,15 @@ def _match_failures(
             for reason in _differing(ident_a, ident_b, IMPORTED_DATASET):
                 fail("prompt-digests", f"{where}: dataset setting {reason}")
             if tokens:
-                fail("prompt-tokens", f"{where}: input lengths differ for {tokens} requests")
+                fail("prompt-tokens", f"{where}: input lengths differ for {_requests(tokens)}")
             if outputs:
-                fail("controlled-output", f"{where}: output lengths differ for {outputs} requests")
+                fail(
+                    "controlled-output", f"{where}: output lengths differ for {_requests(outputs)}"
+                )
             for reason in _differing(a, b, ("concurrency",)) + _differing(
                 ident_a, ident_b, IMPORTED_LOAD
             ):
                 fail("concurrency", f"{where}: {reason}")
-            ident_a, ident_b = _imported_identity(ident_a), _imported_identity(ident_b)
         else:
             if digests:
                 fail("prompt-digests", f"{where}: prompt digests differ for {digests} requests")
@@ -312,6 +366,7 @@ def _match_failures(
                 "cache-state",
                 f"{where}: cache reuse differs (prefix-cache hit rate {rate_a:.3f} vs {rate_b:.3f})",
             )
+        ident_a, ident_b = _compared(a, b)
         undeclared = sorted(
             k
             for k in set(ident_a) | set(ident_b)
@@ -340,25 +395,23 @@ def _unchecked(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[
                 if row.get("stage_kind") == "imported"
             )
         )
-        seeded = any("seed" in _identity(row) for row in (a, b))
+        recorded = [k for k in IMPORTED_DATASET if any(k in _identity(row) for row in (a, b))]
         found.append(
             {
                 "rule": "prompt-digests",
                 "reason": f"{where}: prompt identity was not checked by digest ({tools} "
-                "records no prompts); the prompts were matched on "
-                + (
-                    "the dataset settings, its seed and the input length of each request"
-                    if seeded
-                    else "the input length of each request and the dataset settings the "
-                    "tool recorded (no dataset seed)"
-                ),
+                f"{'record' if ' and ' in tools else 'records'} no prompts); the prompts were "
+                "matched on the input length of each request"
+                + (f" and on {', '.join(recorded)}" if recorded else "")
+                + ("" if "seed" in recorded else " (no dataset seed was recorded)"),
             }
         )
         found.append(
             {
                 "rule": "sampling",
-                "reason": f"{where}: sampling parameters were not checked ({tools} records "
-                "no temperature or max_tokens); the output length of each request was compared",
+                "reason": f"{where}: sampling parameters were not checked ({tools} "
+                f"{'record' if ' and ' in tools else 'records'} no temperature or max_tokens); "
+                "the output length of each request was compared",
             }
         )
     return found
@@ -402,11 +455,17 @@ def derive(
     *,
     kind: str = "ab",
     differs: Sequence[str] = (),
+    check_declared: bool = False,
 ) -> dict[str, Any]:
     """The comparison document (not yet written).
 
+    Args:
+        check_declared: refuse a declared difference that neither arm's identity names
+            (``ledger derive``; a stated comparison is derived again as it declares).
+
     Raises:
-        DeriveError: unknown kind or arm, or no cell both arms ran.
+        DeriveError: unknown kind or arm, no cell both arms ran, or (``check_declared``) a
+            declared difference no identity names.
     """
     if kind not in KINDS:
         raise DeriveError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -429,9 +488,30 @@ def derive(
             f"({named(cells[1])}): cells pair by stage and cell name"
         )
     pairs = [(cells[0][k], cells[1][k]) for k in keys]
-    declared = list(differs) or (["os"] if kind == "os" else [])
+    if check_declared:
+        known = {k for a, b in pairs for ident in _compared(a, b) for k in ident}
+        for key in differs:
+            if key not in known:
+                differing = sorted(
+                    {
+                        k
+                        for a, b in pairs
+                        for ia, ib in [_compared(a, b)]
+                        for k in set(ia) | set(ib)
+                        if ia.get(k) != ib.get(k)
+                    }
+                )
+                raise DeriveError(
+                    f"--differs {key!r}: neither arm's identity has this key (the keys that "
+                    f"differ: {', '.join(differing) or 'none'})"
+                )
+    declared = list(dict.fromkeys(differs)) or (["os"] if kind == "os" else [])
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
-    intervals = _intervals(db, campaign, arms, keys, seed)
+    metrics = dict(MEDIANS)
+    if any(row.get("ttft_ms_p50") is None for pair in pairs for row in pair):
+        # Only then: the draws serve every metric, so one more would move every interval.
+        metrics.update(FIRST_TOKEN)
+    intervals = _intervals(db, campaign, arms, keys, seed, metrics)
     failures = _match_failures(db, campaign, arms, pairs, declared)
     derivation = {
         "tool": "ledger derive",
@@ -456,7 +536,13 @@ def derive(
         matched=not failures,
         match_reasons=[f["reason"] for f in failures],
         match_failures=failures,
-        limitations=_limitations(pairs, arms),
+        limitations=_limitations(pairs, arms)
+        + [
+            f"{stage}/{cell}: only on {arm}, not compared"
+            for arm, mine, theirs in ((baseline, cells[0], cells[1]), (candidate, *cells[::-1]))
+            for stage, cell in mine
+            if (stage, cell) not in theirs
+        ],
         derivation=derivation,
     )
     unchecked = _unchecked(pairs)
@@ -472,13 +558,16 @@ def _metric_values(
     interval: dict[str, tuple[float, float] | None],
 ) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
-    for metric in (*MEDIANS, "throughput_tok_s"):
-        column = f"{MEDIANS[metric]}_p50" if metric in MEDIANS else metric
+    medians = {**MEDIANS, **FIRST_TOKEN}
+    for metric in (*interval, "throughput_tok_s"):
+        column = f"{medians[metric]}_p50" if metric in medians else metric
         va, vb = a.get(column), b.get(column)
         if va is None or vb is None:
             continue
+        if metric in FIRST_TOKEN and None not in (a.get("ttft_ms_p50"), b.get("ttft_ms_p50")):
+            continue
         entry = {names[0]: va, names[1]: vb, "change_percent": _change(va, vb)}
-        if metric in MEDIANS:
+        if metric in medians:
             ci = interval.get(metric)
             entry["change_ci95"] = list(ci) if ci is not None else None
         metrics[metric] = entry
@@ -507,7 +596,7 @@ def _os_document(
     rows = []
     endurance = None
     for index, (a, b) in enumerate(pairs):
-        interval = {m: intervals[m][index] for m in MEDIANS}
+        interval = {m: values[index] for m, values in intervals.items()}
         if a["stage_kind"] == "endurance":
             if (
                 endurance is None
@@ -573,7 +662,7 @@ def _ab_document(
     names = ("baseline", "candidate")
     rows = []
     for index, (a, b) in enumerate(pairs):
-        interval = {m: intervals[m][index] for m in MEDIANS}
+        interval = {m: values[index] for m, values in intervals.items()}
         rows.append(
             {
                 "stage": a["stage"],
@@ -638,7 +727,9 @@ def derive_into(
         raise DeriveError(str(e)) from None
     try:
         campaign = root.resolve().name
-        document = derive(db, campaign, baseline, candidate, kind=kind, differs=differs)
+        document = derive(
+            db, campaign, baseline, candidate, kind=kind, differs=differs, check_declared=True
+        )
     finally:
         db.close()
     name = output_name(kind, baseline, candidate)

@@ -160,12 +160,12 @@ def _imported(**settings: Any) -> dict[str, Any]:
         ({}, {}, (0, 0, 2),
          [("controlled-output", "capacity/c1: output lengths differ for 2 requests")]),
         ({"seed": 1}, {}, (0, 0, 0),
-         [("prompt-digests", "capacity/c1: dataset setting seed differs (1 vs None)")]),
+         [("prompt-digests", "capacity/c1: dataset setting seed differs (1 vs null)")]),
         ({"random_input_len": 1024}, {"random_input_len": 2048}, (0, 0, 0),
          [("prompt-digests",
            "capacity/c1: dataset setting random_input_len differs (1024 vs 2048)")]),
         ({"request_rate": "inf"}, {"request_rate": 4.0}, (0, 0, 0),
-         [("concurrency", "capacity/c1: request_rate differs (inf vs 4.0)")]),
+         [("concurrency", 'capacity/c1: request_rate differs ("inf" vs 4.0)')]),
         ({"max_concurrency": 2}, {}, (0, 0, 0),
          [("concurrency", "capacity/c1: max_concurrency differs (2 vs 1)")]),
         ({"date": "1", "label": "a", "tag": "x", "summary": "s", "aggregate": "g"}, {},
@@ -195,8 +195,8 @@ def test_an_import_beside_a_measured_arm_is_judged_as_an_import(
 ) -> None:
     # The measured arm's digests are not compared with the import's nulls; its settings are.
     assert _failures(monkeypatch, _row(), _imported(), (10, 0, 0), ("model_id", "tool")) == [
-        ("prompt-digests", "capacity/c1: dataset setting num_prompts differs (None vs 10)"),
-        ("concurrency", "capacity/c1: max_concurrency differs (None vs 1)"),
+        ("prompt-digests", "capacity/c1: dataset setting num_prompts differs (null vs 10)"),
+        ("concurrency", "capacity/c1: max_concurrency differs (null vs 1)"),
     ]
 
 
@@ -208,10 +208,11 @@ def test_declared_metadata_is_no_failure(monkeypatch: pytest.MonkeyPatch) -> Non
 @pytest.mark.parametrize(
     ("a", "b", "prompts"),
     [
-        ({}, {}, ("the input length of each request and the dataset settings the tool "
-                  "recorded (no dataset seed)")),
-        ({"seed": 3}, {}, "the dataset settings, its seed and the input length of each request"),
-        ({}, {"seed": 3}, "the dataset settings, its seed and the input length of each request"),
+        ({}, {}, ("the input length of each request and on num_prompts (no dataset seed "
+                  "was recorded)")),
+        ({"seed": 3}, {}, "the input length of each request and on num_prompts, seed"),
+        ({}, {"seed": 3, "random_input_len": 8},
+         "the input length of each request and on num_prompts, random_input_len, seed"),
     ],
 )  # fmt: skip
 def test_what_an_import_leaves_unchecked(
@@ -227,6 +228,14 @@ def test_what_an_import_leaves_unchecked(
     ]  # fmt: skip
 
 
+def test_an_import_that_records_no_dataset_setting_says_so() -> None:
+    bare = _row(stage_kind="imported", identity='{"tool": "vllm"}')
+    (prompts, _) = derive._unchecked([(bare, bare)])
+    assert prompts["reason"].endswith(
+        "matched on the input length of each request (no dataset seed was recorded)"
+    )
+
+
 def test_unchecked_names_both_tools_and_leaves_measured_pairs_alone() -> None:
     assert derive._unchecked([(_row(), _row())]) == []
     mixed = derive._unchecked([(_row(), _imported(tool="sglang"))])
@@ -234,7 +243,8 @@ def test_unchecked_names_both_tools_and_leaves_measured_pairs_alone() -> None:
     untold = derive._unchecked([(_imported(tool=None), _row())])
     assert "(the import records no prompts)" in untold[0]["reason"]
     both = derive._unchecked([(_imported(), _imported(tool="sglang"))])
-    assert "(vllm and sglang records no prompts)" in both[0]["reason"]
+    assert "(vllm and sglang record no prompts)" in both[0]["reason"]
+    assert "(vllm and sglang record no temperature or max_tokens)" in both[1]["reason"]
 
 
 def test_limitations_of_an_import() -> None:

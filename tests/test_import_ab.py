@@ -13,7 +13,7 @@ import pytest
 
 from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
-from ledger.derive import derive_into
+from ledger.derive import DeriveError, derive_into
 from ledger.policy import load_policy
 from ledger.promotion import comparison_failures
 from ledger.schema import read_document
@@ -80,8 +80,8 @@ def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cl
     assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
     assert (
         f"{VLLM_CELL}: prompt identity was not checked by digest (vllm records no prompts); "
-        "the prompts were matched on the input length of each request and the dataset "
-        "settings the tool recorded (no dataset seed)"
+        "the prompts were matched on the input length of each request and on num_prompts (no "
+        "dataset seed was recorded)"
     ) in document["limitations"]
     assert (
         f"{VLLM_CELL}: cache reuse not measured on cand (an imported result)"
@@ -98,6 +98,12 @@ def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cl
     assert low < -10.0 < high
     decode = row["metrics"]["decode_tok_s_p50"]["change_percent"]
     assert decode == pytest.approx(100 / 0.9 - 100, rel=1e-9)
+    # The tools time the first chunk of any channel: compared as such, never as TTFT.
+    assert set(row["metrics"]) == {"decode_tok_s_p50", "e2e_p50_ms", "first_token_p50_ms"}
+    first = row["metrics"]["first_token_p50_ms"]
+    assert first["baseline"] == pytest.approx(json.loads(VLLM.read_text())["median_ttft_ms"])
+    assert first["change_percent"] == pytest.approx(-10.0, rel=1e-9)
+    assert first["change_ci95"] is not None
     sources = {s["path"] for s in row["sources"]}
     assert sources == {"base/imported/ctx4096-c50.json", "cand/imported/ctx4096-c50.json"}
     status, report = verify_json(cli, folder)
@@ -165,8 +171,8 @@ def test_a_request_on_one_side_only_is_a_length_difference(tmp_path: Path) -> No
 
     folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, drop_last))
     assert _failures(_derived(folder)) == [
-        ("prompt-tokens", f"{VLLM_CELL}: input lengths differ for 1 requests"),
-        ("controlled-output", f"{VLLM_CELL}: output lengths differ for 1 requests"),
+        ("prompt-tokens", f"{VLLM_CELL}: input lengths differ for 1 request"),
+        ("controlled-output", f"{VLLM_CELL}: output lengths differ for 1 request"),
     ]
 
 
@@ -200,8 +206,8 @@ def test_two_sglang_runs_compare_their_dataset_settings_and_seed(tmp_path: Path)
     assert document["matched"] is True
     assert document["unchecked"][0]["reason"] == (
         f"{SGLANG_CELL}: prompt identity was not checked by digest (sglang records no "
-        "prompts); the prompts were matched on the dataset settings, its seed and the input "
-        "length of each request"
+        "prompts); the prompts were matched on the input length of each request and on "
+        "dataset_name, random_input_len, random_output_len, random_range_ratio, seed"
     )
     assert document["baseline"]["identity"]["version"] == "0.5.9"
     assert document["baseline"]["identity"]["model_path"] == "/workspace/qwen-3-8b"
@@ -244,7 +250,7 @@ def test_the_tool_is_part_of_the_identity(tmp_path: Path) -> None:
         ("identity", f"{VLLM_CELL}: identities differ in undeclared tool")
     ]
     assert document["unchecked"][0]["reason"].startswith(
-        f"{VLLM_CELL}: prompt identity was not checked by digest (vllm and sglang records"
+        f"{VLLM_CELL}: prompt identity was not checked by digest (vllm and sglang record"
     )
 
 
@@ -289,3 +295,93 @@ def test_an_import_s_unchecked_rules_refuse_a_policy_that_enforces_them(tmp_path
         lenient, matched_ab=attrs.evolve(lenient.matched_ab, equal_sampling=False)
     )
     assert comparison_failures(document, neither) == []
+
+
+def test_failed_requests_are_failures_not_other_output_lengths(tmp_path: Path) -> None:
+    def fail_two(document: dict[str, Any]) -> None:
+        for i in (5, 17):
+            document["errors"][i] = "Bad Request"
+            document["ttfts"][i], document["itls"][i], document["output_lens"][i] = 0.0, [], 0
+        document["completed"], document["failed"] = 498, 2
+
+    document = _derived(_campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, fail_two)))
+    assert _failures(document) == []
+    assert (
+        f"{VLLM_CELL}: 2 of 500 requests failed on cand, excluded from timing statistics"
+        in document["limitations"]
+    )
+
+
+def test_sglang_server_flags_are_its_identity(tmp_path: Path) -> None:
+    base = _sglang_copy(tmp_path, "base.jsonl")
+    fp8 = _sglang_copy(
+        tmp_path,
+        "fp8.jsonl",
+        ('"kv_cache_dtype": "auto"', '"kv_cache_dtype": "fp8_e5m2"'),
+        ('"port": 30000', '"port": 30001'),  # where it listened: never compared
+        ('"last_gen_throughput": ', '"last_gen_throughput": 1'),  # its runtime state: not kept
+    )
+    folder = _campaign(tmp_path, "sglang", base, fp8)
+    reason = f"{SGLANG_CELL}: identities differ in undeclared server_info.kv_cache_dtype"
+    assert _failures(_derived(folder)) == [("identity", reason)]
+    declared = _derived(folder, "server_info.kv_cache_dtype")
+    assert declared["matched"] is True
+    assert declared["candidate"]["identity"]["server_info"]["kv_cache_dtype"] == "fp8_e5m2"
+
+
+def test_cells_on_one_arm_only_are_named(tmp_path: Path) -> None:
+    line = SGLANG.read_bytes().splitlines()[0]
+    tagged = line.replace(b'"tag": null', b'"tag": "warm"')
+    two = tmp_path / "two.jsonl"
+    two.write_bytes(line + b"\n" + tagged + b"\n")
+    folder = _campaign(tmp_path, "sglang", two, _sglang_copy(tmp_path, "one.jsonl"))
+    document = _derived(folder)
+    assert [row["cell"] for row in document["rows"]] == ["ctx494-c100"]
+    assert f"{SGLANG_CELL}-warm: only on base, not compared" in document["limitations"]
+
+
+def test_a_cell_held_by_two_artifacts_is_refused(tmp_path: Path) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    copy = folder / "cand/imported/copy.json"
+    copy.write_bytes((folder / "cand/imported/ctx4096-c50.json").read_bytes())
+    forge_seal(folder)
+    with pytest.raises(DeriveError) as refused:
+        derive_into(folder, "base", "cand", replace=True)
+    assert str(refused.value) == (
+        "two artifacts hold cell imported/ctx4096-c50 of arm 'cand' (cand/imported/copy.json, "
+        "cand/imported/ctx4096-c50.json); a cell is one artifact"
+    )
+
+
+def test_a_declared_difference_must_name_an_identity_key(tmp_path: Path, cli: CliRun) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    for key in ("", "num_prompts", "metadata", "nonexistent.key"):
+        status, _, err = cli(
+            "derive", str(folder), "--baseline", "base", "--candidate", "cand", "--differs", key
+        )
+        assert status == 1
+        assert err == (
+            f"error: --differs {key!r}: neither arm's identity has this key (the keys that "
+            "differ: metadata.kv_cache_dtype)\n"
+        )
+    assert not (folder / "derived").exists()
+    document = _derived(folder, "metadata.kv_cache_dtype", "model_id", "metadata.kv_cache_dtype")
+    assert document["derivation"]["declared_differences"] == [
+        "metadata.kv_cache_dtype",
+        "model_id",
+    ]
+
+
+def test_a_dataset_setting_in_a_vllm_file_is_compared_once(tmp_path: Path) -> None:
+    # vLLM writes --metadata as top-level keys: a seed there is the dataset's, not metadata.
+    def seeded(seed: int) -> Callable[[dict[str, Any]], None]:
+        return _set(seed=seed, dataset_name="random")
+
+    base = tmp_path / "base"
+    base.mkdir()
+    folder = _campaign(
+        tmp_path, "vllm", _vllm_copy(base, seeded(1)), _vllm_copy(tmp_path, seeded(2))
+    )
+    assert _failures(_derived(folder)) == [
+        ("prompt-digests", f"{VLLM_CELL}: dataset setting seed differs (1 vs 2)")
+    ]

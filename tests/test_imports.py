@@ -351,6 +351,9 @@ def test_each_run_of_an_sglang_jsonl_is_a_cell_and_a_line_without_records_is_ref
     tagged_run = read_document(folder / "ctx494-c100-r4p5-run-b-warm.json")
     assert tagged_run["source"]["settings"]["request_rate"] == 4.5
     assert tagged_run["source"]["settings"]["tag"] == "Run B/warm"
+    # A cell is its file's name: two runs of one name would be pooled as one cell.
+    for name in names:
+        assert read_document(folder / name)["cell"]["id"] == name.removesuffix(".json")
     assert verify_json(cli, tmp_path / "2026-11-29-imports")[0] == 0
 
 
@@ -379,6 +382,14 @@ def test_the_run_s_identity_comes_from_the_file_and_never_its_texts(tmp_path: Pa
     ).paths
     sg, vl = read_document(sglang), read_document(vllm)
     assert sg["source"]["version"] == "0.5.9"
+    server = sg["source"]["settings"].pop("server_info")
+    # The server's flags, as SGLang states them; not its runtime state, nor twice.
+    stated = _statement(SGLANG_DETAILED)["server_info"]
+    assert isinstance(stated, dict)
+    assert server == {
+        k: v for k, v in stated.items() if k not in ("model_path", "version", "internal_states")
+    }
+    assert len(server) == 330 and server["kv_cache_dtype"] == "auto" and server["tp_size"] == 4
     assert sg["source"]["settings"] == {
         "backend": "sglang",
         "request_rate": "inf",

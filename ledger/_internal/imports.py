@@ -21,7 +21,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -312,6 +312,11 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             if server.get("model_path"):
                 # A private path, as often as not: publication sanitizes it like any other.
                 parsed.settings["model_path"] = server["model_path"]
+            # The server's flags, what an A/B of two SGLang runs differs in; not its runtime
+            # state (throughput, memory), nor again what is kept above.
+            flags = {k: v for k, v in server.items() if k not in _SERVER_INFO_KEPT_APART}
+            if flags:
+                parsed.settings["server_info"] = flags
             arrays = _arrays(line, name, number)
             ttfts, itls = arrays["ttfts"], arrays["itls"]
             inputs, outputs = arrays["input_lens"], arrays["output_lens"]
@@ -412,6 +417,7 @@ def _vllm_versions(line: dict[str, Any], where: str) -> tuple[dict[str, Any], li
         key: value
         for key, value in line.items()
         if key not in _VLLM_KEYS
+        and key not in _IDENTITY_KEYS
         and key not in _PER_REQUEST
         and not _VLLM_AGGREGATE.fullmatch(key)
         and not isinstance(value, list | dict)
@@ -421,6 +427,7 @@ def _vllm_versions(line: dict[str, Any], where: str) -> tuple[dict[str, Any], li
     return line, notes
 
 
+_SERVER_INFO_KEPT_APART = frozenset({"model_path", "version", "internal_states"})
 _IDENTITY_KEYS = (
     "backend",
     "endpoint_type",
@@ -678,12 +685,9 @@ def import_files(
     written: dict[str, bytes] = {}
     cells: list[ImportedCell] = []
     for run in runs:
-        rel, data = _cell(run, tool, sources, dialect, campaign=campaign, arm=arm, stage=stage)
-        base, copy = rel.removesuffix(".json"), 1
-        while rel in written:
-            # The same settings twice in one file (SGLang appends every run): kept apart.
-            copy += 1
-            rel = f"{base}-run{copy}.json"
+        rel, data = _cell(
+            run, tool, sources, dialect, campaign=campaign, arm=arm, stage=stage, taken=written
+        )
         written[rel] = data
         cells.append(ImportedCell(folder / rel, tuple(run.checks), tuple(run.warnings)))
     for rel in written:
@@ -752,8 +756,10 @@ def _cell(
     campaign: str,
     arm: str,
     stage: str,
+    taken: Collection[str] = (),
 ) -> tuple[str, bytes]:
-    """A run's artifact, named from its context, concurrency, request rate and tag."""
+    """A run's artifact, named from its context, concurrency, request rate and tag; a name
+    already ``taken`` (a path) gets ``-run2``, ``-run3``, in the file and in the cell id."""
     from ledger.schema import document_bytes
 
     definitions = dict(run.definitions)
@@ -779,6 +785,11 @@ def _cell(
     tag = run.settings.get("tag")
     if isinstance(tag, str) and _slug(tag):
         cell_id += f"-{_slug(tag)}"
+    base, copy = cell_id, 1
+    while f"{arm}/{stage}/{cell_id}.json" in taken:
+        # The same settings twice in one file (SGLang appends every run): kept apart.
+        copy += 1
+        cell_id = f"{base}-run{copy}"
     document = {
         "schema": IMPORTED_SCHEMA,
         "campaign_id": campaign,
