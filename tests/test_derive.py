@@ -156,6 +156,7 @@ def test_match_reasons_from_the_data(campaign: Path) -> None:
     db = build([campaign])
     document = derive(db, campaign.name, "windows", "linux", kind="ab")
     assert document["matched"] is False
+    assert "unchecked" not in document  # every rule checked: measured arms, not imports
     assert document["match_reasons"][0].endswith(
         "identities differ in undeclared os, simulated_profile"
     )

@@ -190,6 +190,24 @@ def test_each_match_rule_of_imports(
     assert _failures(monkeypatch, _imported(**a), _imported(**b), evidence) == expected
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["dataset_name", "num_prompts", "random_input_len", "random_output_len", "random_range_ratio",
+     "random_prefix_len", "sharegpt_output_len", "seed"],
+)  # fmt: skip
+def test_every_dataset_setting_is_a_prompt_rule(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    assert _failures(monkeypatch, _imported(**{key: 1}), _imported(**{key: 2})) == [
+        ("prompt-digests", f"capacity/c1: dataset setting {key} differs (1 vs 2)")
+    ]
+
+
+def test_an_import_s_concurrency_is_compared(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = {**_imported(), "concurrency": 2}, _imported()
+    assert _failures(monkeypatch, a, b) == [
+        ("concurrency", "capacity/c1: concurrency differs (2 vs 1)")
+    ]
+
+
 def test_an_import_beside_a_measured_arm_is_judged_as_an_import(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

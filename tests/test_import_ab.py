@@ -13,6 +13,7 @@ import pytest
 
 from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
+from ledger.database import build
 from ledger.derive import DeriveError, derive_into
 from ledger.policy import load_policy
 from ledger.promotion import comparison_failures
@@ -70,12 +71,14 @@ def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cl
     )  # fmt: skip
     assert status == 0, err
     lines = out.splitlines()
-    assert lines[1] == "matched"
-    assert lines[2].startswith(
-        f"  not checked, prompt-digests: {VLLM_CELL}: prompt identity was not checked by digest"
-    )
-    assert lines[3].startswith("  not checked, sampling: ")
     document = read_document(folder / "derived/ab-comparison-base-vs-cand.json")
+    assert lines[1:] == ["matched"] + [
+        f"  not checked, {u['rule']}: {u['reason']}" for u in document["unchecked"]
+    ]
+    assert document["unchecked"][1]["reason"] == (
+        f"{VLLM_CELL}: sampling parameters were not checked (vllm records no temperature or "
+        "max_tokens); the output length of each request was compared"
+    )
     assert document["matched"] is True and document["match_failures"] == []
     assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
     assert (
@@ -186,6 +189,37 @@ def test_cells_of_other_tags_do_not_pair(tmp_path: Path, cli: CliRun) -> None:
     )
 
 
+def test_a_refusal_names_three_cells_of_an_arm_and_counts_the_rest(tmp_path: Path) -> None:
+    line = SGLANG.read_bytes().splitlines()[0]
+    four = tmp_path / "four.jsonl"
+    four.write_bytes(
+        b"\n".join(line.replace(b'"tag": null', f'"tag": "t{i}"'.encode()) for i in range(4))
+    )
+    folder = _campaign(tmp_path, "sglang", four, _sglang_copy(tmp_path, "one.jsonl"))
+    with pytest.raises(DeriveError) as refused:
+        derive_into(folder, "base", "cand")
+    assert str(refused.value) == (
+        f"no cell of 'base' ({SGLANG_CELL}-t0, {SGLANG_CELL}-t1, {SGLANG_CELL}-t2 and 1 more) "
+        f"matches a cell of 'cand' ({SGLANG_CELL}): cells pair by stage and cell name"
+    )
+
+
+def test_the_imported_settings_are_cell_settings(tmp_path: Path) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    db = build([folder])
+    rows = db.query(
+        "SELECT arm, stage, stage_kind, cell, context_target, concurrency, planned_requests, "
+        "warmup, artifact, identity FROM cell_settings ORDER BY arm"
+    ).rows
+    assert [row[:9] for row in rows] == [
+        (arm, "imported", "imported", "ctx4096-c50", 4096, 50, 500, 0,
+         f"{arm}/imported/ctx4096-c50.json")
+        for arm in ("base", "cand")
+    ]  # fmt: skip
+    identity = json.loads(rows[1][9])
+    assert (identity["tool"], identity["metadata"]) == ("vllm", {"kv_cache_dtype": "fp8"})
+
+
 def _sglang_copy(folder: Path, name: str, *edits: tuple[str, str]) -> Path:
     """The first run of the real SGLang file (bare Infinity and all), edited as text."""
     line = SGLANG.read_bytes().splitlines()[0].decode()
@@ -209,6 +243,11 @@ def test_two_sglang_runs_compare_their_dataset_settings_and_seed(tmp_path: Path)
         "prompts); the prompts were matched on the input length of each request and on "
         "dataset_name, random_input_len, random_output_len, random_range_ratio, seed"
     )
+    assert document["unchecked"][1] == {
+        "rule": "sampling",
+        "reason": f"{SGLANG_CELL}: sampling parameters were not checked (sglang records no "
+        "temperature or max_tokens); the output length of each request was compared",
+    }
     assert document["baseline"]["identity"]["version"] == "0.5.9"
     assert document["baseline"]["identity"]["model_path"] == "/workspace/qwen-3-8b"
 
@@ -283,9 +322,9 @@ def test_an_import_s_unchecked_rules_refuse_a_policy_that_enforces_them(tmp_path
     document = _derived(folder, "metadata.kv_cache_dtype")
     policy = load_policy()
     reasons = comparison_failures(document, policy)
-    assert [r.rsplit("; ", 1)[1] for r in reasons] == [
-        "the policy enforces prompt-digests",
-        "the policy enforces sampling",
+    assert reasons == [
+        f"{document['unchecked'][0]['reason']}; the policy enforces prompt-digests",
+        f"{document['unchecked'][1]['reason']}; the policy enforces sampling",
     ]
     lenient = attrs.evolve(policy, matched_ab=attrs.evolve(policy.matched_ab, equal_prompts=False))
     assert [r.rsplit("; ", 1)[1] for r in comparison_failures(document, lenient)] == [
