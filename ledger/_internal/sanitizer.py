@@ -10,16 +10,19 @@ Placeholders are never matched again, so sanitizing twice changes nothing.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import ipaddress
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from ledger._internal.prefilter import Window, lookahead_reach, prefilter_for
 
 CATEGORIES = ("credential", "gpu", "endpoint", "path")
 RULES_FILE = Path(__file__).resolve().parent.parent / "_rules" / "sanitizer-v1.json"
@@ -47,12 +50,24 @@ class Detector:
     non_global: bool = False
     """The match counts only as an IP address outside the public internet: a regex cannot
     tell ``fd00::1`` from ``2001:4860::8888``, nor either from a time of day."""
+    reach: int | None = attrs.field(init=False)
 
-    def finditer(self, text: str, lower: str) -> Iterator[re.Match[str]]:
-        """Matches in ``text`` (``lower`` is ``text.lower()``, computed once per text)."""
+    @reach.default
+    def _reach(self) -> int | None:
+        return lookahead_reach(self.pattern)
+
+    def finditer(
+        self, text: str, lower: str, windows: list[Window] | None = None
+    ) -> Iterator[re.Match[str]]:
+        """Matches in ``text`` (``lower`` is ``text.lower()``, computed once per text), the
+        same whether ``windows`` (where the prefilter says it may match) are given or not."""
         if self.any and not any(literal in lower for literal in self.any):
             return iter(())
-        matches = self.pattern.finditer(text)
+        matches = (
+            self.pattern.finditer(text)
+            if windows is None
+            else _within(self.pattern, text, windows, self.reach)
+        )
         if not self.word_start:
             return matches
         return (
@@ -60,6 +75,30 @@ class Detector:
             for m in matches
             if m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
         )
+
+
+def _within(
+    pattern: re.Pattern[str], text: str, windows: list[Window], reach: int | None
+) -> Iterator[re.Match[str]]:
+    """What ``pattern.finditer(text)`` finds, searching only the windows where every match
+    lies (prefilter.py). Each window is searched as if the text ended ``reach`` characters
+    after it, so that a window without a match costs its own length and not the rest of
+    the text; a match found so is taken only as the match of the whole text at its start,
+    which ``$`` or a lookahead near that false end cannot change."""
+    position = 0
+    for start, end in windows:
+        position = max(position, start)
+        limit = len(text) if reach is None else min(len(text), end + reach)
+        while position < end:
+            candidate = pattern.search(text, position, limit)
+            if candidate is None or candidate.start() >= end:
+                break
+            match = pattern.match(text, candidate.start())
+            if match is None:
+                position = candidate.start() + 1
+                continue
+            yield match
+            position = match.end() if match.end() > match.start() else match.end() + 1
 
 
 def _detector(spec: str | dict[str, Any]) -> Detector:
@@ -88,6 +127,11 @@ class Rules:
     gpu_keys: frozenset[str]
     bare_uuid: re.Pattern[str]
     allowlist: tuple[re.Pattern[str], ...]
+
+    @property
+    def detectors(self) -> tuple[Detector, ...]:
+        """Every detector, in the order :meth:`Sanitizer.detect` runs them."""
+        return (*self.keyed, *(d for c in CATEGORIES for d in self.patterns[c]))
 
 
 def load_rules(path: Path = RULES_FILE) -> Rules:
@@ -126,11 +170,15 @@ def key_words(key: str) -> list[str]:
 class Sanitizer:
     """Detects and redacts; one instance per campaign keeps placeholders stable."""
 
-    def __init__(self, rules: Rules | None = None) -> None:
+    def __init__(self, rules: Rules | None = None, *, prefilter: bool = True) -> None:
+        """``prefilter``: find where detectors may match with Hyperscan first (the hits
+        are the same without it, only slower)."""
         self.rules = rules or load_rules()
         self._placeholders: dict[tuple[str, str], str] = {}
         self._counts: dict[str, int] = {}
         self._memo: dict[tuple[str, str | None], tuple[Hit, ...]] = {}
+        self._keys: dict[str, bool] = {}
+        self._prefilter = prefilter_for(self.rules) if prefilter else None
 
     # -- detection ----------------------------------------------------------------------
 
@@ -176,16 +224,61 @@ class Sanitizer:
     def detect(self, text: str, key: str | None = None) -> list[Hit]:
         """Every redactable span of ``text`` (``key``: the JSON key it stands under)."""
         if len(text) > _MEMO_LONGEST:
-            return list(self._detect(text, key))
+            return list(self._prefiltered(text, key))
         memo = (text, key)
         found = self._memo.get(memo)
         if found is None:
-            found = self._detect(text, key)
+            found = self._prefiltered(text, key)
             if len(self._memo) < _MEMO_LIMIT:
                 self._memo[memo] = found
         return list(found)
 
-    def _detect(self, text: str, key: str | None) -> tuple[Hit, ...]:
+    def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
+        windows = self._prefilter.windows(text) if self._prefilter is not None else None
+        return self._detect(text, key, windows)
+
+    def _keyed(self, key: str | None) -> bool:
+        """Whether the key alone can make a value redactable (a secret's or a GPU's)."""
+        if key is None:
+            return False
+        found = self._keys.get(key)
+        if found is None:
+            found = self._keys[key] = self.secret_key(key) or self._gpu_key(key)
+        return found
+
+    def detect_all(self, items: list[tuple[str, str | None]]) -> list[tuple[Hit, ...]]:
+        """:meth:`detect` of each (text, key), the texts scanned by the prefilter as one."""
+        results: list[tuple[Hit, ...] | None] = [None] * len(items)
+        batch: list[int] = []
+        for index, (text, key) in enumerate(items):
+            found = self._memo.get((text, key)) if len(text) <= _MEMO_LONGEST else None
+            if found is not None:
+                results[index] = found
+            elif self._prefilter is not None and text.isascii():
+                batch.append(index)
+            else:
+                results[index] = tuple(self.detect(text, key))
+        if batch:
+            texts = [items[i][0] for i in batch]
+            # One newline between texts: each then starts a line, as it starts a string.
+            windows = self._prefilter.windows("\n".join(texts)) if self._prefilter else None
+            if windows is None:
+                for i in batch:
+                    results[i] = tuple(self.detect(*items[i]))
+            else:
+                local = _split(windows, texts)
+                for position, i in enumerate(batch):
+                    text, key = items[i]
+                    mine = local.get(position)
+                    found = self._detect(text, key, mine or {}) if mine or self._keyed(key) else ()
+                    if len(text) <= _MEMO_LONGEST and len(self._memo) < _MEMO_LIMIT:
+                        self._memo[(text, key)] = found
+                    results[i] = found
+        return [r if r is not None else () for r in results]
+
+    def _detect(
+        self, text: str, key: str | None, windows: dict[int, list[Window]] | None = None
+    ) -> tuple[Hit, ...]:
         rules = self.rules
         context = key is not None and (self.secret_key(key) or self._gpu_key(key))
         # Short strings and whole public identifiers (digests, request ids) hold nothing.
@@ -210,10 +303,15 @@ class Sanitizer:
         if key is not None and not taken and not plain and text.strip() and self.secret_key(key):
             add("credential", 0, len(text))
         lower = text.lower()
+        index = -1
         for category in CATEGORIES:
             keyed = rules.keyed if category == "credential" else ()
             for detector in (*keyed, *rules.patterns[category]):
-                for match in detector.finditer(text, lower):
+                index += 1
+                where = None if windows is None else windows.get(index)
+                if windows is not None and where is None:
+                    continue  # the prefilter found no place it could match
+                for match in detector.finditer(text, lower, where):
                     group = "secret" if "secret" in detector.pattern.groupindex else 0
                     start, end = match.span(group)
                     if start < 0 or not free(start, end):
@@ -261,7 +359,9 @@ class Sanitizer:
 
     def text(self, text: str, key: str | None = None) -> str:
         """``text`` with every hit replaced by its placeholder."""
-        hits = self.detect(text, key)
+        return self._redact(text, self.detect(text, key))
+
+    def _redact(self, text: str, hits: Sequence[Hit]) -> str:
         if not hits:
             return text
         out = []
@@ -274,19 +374,39 @@ class Sanitizer:
         return "".join(out)
 
     def document(self, value: Any, key: str | None = None) -> Any:
-        """A sanitized copy of a JSON value; keys are sanitized too."""
+        """The JSON value sanitized, keys too (``value`` itself when nothing is redacted).
+        Every string is detected first, all of them scanned by the prefilter as one."""
+        items: list[tuple[str, str | None]] = []
+        _strings(value, key, items)
+        found = self.detect_all(items)
+        if not any(found):
+            return value
+        return self._rebuild(value, key, iter(found))
+
+    def _rebuild(self, value: Any, key: str | None, found: Iterator[tuple[Hit, ...]]) -> Any:
+        # The order of _strings: a key before its value, placeholders numbered as they come.
         if isinstance(value, str):
-            return self.text(value, key)
+            return self._redact(value, next(found))
         if isinstance(value, dict):
-            return {self.text(k): self.document(value[k], k) for k in sorted(value)}
-        if isinstance(value, list):
-            return [self.document(item, key) for item in value]
+            return {
+                self._redact(k, next(found)): self._rebuild(value[k], k, found)
+                for k in sorted(value)
+            }
+        if isinstance(value, list) and not _plain(value):
+            return [self._rebuild(item, key, found) for item in value]
         return value
 
     def scan(
         self, value: Any, pointer: str = "", key: str | None = None
     ) -> Iterator[tuple[str, str]]:
         """(JSON pointer, category) of every remaining hit: the fail-closed check."""
+        items: list[tuple[str, str | None]] = []
+        _strings(value, key, items)
+        if not any(self.detect_all(items)):
+            return iter(())
+        return self._scan(value, pointer, key)
+
+    def _scan(self, value: Any, pointer: str, key: str | None) -> Iterator[tuple[str, str]]:
         if isinstance(value, str):
             for hit in self.detect(value, key):
                 yield pointer, hit.category
@@ -295,10 +415,53 @@ class Sanitizer:
                 escaped = k.replace("~", "~0").replace("/", "~1")
                 for hit in self.detect(k):
                     yield f"{pointer}/{escaped}", f"{hit.category} (in a key)"
-                yield from self.scan(value[k], f"{pointer}/{escaped}", k)
+                yield from self._scan(value[k], f"{pointer}/{escaped}", k)
         elif isinstance(value, list):
             for index, item in enumerate(value):
-                yield from self.scan(item, f"{pointer}/{index}", key)
+                yield from self._scan(item, f"{pointer}/{index}", key)
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _plain(value: list[Any]) -> bool:
+    """Whether a list holds no string, object or list (its exact types: a subclass of str
+    is walked like any string). Number arrays are most of a raw artifact."""
+    return _SCALARS.issuperset(map(type, value))
+
+
+def _strings(value: Any, key: str | None, out: list[tuple[str, str | None]]) -> None:
+    """Every string of a JSON value with the key it stands under, keys themselves too
+    (under no key), in the order :meth:`Sanitizer.document` rebuilds it."""
+    if isinstance(value, str):
+        out.append((value, key))
+    elif isinstance(value, dict):
+        for k in sorted(value):
+            out.append((k, None))
+            _strings(value[k], k, out)
+    elif isinstance(value, list) and not _plain(value):
+        for item in value:
+            _strings(item, key, out)
+
+
+def _split(
+    windows: dict[int, list[Window]], texts: list[str]
+) -> dict[int, dict[int, list[Window]]]:
+    """Windows found in the texts joined by newlines, per text (by position), each in its
+    own offsets; a window across texts is a window in each."""
+    starts = list(itertools.accumulate((len(t) + 1 for t in texts[:-1]), initial=0))
+    out: dict[int, dict[int, list[Window]]] = {}
+    for index, spans in windows.items():
+        for start, end in spans:
+            position = bisect.bisect_right(starts, start) - 1
+            while position < len(texts) and starts[position] < end:
+                offset = starts[position]
+                low = max(start - offset, 0)
+                high = min(end - offset, len(texts[position]))
+                if low < high:
+                    out.setdefault(position, {}).setdefault(index, []).append((low, high))
+                position += 1
+    return out
 
 
 def _plausible_endpoint(value: str) -> bool:

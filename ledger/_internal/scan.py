@@ -181,13 +181,14 @@ def detector() -> Sanitizer:
 
 def _private_text(data: bytes) -> list[Issue]:
     """Detector hits in a public text file, by line (never the value)."""
-    found = []
-    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
-        for hit in detector().detect(line):
-            found.append(
-                Issue("private-data", "", f"line {number}: {hit.category} in a public file")
-            )
-    return found
+    lines = data.decode("utf-8", "replace").split("\n")
+    # Line by line as before; the prefilter scans them as one text (the file itself).
+    hits = detector().detect_all([(line, None) for line in lines])
+    return [
+        Issue("private-data", "", f"line {number}: {hit.category} in a public file")
+        for number, found in enumerate(hits, 1)
+        for hit in found
+    ]
 
 
 def _process_batch(batch: Sequence[FileTask], max_json_bytes: int) -> list[tuple[Any, ...]]:
@@ -224,6 +225,8 @@ def process_files(
     if workers <= 1 or (len(tasks) <= _IN_PROCESS_FILES and sum(sizes) <= _IN_PROCESS_BYTES):
         return [process_file(task, max_json_bytes) for task in tasks]
     batches = list(_batches(tasks, sizes))
+    if any(task.scan_private for task in tasks):
+        detector()  # built once here, before the workers are forked, not once in each
     # fork starts workers in milliseconds and shares the already-built schema validators.
     method = "fork" if sys.platform == "linux" else None
     context = multiprocessing.get_context(method)
