@@ -1,13 +1,18 @@
 """Times `ledger verify` against the hashing floor on the same files, in one run.
 
-Two trees are generated: many small JSON artifacts (default 20,000 of 2-20 KB in 200
+Three trees are generated: many small JSON artifacts (default 20,000 of 2-20 KB in 200
 campaigns, each an os-comparison document that verify parses, schema-validates, structures
-and re-computes) and a few large ones (default 1 GiB in total). For each, the floor is
-Python's hashlib.sha256 over the same files on all cores (OpenSSL's SHA-256); verify's wall
-time is printed beside it as a ratio. Every timing is the best of --repeat runs, after one
-warm-up pass, so both read from the page cache.
+and re-computes); a few large ones (default 1 GiB in total); and a published tree as an
+organisation's evidence repository holds: the four campaigns of ``evidence/`` replicated
+to --published campaigns, each copy with its own id (its comparisons derived again under
+it), published with ``ledger publish`` and its ticket beside the tree. For each, the floor
+is Python's hashlib.sha256 over the same files on all cores (OpenSSL's SHA-256); verify's
+wall time is printed beside it as a ratio, and the whole command's peak memory. Every
+timing is the best of --repeat runs, after one warm-up pass, so both read from the page
+cache.
 
     python benchmarks/verify_bench.py [--small 20000] [--campaigns 200] [--large-mib 1024]
+        [--published 600]
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import hashlib
+import itertools
+import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -130,6 +138,70 @@ def make_large_tree(root: Path, mib: int, files: int = 8) -> int:
     return total
 
 
+EVIDENCE = Path(__file__).resolve().parent.parent / "evidence"
+TICKETS = Path(__file__).resolve().parent.parent / "tickets"
+
+
+def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
+    """``source`` under a new id, every mention of the old one rewritten, sealed as a raw
+    campaign (seal files and signatures left behind: they name the old id)."""
+    from ledger import manifest
+    from ledger.derive import derive_into
+
+    old = source.name
+    new = f"{old}-copy{copy:03d}"
+    target = raw / new
+    skip = {manifest.MANIFEST_NAME, manifest.SUMS_NAME, manifest.STATEMENT_NAME}
+    skip.add(manifest.BUNDLE_NAME)
+    for path in sorted(source.rglob("*")):
+        if path.is_dir() or path.name in skip:
+            continue
+        out = target / path.relative_to(source).as_posix().replace(old, new)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))
+    sealed = manifest.read_manifest(source / manifest.MANIFEST_NAME)
+    manifest.seal(target, withhold=[w.path for w in sealed.withheld], check=False, jobs=1)
+    for derived in sorted((target / "derived").glob("*.json")):
+        # The bootstrap is seeded by the campaign's id: derived again under the new one.
+        derivation = json.loads(derived.read_bytes())["derivation"]
+        derive_into(
+            target,
+            derivation["baseline"],
+            derivation["candidate"],
+            kind=derivation["kind"],
+            differs=derivation["declared_differences"],
+            replace=True,
+        )
+    return target
+
+
+def _publish_copies(job: tuple[Path, int, int]) -> None:
+    from ledger.publish import publish
+
+    root, first, last = job
+    for copy in range(first, last):
+        for source in sorted(p for p in EVIDENCE.iterdir() if p.is_dir()):
+            raw = _copy_campaign(source, root / "raw", copy)
+            publish(raw, root / "tree")
+            for ticket in TICKETS.glob(f"{source.name}*.md"):
+                name = ticket.name.replace(source.name, raw.name)
+                text = ticket.read_bytes().replace(source.name.encode(), raw.name.encode())
+                (root / "tickets" / name).write_bytes(text)
+
+
+def make_published_tree(root: Path, campaigns: int, jobs: int) -> int:
+    """``evidence/`` replicated to ``campaigns`` published campaigns in ``root/tree``,
+    their tickets in ``root/tickets``; returns the tree's bytes."""
+    copies = max(1, campaigns // 4)
+    for folder in ("raw", "tree", "tickets"):
+        (root / folder).mkdir(parents=True)
+    bounds = [copies * i // jobs for i in range(jobs + 1)]
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        list(pool.map(_publish_copies, [(root, a, b) for a, b in itertools.pairwise(bounds)]))
+    shutil.rmtree(root / "raw")
+    return sum(p.stat().st_size for p in (root / "tree").rglob("*") if p.is_file())
+
+
 def _hash_one(path: str) -> str:
     hasher = hashlib.sha256()
     with open(path, "rb", buffering=0) as stream:
@@ -153,19 +225,19 @@ def hashing_floor(root: Path, jobs: int) -> float:
     return time.perf_counter() - started
 
 
-def verify_in_process(root: Path, jobs: int) -> float:
+def verify_in_process(root: Path, jobs: int, tickets: str | None = None) -> float:
     started = time.perf_counter()
-    report = verify_paths([str(root)], jobs=jobs)
+    report = verify_paths([str(root)], jobs=jobs, tickets=tickets)
     elapsed = time.perf_counter() - started
     if not report.ok:
         raise SystemExit(f"verify found errors in the benchmark tree: {report.summary_line()}")
     return elapsed
 
 
-def verify_cli(root: Path, jobs: int) -> float:
+def verify_cli(root: Path, jobs: int, *extra: str) -> float:
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "ledger", "verify", "--jobs", str(jobs), str(root)],
+        [sys.executable, "-m", "ledger", "verify", "--jobs", str(jobs), str(root), *extra],
         capture_output=True,
         check=False,
     )
@@ -184,6 +256,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=20_000, help="small JSON artifacts")
     parser.add_argument("--campaigns", type=int, default=200, help="campaigns of the small tree")
     parser.add_argument("--large-mib", type=int, default=1024, help="size of the large tree")
+    parser.add_argument("--published", type=int, default=600, help="published campaigns")
     parser.add_argument("--repeat", type=int, default=3, help="runs per timing; the best counts")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="cores to use")
     parser.add_argument("--dir", default=None, help="where to generate (default: a temp dir)")
@@ -200,15 +273,27 @@ def main() -> None:
                 4.0,
             ),
             ("large", base / "large", lambda p: make_large_tree(p, args.large_mib), 1.3),
+            (
+                "published",
+                base / "published",
+                lambda p: make_published_tree(p, args.published, args.jobs),
+                4.0,
+            ),
         ]
-        for name, root, make, goal in trees:
-            size = make(root)
+        for name, folder, make, goal in trees:
+            size = make(folder)
+            published = name == "published"
+            root = folder / "tree" if published else folder
+            extra = ("--tickets", str(folder / "tickets")) if published else ()
             files = sum(1 for p in root.rglob("*") if p.is_file())
             hashing_floor(root, args.jobs)  # warm the page cache
             floor = best(lambda r=root: hashing_floor(r, args.jobs), args.repeat)
-            library = best(lambda r=root: verify_in_process(r, args.jobs), args.repeat)
-            command = best(lambda r=root: verify_cli(r, args.jobs), args.repeat)
-            print(f"{name:5} tree: {files} files, {size / 2**20:.0f} MiB")
+            library = best(
+                lambda r=root, e=extra: verify_in_process(r, args.jobs, *e[1:]), args.repeat
+            )
+            command = best(lambda r=root, e=extra: verify_cli(r, args.jobs, *e), args.repeat)
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            print(f"{name} tree: {files} files, {size / 2**20:.0f} MiB")
             print(f"  hashing floor (hashlib, {args.jobs} cores): {floor:7.3f} s")
             print(
                 f"  verify (library call):            {library:7.3f} s  "
@@ -216,9 +301,9 @@ def main() -> None:
             )
             print(
                 f"  ledger verify (whole command):    {command:7.3f} s  "
-                f"ratio {command / floor:5.2f}x"
+                f"ratio {command / floor:5.2f}x  peak memory {peak:,.0f} MiB (of any command so far)"
             )
-            shutil.rmtree(root)
+            shutil.rmtree(folder)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

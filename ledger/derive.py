@@ -27,7 +27,7 @@ from ledger import manifest
 from ledger._internal import bootstrap
 from ledger._internal.findings import Issue
 from ledger._internal.outputs import check_name, refuse_other_content
-from ledger.database import Database, DatabaseError, build
+from ledger.database import Database, DatabaseError, build, insert_rows
 from ledger.errors import Error, UsageError
 from ledger.schema import document_bytes
 
@@ -133,9 +133,7 @@ def _values(
     con.execute(
         "CREATE OR REPLACE TEMP TABLE wanted (position BIGINT, stage VARCHAR, cell VARCHAR)"
     )
-    con.executemany(
-        "INSERT INTO wanted VALUES (?, ?, ?)", [(i, s, c) for i, (s, c) in enumerate(keys)]
-    )
+    insert_rows(con, "wanted", [(i, s, c) for i, (s, c) in enumerate(keys)])
     # NULL as NaN: plain float arrays come back instead of masked ones, much cheaper.
     columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in metrics.values())
     result = con.execute(
@@ -745,14 +743,22 @@ def derive_into(
     return root / name
 
 
-def recompute(folder: Path, document: dict[str, Any]) -> list[Issue]:
+def recompute(
+    folder: Path, document: dict[str, Any], database: Database | None = None
+) -> list[Issue]:
     """Derives ``document`` again from the folder's raw rows; a ``derived-mismatch`` issue
-    names the first differing field."""
+    names the first differing field.
+
+    Args:
+        database: one already built from this folder among others (verify builds one for
+            every campaign it recomputes); its rows are keyed by campaign, and the
+            document's own ``campaign_id`` must be the folder's.
+    """
     derivation = document.get("derivation")
     if not isinstance(derivation, dict):
         return []
     try:
-        db = build([folder])
+        db = build([folder]) if database is None else database
         try:
             fresh = derive(
                 db,
@@ -763,7 +769,8 @@ def recompute(folder: Path, document: dict[str, Any]) -> list[Issue]:
                 differs=list(derivation.get("declared_differences") or ()),
             )
         finally:
-            db.close()
+            if database is None:
+                db.close()
     except (DeriveError, DatabaseError, UsageError) as e:
         return [Issue("derived-mismatch", "/derivation", f"cannot be derived again: {e}")]
     pointer = first_difference(fresh, document)

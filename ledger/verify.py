@@ -18,7 +18,7 @@ import attrs
 from ledger import gate, manifest, promotion, tickets
 from ledger._internal import bundles, jsonio, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
-from ledger.errors import Error, InvalidArtifact, SchemaError, printable
+from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
 from ledger.schema import SchemaId
@@ -215,10 +215,12 @@ def verify_paths(
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     results = scan.process_files(tasks, jobs=jobs, max_json_bytes=max_json_bytes)
     artifacts = 0
+    recompute: list[tuple[_Campaign, scan.FileResult]] = []
     for campaign in campaigns:
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
-        findings.extend(_check_campaign(campaign, mine, policy))
+        findings.extend(_check_campaign(campaign, mine, policy, recompute))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
+    findings.extend(_recompute_all(recompute))
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
@@ -299,8 +301,13 @@ def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | N
 
 
 def _check_campaign(
-    campaign: _Campaign, results: Sequence[scan.FileResult], policy: Policy
+    campaign: _Campaign,
+    results: Sequence[scan.FileResult],
+    policy: Policy,
+    recompute: list[tuple[_Campaign, scan.FileResult]],
 ) -> list[Finding]:
+    """The campaign's findings; the derived comparisons to derive again are added to
+    ``recompute`` (all of them are derived in one database, afterwards)."""
     display = campaign.display
     out: list[Finding] = []
 
@@ -414,8 +421,7 @@ def _check_campaign(
                 resolved = False
                 add(result.rel, problem)
         if resolved and result.references and result.schema in _DERIVED_SCHEMAS:
-            for issue in _recompute(campaign.folder, result):
-                add(result.rel, issue)
+            recompute.append((campaign, result))
         summary = result.summary
         if (
             summary is None
@@ -516,21 +522,54 @@ def _check_statement(
 _DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})
 
 
-def _recompute(folder: Path, result: scan.FileResult) -> list[Issue]:
-    """Derives a comparison again when every source it names is present and intact; with
-    a source withheld only its internal arithmetic (checked per file) applies."""
+def _derived_document(folder: Path, result: scan.FileResult) -> dict[str, Any] | None:
+    """A comparison to derive again: every source it names is present and intact (with a
+    source withheld only its internal arithmetic, checked per file, applies)."""
     if any(CODES[i.code][0] == "error" for i in result.issues):
-        return []
+        return None
     try:
         document = jsonio.read_json(folder / result.rel)
     except (OSError, InvalidArtifact):
-        return []
+        return None
     if not isinstance(document, dict) or "derivation" not in document:
+        return None
+    return document
+
+
+def _recompute_all(recompute: Sequence[tuple[_Campaign, scan.FileResult]]) -> list[Finding]:
+    """Derives every comparison again, from one database of all their campaigns when it
+    builds; otherwise (a campaign that cannot be loaded) each from its own, as alone."""
+    jobs = [
+        (campaign, result, document)
+        for campaign, result in recompute
+        if (document := _derived_document(campaign.folder, result)) is not None
+    ]
+    if not jobs:
         return []
     # Imported here: DuckDB and numpy load only when a derived artifact needs them.
     from ledger import derive
+    from ledger.database import Database, DatabaseError, build
 
-    return derive.recompute(folder, document)
+    folders = list(dict.fromkeys(campaign.folder for campaign, _, _ in jobs))
+    shared: Database | None = None
+    if len(folders) > 1:
+        try:
+            shared = build(folders)
+        except (DatabaseError, UsageError):
+            shared = None
+    findings: list[Finding] = []
+    try:
+        for campaign, result, document in jobs:
+            own = document.get("campaign_id") == campaign.folder.resolve().name
+            issues = derive.recompute(campaign.folder, document, shared if own else None)
+            findings.extend(
+                Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
+                for issue in issues
+            )
+    finally:
+        if shared is not None:
+            shared.close()
+    return findings
 
 
 def _listed_kinds(loaded: Manifest | None) -> list[str]:

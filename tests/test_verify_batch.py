@@ -1,0 +1,103 @@
+"""Verify derives every comparison of a tree in one database: the findings are those of
+deriving each in a database of its own campaign."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger import database, derive, manifest
+from ledger._internal.jsonio import write_json
+from ledger.derive import derive_into
+from ledger.verify import verify_paths
+from tests.conftest import forge_seal
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "evidence" / "2026-11-29-simulated-example"
+
+
+def _copy(root: Path, copy: int) -> Path:
+    """The published example under a new id, its comparison derived again under it."""
+    old, new = EXAMPLE.name, f"{EXAMPLE.name}-copy{copy}"
+    target = root / new
+    for path in sorted(EXAMPLE.rglob("*")):
+        if path.is_dir() or path.name in (*manifest.SEAL_FILES, manifest.BUNDLE_NAME):
+            continue
+        out = target / path.relative_to(EXAMPLE).as_posix().replace(old, new)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))
+    sealed = manifest.read_manifest(EXAMPLE / manifest.MANIFEST_NAME)
+    manifest.seal(target, withhold=[w.path for w in sealed.withheld], check=False, jobs=1)
+    derive_into(target, "baseline", "candidate", differs=["simulated_profile"], replace=True)
+    return target
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tree")
+    for copy in range(3):
+        _copy(root, copy)
+    # One comparison edited and re-sealed: only deriving it again can tell.
+    edited = root / f"{EXAMPLE.name}-copy1" / "derived/ab-comparison-baseline-vs-candidate.json"
+    document = json.loads(edited.read_bytes())
+    metric = document["rows"][0]["metrics"]["e2e_p50_ms"]
+    metric["candidate"] *= 1.01
+    metric["change_percent"] = (metric["candidate"] - metric["baseline"]) / metric["baseline"] * 100
+    write_json(edited, document)
+    forge_seal(edited.parent.parent)
+    return root
+
+
+def _findings(root: Path) -> list[tuple[str, str, str, str]]:
+    report = verify_paths([str(root)], jobs=1)
+    return [(f.path, f.code, f.pointer, f.message) for f in report.findings]
+
+
+def test_one_database_finds_what_one_per_campaign_finds(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[int] = []
+    real = database.build
+
+    def counted(paths: list[Path], **options: object) -> database.Database:
+        built.append(len(paths))
+        return real(paths, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(database, "build", counted)
+    monkeypatch.setattr(derive, "build", counted)
+    batched = _findings(tree)
+    assert built == [3]  # one database for the three campaigns' comparisons
+
+    def alone(paths: list[Path], **options: object) -> database.Database:
+        if len(paths) > 1:
+            raise database.DatabaseError("as if one campaign could not be loaded")
+        built.append(1)
+        return real(paths, **options)  # type: ignore[arg-type]
+
+    built.clear()
+    monkeypatch.setattr(database, "build", alone)
+    monkeypatch.setattr(derive, "build", alone)
+    assert _findings(tree) == batched
+    assert built == [1, 1, 1]  # each derived again in its own
+    mismatches = [f for f in batched if f[1] == "derived-mismatch"]
+    assert [(f[0].split("/")[-3], f[2]) for f in mismatches] == [
+        (f"{EXAMPLE.name}-copy1", "/rows/0/metrics/e2e_p50_ms/candidate")
+    ]
+
+
+def test_a_campaign_the_shared_database_cannot_load_is_derived_alone(tree: Path) -> None:
+    # A comparison naming another campaign: in a database of every campaign it would be
+    # derived from the other one's rows; alone it cannot be derived at all.
+    stray = tree / f"{EXAMPLE.name}-copy2" / "derived/ab-comparison-baseline-vs-candidate.json"
+    saved = stray.read_bytes()
+    try:
+        document = json.loads(saved)
+        document["campaign_id"] = f"{EXAMPLE.name}-copy0"
+        write_json(stray, document)
+        forge_seal(stray.parent.parent)
+        found = [f for f in _findings(tree) if f[0].endswith("copy2/derived/" + stray.name)]
+        assert ("derived-mismatch", "/derivation") in [(f[1], f[2]) for f in found]
+    finally:
+        stray.write_bytes(saved)
+        forge_seal(stray.parent.parent)
