@@ -26,6 +26,7 @@ import numpy as np
 from ledger import manifest
 from ledger._internal import bootstrap
 from ledger._internal.findings import Issue
+from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
 from ledger.database import Database, DatabaseError, build, insert_rows
 from ledger.errors import Error, UsageError
@@ -236,16 +237,7 @@ MATCH_RULES = (
 )
 """What a matched A/B requires, each a rule a promotion policy names."""
 
-IMPORTED_DATASET = (
-    "dataset_name",
-    "num_prompts",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
-    "random_prefix_len",
-    "sharegpt_output_len",
-    "seed",
-)
+IMPORTED_DATASET = DATASET_KEYS
 """An imported run's settings that choose its prompts: they stand in for digests."""
 IMPORTED_LOAD = ("max_concurrency", "request_rate", "burstiness")
 IMPORTED_NAMES = (

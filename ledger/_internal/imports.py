@@ -428,6 +428,18 @@ def _vllm_versions(line: dict[str, Any], where: str) -> tuple[dict[str, Any], li
 
 
 _SERVER_INFO_KEPT_APART = frozenset({"model_path", "version", "internal_states"})
+DATASET_KEYS = (
+    "dataset_name",
+    "num_prompts",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+    "random_prefix_len",
+    "sharegpt_output_len",
+    "seed",
+)
+"""The settings of a run that choose its prompts: an A/B of two imports compares them
+where it cannot compare prompt digests."""
 _IDENTITY_KEYS = (
     "backend",
     "endpoint_type",
@@ -436,17 +448,10 @@ _IDENTITY_KEYS = (
     "tokenizer_id",
     "date",
     "tag",
-    "num_prompts",
     "request_rate",
     "burstiness",
     "max_concurrency",
-    "dataset_name",
-    "random_input_len",
-    "random_output_len",
-    "random_range_ratio",
-    "random_prefix_len",
-    "sharegpt_output_len",
-    "seed",
+    *DATASET_KEYS,
 )
 """What a result line says about the run itself: the imported arm's identity, the dataset
 settings an A/B of two imports compares, concurrency, rate and tag."""
