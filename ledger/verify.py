@@ -559,9 +559,11 @@ def _recompute_all(recompute: Sequence[tuple[_Campaign, scan.FileResult]]) -> li
             shared = None
     findings: list[Finding] = []
     try:
+        # The shared database holds each campaign under its folder's name: build refuses
+        # an artifact whose campaign_id is another's, so a comparison naming another
+        # campaign never finds that one's rows in it (it is derived alone, and fails).
         for campaign, result, document in jobs:
-            own = document.get("campaign_id") == campaign.folder.resolve().name
-            issues = derive.recompute(campaign.folder, document, shared if own else None)
+            issues = derive.recompute(campaign.folder, document, shared)
             findings.extend(
                 Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
                 for issue in issues

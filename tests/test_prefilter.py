@@ -43,6 +43,7 @@ def test_hyperscan_is_installed_where_it_has_wheels() -> None:
         (r"[(?=]a\(?=b", r"[(?=]a\(?=b"),  # in a class, or escaped: no lookaround
         (r"[]a](?=x)", "[]a]"),
         (r"[^]a](?=x)b", "[^]a]b"),
+        (r"[](?=x)]", "[](?=x)]"),  # "]" first in a class is a member: the class goes on
     ],
 )
 def test_what_hyperscan_is_given(pattern: str, expected: str) -> None:
@@ -67,6 +68,7 @@ def test_lookahead_reach(pattern: str, reach: int | None) -> None:
 
 def test_merge_joins_what_overlaps_or_touches() -> None:
     assert merge([(5, 9), (0, 2), (2, 4), (8, 12), (20, 21)]) == [(0, 4), (5, 12), (20, 21)]
+    assert merge([(0, 10), (2, 4)]) == [(0, 10)]
     assert merge([]) == []
 
 
@@ -87,6 +89,33 @@ def test_a_match_near_a_window_s_false_end_is_taken_from_the_whole_text() -> Non
     text = "ab\nab"
     assert [m.span() for m in _within(pattern, text, [(0, 2), (3, 5)], 1)] == [(3, 5)]
     assert [m.span() for m in pattern.finditer(text)] == [(3, 5)]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "windows", "reach"),
+    [
+        ("a(?=bc)", "abc", [(0, 1)], 3),  # the lookahead sees past the window's end
+        ("a", "aa", [(0, 2)], 1),  # matches side by side, none skipped
+    ],
+)
+def test_a_window_finds_what_the_whole_text_finds(
+    pattern: str, text: str, windows: list[tuple[int, int]], reach: int
+) -> None:
+    compiled = re.compile(pattern)
+    assert [m.span() for m in _within(compiled, text, windows, reach)] == [
+        m.span() for m in compiled.finditer(text)
+    ]
+
+
+def test_a_line_start_inside_a_text_is_a_start() -> None:
+    assert Prefilter([re.compile(r"(?m)^ab")]).windows("x\nab") == {0: [(2, 4)]}
+
+
+def test_nothing_redacted_is_the_value_itself_and_is_remembered() -> None:
+    sanitizer = Sanitizer()
+    document = {"a": ["x", 1], "b": "plain words"}
+    assert sanitizer.document(document) is document
+    assert ("plain words", "b") in sanitizer._memo
 
 
 def test_windows_of_joined_texts_go_to_each_text() -> None:

@@ -195,6 +195,33 @@ def test_placeholders_are_stable_idempotent_and_deterministic() -> None:
     assert again.redactions == 0
 
 
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_a_secret_used_as_a_key_leaves_its_value_as_it_was(prefilter: bool) -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX12"
+    sanitizer = Sanitizer(prefilter=prefilter)
+    cleaned = sanitizer.document({key: "key is secret"})
+    assert cleaned == {"<redacted:credential:1>": "key is secret"}
+    assert list(Sanitizer(prefilter=prefilter).scan(cleaned)) == []
+    assert sanitizer.document(cleaned) == cleaned
+    # A key that names a secret in words is still one, placeholder or not.
+    assert sanitizer.document({"api_key <redacted:path:1>": "abc"}) == {
+        "api_key <redacted:path:1>": "<redacted:credential:2>"
+    }
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_what_one_redaction_uncovers_is_redacted_too(prefilter: bool) -> None:
+    # The Google key runs on into the private key's dashes, which the private key takes
+    # first: the key is found once the private key is a placeholder.
+    key = "AIzaSyA1234567890abcdefghijklmnopqrstu1234567"
+    block = "-----BEGIN PRIVATE KEY-----\nMIIabc\n-----END PRIVATE KEY-----"
+    sanitizer = Sanitizer(prefilter=prefilter)
+    cleaned = sanitizer.document({"note": key + block})
+    assert cleaned == {"note": "<redacted:credential:2><redacted:credential:1>"}
+    assert list(sanitizer.scan(cleaned)) == []
+    assert sanitizer.text(key + block) == "<redacted:credential:2><redacted:credential:1>"
+
+
 def test_seed_evidence_is_clean() -> None:
     sanitizer = Sanitizer()
     for path in seed_paths():

@@ -97,7 +97,13 @@ def test_a_campaign_the_shared_database_cannot_load_is_derived_alone(tree: Path)
         write_json(stray, document)
         forge_seal(stray.parent.parent)
         found = [f for f in _findings(tree) if f[0].endswith("copy2/derived/" + stray.name)]
-        assert ("derived-mismatch", "/derivation") in [(f[1], f[2]) for f in found]
+        message = (
+            f"cannot be derived again: {stray}: campaign_id '{EXAMPLE.name}-copy0' but "
+            f"the folder is '{EXAMPLE.name}-copy2' (a copied campaign?); run ledger verify"
+        )
+        assert [(f[1], f[2], f[3]) for f in found if f[1] == "derived-mismatch"] == [
+            ("derived-mismatch", "/derivation", message)
+        ]
     finally:
         stray.write_bytes(saved)
         forge_seal(stray.parent.parent)

@@ -33,6 +33,8 @@ _HEX = re.compile(r"[0-9a-fA-F]")
 _LITERALS = frozenset({"true", "false", "null", "none"})
 _SHORTEST = 3
 """No detector matches fewer characters (``::1``); a secret key's value is checked anyway."""
+_PASSES = 4
+"""Redactions of one text at most: each pass finds what the one before uncovered."""
 _MEMO_LIMIT = 200_000
 _MEMO_LONGEST = 1024
 """Values repeat (finish reasons, flags); whole logs do not, and would only fill memory."""
@@ -182,9 +184,14 @@ class Sanitizer:
 
     # -- detection ----------------------------------------------------------------------
 
+    def _key_words(self, key: str) -> list[str]:
+        # A key redacted to a placeholder names nothing: "<redacted:credential:1>" must not
+        # make the value under it a credential (sanitizing twice would change it).
+        return key_words(self.rules.placeholder.sub(" ", key))
+
     def secret_key(self, key: str) -> bool:
         """Whether a key names a credential (its string value is one, whatever it is)."""
-        words = key_words(key)
+        words = self._key_words(key)
         if not words or words[-1] in self.rules.naming_words:
             return False
         joined = "".join(words)
@@ -195,7 +202,7 @@ class Sanitizer:
         return any(pair in self.rules.secret_pairs for pair in itertools.pairwise(words))
 
     def _gpu_key(self, key: str) -> bool:
-        words = key_words(key)
+        words = self._key_words(key)
         return bool(words) and (
             "_".join(words) in self.rules.gpu_keys or any(w in self.rules.gpu_keys for w in words)
         )
@@ -359,7 +366,18 @@ class Sanitizer:
 
     def text(self, text: str, key: str | None = None) -> str:
         """``text`` with every hit replaced by its placeholder."""
-        return self._redact(text, self.detect(text, key))
+        return self._clean(text, self.detect(text, key), key)
+
+    def _clean(self, text: str, hits: Sequence[Hit], key: str | None) -> str:
+        # A match cut short by an overlapping one (a token running into a private key's
+        # dashes) is found once the other is a placeholder: redacted until none is left,
+        # or the fail-closed rescan refuses what is.
+        for _ in range(_PASSES):
+            if not hits:
+                break
+            text = self._redact(text, hits)
+            hits = self.detect(text, key)
+        return text
 
     def _redact(self, text: str, hits: Sequence[Hit]) -> str:
         if not hits:
@@ -386,10 +404,10 @@ class Sanitizer:
     def _rebuild(self, value: Any, key: str | None, found: Iterator[tuple[Hit, ...]]) -> Any:
         # The order of _strings: a key before its value, placeholders numbered as they come.
         if isinstance(value, str):
-            return self._redact(value, next(found))
+            return self._clean(value, next(found), key)
         if isinstance(value, dict):
             return {
-                self._redact(k, next(found)): self._rebuild(value[k], k, found)
+                self._clean(k, next(found), None): self._rebuild(value[k], k, found)
                 for k in sorted(value)
             }
         if isinstance(value, list) and not _plain(value):
