@@ -1,10 +1,11 @@
-"""Where the sanitizer's detectors can match, found in one pass by Hyperscan.
+"""Where the sanitizer's detectors can match, found by Hyperscan before they run.
 
 Every detector's regex is handed to Hyperscan as a pattern that matches wherever it can
 match and possibly elsewhere: named groups lose their names, a negative lookbehind of one
 character class becomes that class's complement (or the start of a line), and other
-lookarounds are dropped. Hyperscan reports each match's end with its leftmost start, so a
-match of the exact regex lies inside the reported span of the same detector. The spans are
+lookarounds are dropped. One pass tells which detectors may match a text; for each that
+may, a second reports each match's end with its leftmost start, so a match of the exact
+regex lies inside a reported span of the same detector. The spans are
 merged into windows, and the exact regex (Python's ``re``, as before) runs only there: a
 regex that fires nowhere is never run, and one that fires on three lines of a log is run on
 those lines. The result is the exact regex's, not an approximation of it.
