@@ -378,19 +378,17 @@ def _unchecked(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[
         if not _imported(a, b):
             continue
         where = f"{a['stage']}/{a['cell']}"
+        identities = [(_identity(row), row.get("stage_kind") == "imported") for row in (a, b)]
         tools = " and ".join(
-            dict.fromkeys(
-                str(_identity(row).get("tool") or "the import")
-                for row in (a, b)
-                if row.get("stage_kind") == "imported"
-            )
+            dict.fromkeys(str(i.get("tool") or "the import") for i, mine in identities if mine)
         )
-        recorded = [k for k in IMPORTED_DATASET if any(k in _identity(row) for row in (a, b))]
+        record = "record" if " and " in tools else "records"
+        recorded = [k for k in IMPORTED_DATASET if any(k in i for i, _ in identities)]
         found.append(
             {
                 "rule": "prompt-digests",
                 "reason": f"{where}: prompt identity was not checked by digest ({tools} "
-                f"{'record' if ' and ' in tools else 'records'} no prompts); the prompts were "
+                f"{record} no prompts); the prompts were "
                 "matched on the input length of each request"
                 + (f" and on {', '.join(recorded)}" if recorded else "")
                 + ("" if "seed" in recorded else " (no dataset seed was recorded)"),
@@ -400,7 +398,7 @@ def _unchecked(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[
             {
                 "rule": "sampling",
                 "reason": f"{where}: sampling parameters were not checked ({tools} "
-                f"{'record' if ' and ' in tools else 'records'} no temperature or max_tokens); "
+                f"{record} no temperature or max_tokens); "
                 "the output length of each request was compared",
             }
         )
@@ -479,17 +477,12 @@ def derive(
         )
     pairs = [(cells[0][k], cells[1][k]) for k in keys]
     if check_declared:
-        known = {k for a, b in pairs for ident in _compared(a, b) for k in ident}
+        compared = [_compared(a, b) for a, b in pairs]
+        known = {k for identities in compared for ident in identities for k in ident}
         for key in differs:
             if key not in known:
                 differing = sorted(
-                    {
-                        k
-                        for a, b in pairs
-                        for ia, ib in [_compared(a, b)]
-                        for k in set(ia) | set(ib)
-                        if ia.get(k) != ib.get(k)
-                    }
+                    {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
                 )
                 raise DeriveError(
                     f"--differs {key!r}: neither arm's identity has this key (the keys that "

@@ -197,11 +197,17 @@ class Prefilter:
         if self._any is None or not text.isascii():
             return None
         data = text.encode("ascii")
-        fired: set[int] = set()
-        self._any.scan(data, match_event_handler=lambda index, *rest: fired.add(index))
+        fired = self.firing(data)
         if self.count in fired:
             return None
         return {index: self._spans_of(index, data) for index in sorted(fired)}
+
+    def firing(self, data: bytes) -> set[int]:
+        """The indexes of the patterns that may match ``data`` (``count`` itself: it holds
+        a character the two engines read differently)."""
+        fired: set[int] = set()
+        self._any.scan(data, match_event_handler=lambda index, *rest: fired.add(index))
+        return fired
 
 
 def _compiled(expressions: list[bytes], flags: int) -> Any:
