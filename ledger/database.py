@@ -512,7 +512,12 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
         names = [d[0] for d in con.execute(f"SELECT * FROM {table}_loaded LIMIT 0").description]
         for export in sources.exports:
             pattern = (export.resolve() / table / "**" / "*.parquet").as_posix()
-            scan = f"read_parquet({_quote(pattern)}, hive_partitioning=true)"
+            # The partition values are names: left to DuckDB's type guess, an arm named
+            # "2026-1-1" would read back as the date 2026-01-01.
+            scan = (
+                f"read_parquet({_quote(pattern)}, hive_partitioning=true, "
+                "hive_types={'campaign_id': VARCHAR, 'arm': VARCHAR})"
+            )
             present = {d[0] for d in con.execute(f"SELECT * FROM {scan} LIMIT 0").description}
             # An export written before a column existed reads it as NULL.
             columns = [n if n in present else f"NULL AS {n}" for n in names]

@@ -10,10 +10,13 @@ import duckdb
 import pytest
 from generate_verify_assets import cell_run
 
+from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger._internal.outputs import OutputExists
 from ledger.database import build
-from tests.conftest import ROOT, CliRun
+from tests.conftest import DATA, ROOT, CliRun
+
+DATED = "2026-12-01-dated-arm"
 
 REQUEST_COLUMNS = (
     "campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup, ok, "
@@ -194,3 +197,15 @@ def test_db_build_writes_a_file_once(cli: CliRun, tmp_path: Path, two_arm_campai
     status, _, err = cli("db", "build", str(copy), "--db", str(target))
     assert status == 2
     assert "exists" in err
+
+
+def test_an_arm_named_like_a_date_reads_back_from_an_export_as_named(tmp_path: Path) -> None:
+    """Partition values are names: DuckDB's type guess would read the arm "2026-1-1" back as
+    the date 2026-01-01, and every row of that arm would change arm."""
+    source = DATA / "realworld/vllm-bench-serve/vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
+    import_files("vllm", [source], raw_dir=tmp_path / "raw", campaign=DATED, arm="2026-1-1")
+    campaign = tmp_path / "raw" / DATED
+    build([campaign], locked=False).export_parquet(tmp_path / "export")
+    for table in ("requests", "cells"):
+        query = f"SELECT DISTINCT arm FROM {table}"
+        assert build([tmp_path / "export"]).query(query).rows == (("2026-1-1",),)
