@@ -30,18 +30,17 @@ ARMS = ("007", "010")
 # Spark over the export's raw request rows: DuckDB's median and quantile_cont are Spark's
 # exact percentile, both interpolating between the two nearest ranks.
 MEASURED = "FILTER (WHERE ok AND NOT warmup)"
+METRICS = ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s")
+PERCENTILES = ", ".join(
+    f"percentile({m}, {q}) {MEASURED} AS {m}_p{round(q * 100)}"
+    for m in METRICS
+    for q in (0.5, 0.9, 0.99)
+)
 SPARK_CELLS = f"""
 SELECT campaign_id, arm, stage, cell,
        count(*) FILTER (WHERE NOT warmup) AS n,
        count(*) FILTER (WHERE NOT warmup AND NOT ok) AS failed,
-       {
-    ", ".join(
-        f"percentile({m}, 0.5) {MEASURED} AS {m}_p50, "
-        f"percentile({m}, 0.9) {MEASURED} AS {m}_p90, "
-        f"percentile({m}, 0.99) {MEASURED} AS {m}_p99"
-        for m in ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s")
-    )
-},
+       {PERCENTILES},
        percentile(completion_tokens, 0.5) {MEASURED} AS median_output_tokens
 FROM request_rows
 GROUP BY campaign_id, arm, stage, cell
@@ -49,8 +48,7 @@ ORDER BY campaign_id, arm, stage, cell
 """
 COLUMNS = [
     "campaign_id", "arm", "stage", "cell", "n", "failed",
-    *(f"{m}_{p}" for m in ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s")
-      for p in ("p50", "p90", "p99")),
+    *(f"{m}_{p}" for m in METRICS for p in ("p50", "p90", "p99")),
     "median_output_tokens",
 ]  # fmt: skip
 LEDGER_CELLS = f"SELECT {', '.join(COLUMNS)} FROM cells ORDER BY campaign_id, arm, stage, cell"
