@@ -1,0 +1,111 @@
+"""Derived comparisons are pinned byte for byte: the medians and bootstrap intervals of a
+generated campaign must stay what the derivation gave before its data path was rewritten
+(the values moved out of DuckDB as per-cell lists instead of one sorted column).
+
+The campaign is drawn from numpy's legacy ``RandomState`` (streams fixed across numpy
+versions) and written straight into the ledger database's loaded tables. It holds what
+moves an interval: odd and even cells, cells under ``MIN_SAMPLES``, tied values, failed
+requests and warm-ups, an arm without one metric, and (in the second campaign) a cell with
+no visible-content TTFT, which adds the first-token metric to every cell's draws.
+
+``python -m tests.test_derive_golden`` writes the expected file again (only when a change
+of the numbers is intended, and said in the commit).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ledger.database import Database, build, insert_rows
+from ledger.derive import derive
+from ledger.schema import document_bytes
+from tests.conftest import DATA
+
+EXPECTED = DATA / "derive-golden.json"
+CAMPAIGN = "2026-12-01-golden"
+ARMS = ("base", "cand")
+SIZES = (3, 9, 10, 11, 12, 25, 40, 41, 200, 1001)
+
+
+def _rows(rng: np.random.RandomState, arm: str, cell: str, size: int, **opts: Any) -> list[Any]:
+    shift = 1.07 if arm == "cand" else 1.0
+    rows = []
+    for i in range(size + 2):
+        warmup = i < 2
+        ok = bool(rng.random_sample() > 0.05)
+        ttft = float(rng.lognormal(3.0, 0.4)) * shift
+        if opts.get("ties"):
+            ttft = round(ttft / 5) * 5.0
+        if opts.get("no_ttft") and arm == "cand":
+            ttft = None  # type: ignore[assignment]
+        first = float(rng.lognormal(2.9, 0.4)) * shift
+        e2e = float(rng.normal(900.0, 120.0)) * shift
+        decode = None if opts.get("no_decode") and arm == "base" else float(rng.gamma(9.0, 8.0))
+        prefill = float(rng.uniform(1e4, 3e4))
+        rows.append(
+            (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, i, warmup, ok,
+             None if ok else "timeout", 1000, 64, None, "length", True, f"{i:064x}",
+             i * 1_000_000, i * 1_000_000 + int(e2e * 1e6), ttft, first, e2e, decode,
+             prefill, "anvil-ledger", f"{arm}/capacity/{cell}.json", None, None)
+        )  # fmt: skip
+    return rows
+
+
+def _database(no_ttft: bool) -> Database:
+    rng = np.random.RandomState(20261201)
+    db = build([], locked=False)
+    requests, settings = [], []
+    for size in SIZES:
+        for variant in ("", "-ties", "-nodecode"):
+            cell = f"ctx1024-c{size}{variant}-nothink"
+            for arm in ARMS:
+                requests += _rows(
+                    rng, arm, cell, size, ties=variant == "-ties",
+                    no_decode=variant == "-nodecode", no_ttft=no_ttft and size == 41,
+                )  # fmt: skip
+                settings.append(
+                    (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2,
+                     64, True, 0.0, 0, "unique", "complete", "{}", False, None,
+                     f"{arm}/capacity/{cell}.json", "0" * 64)
+                )  # fmt: skip
+    insert_rows(db.connection, "request_rows_loaded", requests)
+    insert_rows(db.connection, "cell_settings_loaded", settings)
+    return db
+
+
+def _documents() -> dict[str, Any]:
+    out = {}
+    for no_ttft in (False, True):
+        db = _database(no_ttft)
+        for kind in ("ab", "os"):
+            document = derive(
+                db, CAMPAIGN, *ARMS, kind=kind, differs=["os"] if kind == "os" else []
+            )
+            out[f"{kind}{'-no-ttft' if no_ttft else ''}"] = json.loads(document_bytes(document))
+        db.close()
+    return out
+
+
+def test_derived_medians_and_intervals_are_byte_identical_to_the_pinned_ones() -> None:
+    expected = json.loads(EXPECTED.read_text())
+    got = _documents()
+    assert sorted(got) == sorted(expected)
+    for name, document in got.items():
+        # Byte for byte: every float as JSON writes it, so its last bit.
+        assert json.dumps(document, sort_keys=True) == json.dumps(expected[name], sort_keys=True)
+    # What the pinned file must exercise, or it pins less than it says.
+    ab = expected["ab"]["rows"]
+    cis = [m.get("change_ci95") for r in ab for m in r["metrics"].values()]
+    assert any(ci is None for ci in cis) and any(ci is not None for ci in cis)
+    assert "first_token_p50_ms" in json.dumps(expected["ab-no-ttft"])
+    assert "first_token_p50_ms" not in json.dumps(expected["ab"])
+
+
+if __name__ == "__main__":
+    Path(EXPECTED).write_text(json.dumps(_documents(), indent=1, sort_keys=True) + "\n")
+    sys.exit(0)
