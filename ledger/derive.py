@@ -137,15 +137,18 @@ def _values(
     insert_rows(con, "wanted", [(i, s, c) for i, (s, c) in enumerate(keys)])
     # NULL as NaN: plain float arrays come back instead of masked ones, much cheaper.
     columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in metrics.values())
+    # numpy's stable sort of 16-bit integers is a radix sort: O(n), where a comparison sort
+    # of 10 million group numbers took a second.
+    kind = "USMALLINT" if 2 * len(keys) <= np.iinfo(np.uint16).max else "BIGINT"
     result = con.execute(
-        f"SELECT w.position * 2 + (r.arm = ?)::BIGINT AS grp, {columns} FROM request_rows AS r "
-        "JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? AND r.arm IN (?, ?) "
-        "AND r.ok AND NOT r.warmup",
+        f"SELECT (w.position * 2 + (r.arm = ?)::BIGINT)::{kind} AS grp, {columns} "
+        "FROM request_rows AS r JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? "
+        "AND r.arm IN (?, ?) AND r.ok AND NOT r.warmup",
         [arms[1], campaign, *arms],
     ).fetchnumpy()
-    group = np.asarray(result["grp"], dtype=np.int64)
+    group = np.asarray(result["grp"])
     order = np.argsort(group, kind="stable")
-    bounds = np.searchsorted(group[order], np.arange(2 * len(keys) + 1))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=2 * len(keys)))))
     out: dict[tuple[str, int], list[np.ndarray[Any, Any]]] = {}
     for column in metrics.values():
         values = np.asarray(result[column], dtype=np.float64)[order]
