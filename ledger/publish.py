@@ -21,8 +21,8 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
-from ledger._internal.documents import find_references
-from ledger._internal.outputs import Changes, OutputExists, is_within, new_folder
+from ledger._internal.documents import find_references, may_reference
+from ledger._internal.outputs import Changes, OutputExists, inside, is_within, new_folder
 from ledger._internal.sanitizer import Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
@@ -47,7 +47,7 @@ class Published:
     redactions: int
 
 
-def _order(documents: dict[str, Any], paths: list[str]) -> list[str]:
+def _order(references: dict[str, list[str]], paths: list[str]) -> list[str]:
     """Children before parents; raises on a reference cycle."""
     done: list[str] = []
     state: dict[str, int] = {}
@@ -60,11 +60,9 @@ def _order(documents: dict[str, Any], paths: list[str]) -> list[str]:
         if mark == 1:
             raise PublishError(f"reference cycle: {' -> '.join((*chain, path))}")
         state[path] = 1
-        document = documents.get(path)
-        if document is not None:
-            for ref in find_references(document):
-                if ref.path in known:
-                    visit(ref.path, (*chain, path))
+        for ref in references.get(path, ()):
+            if ref in known:
+                visit(ref, (*chain, path))
         state[path] = 2
         done.append(path)
 
@@ -138,104 +136,80 @@ def publish(
         raise PublishError(f"{source}: {rel}: {issue.message}")
     rules = load_rules()
     sanitizer = Sanitizer(rules)
-    entries = [e for e in listing.entries if e.rel not in manifest.SEAL_FILES]
-    documents: dict[str, Any] = {}
-    texts: dict[str, str] = {}
-    bundles: dict[str, bytes] = {}
+    entries = {e.rel: e for e in listing.entries if e.rel not in manifest.SEAL_FILES}
+    # Two passes, one file at a time, so memory is that of the largest file, not of the
+    # campaign: the first reads each file for its digest, its kind and its references;
+    # the second, children before parents, sanitizes it and writes it out.
+    kinds: dict[str, str] = {}
+    references: dict[str, list[str]] = {}
     raw_digests: dict[str, str] = {}
-    for entry in entries:
-        named = name_hits(sanitizer, entry.rel)
+    decision_found: Any = None
+    for rel, entry in entries.items():
+        named = name_hits(sanitizer, rel)
         if named:
-            folder = posixpath.dirname(entry.rel)
+            folder = posixpath.dirname(rel)
             raise PublishError(
                 f"{folder + '/' if folder else ''}<a file name>: the name holds a {named[0]}; "
                 "names are published as they are, so rename the file"
             )
         data = Path(entry.path).read_bytes()
-        raw_digests[entry.rel] = sha256_bytes(data)
-        if _is_digest_map(data):
-            raise PublishError(
-                f"{entry.rel}: a private raw-to-public digest map; with the placeholders it "
-                "would confirm guessed redacted values. Move it out of the campaign"
-            )
-        if _is_bundle(entry.rel, data):
-            bundles[entry.rel] = data
-        elif entry.rel.endswith(".json"):
-            try:
-                documents[entry.rel] = jsonio.parse_strict(data)
-            except InvalidArtifact as e:
-                raise PublishError(f"{entry.rel}: {e}") from None
-        else:
-            if len(data) > MAX_TEXT_BYTES:
-                raise PublishError(f"{entry.rel}: larger than {MAX_TEXT_BYTES} bytes")
-            try:
-                texts[entry.rel] = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise PublishError(
-                    f"{entry.rel}: not UTF-8 text; it cannot be sanitized, so it is not "
-                    "published (leave it out of the raw folder or declare it withheld)"
-                ) from None
-    public: dict[str, bytes] = {}
+        raw_digests[rel] = sha256_bytes(data)
+        kinds[rel] = _kind(rel, data)
+        if kinds[rel] == "json":
+            document = _parse(rel, data)
+            if may_reference(data):
+                references[rel] = [ref.path for ref in find_references(document)]
+            if rel == manifest.SUMMARY_NAME:
+                decision_found = _decision(document)
+        elif kinds[rel] == "text":
+            _decode(rel, data)
     digests: dict[str, str] = {}
-    for rel in _order(documents, sorted(raw_digests)):
-        if rel in bundles:
-            # A signature is published as it is: its certificate and log entry are already
-            # public in the transparency log, and a changed byte would break it. It is
-            # still scanned, and refused if a detector fires.
-            data = bundles[rel]
-            hits = sanitizer.detect(data.decode("utf-8", "replace"))
-            if hits:
-                raise PublishError(f"{rel}: {hits[0].category} in a signature bundle")
-        elif rel in documents:
-            cleaned = sanitizer.document(documents[rel])
-            cleaned = _rewrite_references(cleaned, digests)
-            data = jsonio.dumps_deterministic(cleaned)
-            leaks = list(sanitizer.scan(cleaned))
-            if leaks:
-                pointer, category = leaks[0]
-                raise PublishError(f"{rel}#{pointer}: {category} still present after sanitizing")
-        else:
-            text = sanitizer.text(texts[rel])
-            hits = sanitizer.detect(text)
-            if hits:
-                raise PublishError(f"{rel}: {hits[0].category} still present after sanitizing")
-            data = text.encode()
-        public[rel] = data
-        digests[rel] = sha256_bytes(data)
     predicate = {
         "campaign_id": campaign,
-        "decision": decision if decision is not None else _decision(documents),
+        "decision": decision if decision is not None else decision_found,
         "sanitizer": {"version": rules.version, "sha256": rules.sha256},
     }
-    public[intoto.STATEMENT_NAME] = jsonio.dumps_deterministic(intoto.statement([], predicate))
-    private_map = jsonio.dumps_deterministic(
-        {
-            "campaign_id": campaign,
-            "public": str(target),
-            "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-            "artifacts": [
-                {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
-                for rel in sorted(digests)
-            ],
-        }
-    )
+    statement = jsonio.dumps_deterministic(intoto.statement([], predicate))
     map_file = Changes()
-    map_file.put(map_path.parent, map_path.name, private_map, replace=False)
     mapped = False
     try:
         with new_folder(target) as work:
+            for rel in _order(references, sorted(raw_digests)):
+                data = Path(entries[rel].path).read_bytes()
+                if sha256_bytes(data) != raw_digests[rel]:
+                    raise PublishError(f"{rel}: changed while it was being published")
+                linked = {
+                    path: digests[path] for path in references.get(rel, ()) if path in digests
+                }
+                public = _sanitized(sanitizer, rel, kinds[rel], data, linked)
+                destination = inside(work, rel)
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                jsonio.write_atomic(destination, public, replace=False)
+                digests[rel] = sha256_bytes(public)
             raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
             _, seal = manifest.seal_files(
                 work,
-                public,
+                {intoto.STATEMENT_NAME: statement},
                 carried=raw_seal.withheld,
                 reviews=_public_reviews(raw_seal, review),
                 jobs=1,
             )
             changes = Changes()
-            for rel, data in {**public, **seal}.items():
+            for rel, data in {intoto.STATEMENT_NAME: statement, **seal}.items():
                 changes.put(work, rel, data)
             changes.commit()
+            private_map = jsonio.dumps_deterministic(
+                {
+                    "campaign_id": campaign,
+                    "public": str(target),
+                    "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+                    "artifacts": [
+                        {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
+                        for rel in sorted(digests)
+                    ],
+                }
+            )
+            map_file.put(map_path.parent, map_path.name, private_map, replace=False)
             # The private map first: a publication is never in place without it.
             map_file.commit()
             mapped = True
@@ -243,7 +217,69 @@ def publish(
         if mapped:
             map_path.unlink(missing_ok=True)
         raise
-    return Published(target, map_path, len(public) - 1, sanitizer.redactions)
+    return Published(target, map_path, len(digests), sanitizer.redactions)
+
+
+def _kind(rel: str, data: bytes) -> str:
+    """``bundle``, ``json`` or ``text``; refuses a private digest map."""
+    if _is_digest_map(data):
+        raise PublishError(
+            f"{rel}: a private raw-to-public digest map; with the placeholders it "
+            "would confirm guessed redacted values. Move it out of the campaign"
+        )
+    if _is_bundle(rel, data):
+        return "bundle"
+    return "json" if rel.endswith(".json") else "text"
+
+
+def _parse(rel: str, data: bytes) -> Any:
+    try:
+        return jsonio.parse_strict(data)
+    except InvalidArtifact as e:
+        raise PublishError(f"{rel}: {e}") from None
+
+
+def _decode(rel: str, data: bytes) -> str:
+    if len(data) > MAX_TEXT_BYTES:
+        raise PublishError(f"{rel}: larger than {MAX_TEXT_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PublishError(
+            f"{rel}: not UTF-8 text; it cannot be sanitized, so it is not "
+            "published (leave it out of the raw folder or declare it withheld)"
+        ) from None
+
+
+def _sanitized(
+    sanitizer: Sanitizer, rel: str, kind: str, data: bytes, digests: dict[str, str]
+) -> bytes:
+    """The public bytes of one file, rescanned (fail closed); ``digests`` holds the public
+    digests of the files it references (written before it), put in place of their raw
+    ones."""
+    if kind == "bundle":
+        # A signature is published as it is: its certificate and log entry are already
+        # public in the transparency log, and a changed byte would break it. It is still
+        # scanned, and refused if a detector fires.
+        hits = sanitizer.detect(data.decode("utf-8", "replace"))
+        if hits:
+            raise PublishError(f"{rel}: {hits[0].category} in a signature bundle")
+        return data
+    if kind == "json":
+        cleaned = sanitizer.document(_parse(rel, data))
+        if digests:
+            cleaned = _rewrite_references(cleaned, digests)
+        leaks = list(sanitizer.scan(cleaned))
+        if leaks:
+            pointer, category = leaks[0]
+            raise PublishError(f"{rel}#{pointer}: {category} still present after sanitizing")
+        # Parsed strictly and changed only in its strings: no NaN or Infinity to look for.
+        return jsonio.dumps_parsed(cleaned)
+    text = sanitizer.text(_decode(rel, data))
+    hits = sanitizer.detect(text)
+    if hits:
+        raise PublishError(f"{rel}: {hits[0].category} still present after sanitizing")
+    return text.encode()
 
 
 def _public_reviews(sealed: Manifest, review: Review | None) -> list[Review]:

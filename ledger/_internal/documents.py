@@ -139,6 +139,13 @@ def check_ab_comparison(comparison: dict[str, Any]) -> list[Issue]:
     return found
 
 
+def may_reference(data: bytes) -> bool:
+    """Whether a JSON text can hold a ``{path, sha256}`` object: only if it spells the key
+    ``"sha256"``, or escapes a character (and could spell it another way). A cheap filter
+    that spares walking documents that cannot hold a reference."""
+    return b'"sha256"' in data or b"\\u" in data
+
+
 def find_references(document: Any) -> list[FoundReference]:
     """Returns every ``{path, sha256}`` object in a document, in document order."""
     found: list[FoundReference] = []

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from ledger._internal.documents import FoundReference, check_document
+from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger._internal.sanitizer import Sanitizer
@@ -151,9 +151,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
         except InvalidArtifact as e:
             issues.append(Issue(e.code, e.pointer, str(e)))
         else:
-            # A key may be spelled with \u escapes; only text with neither cannot hold one.
-            may_reference = b'"sha256"' in data or b"\\u" in data
-            document = check_document(parsed, may_reference=may_reference)
+            document = check_document(parsed, may_reference=may_reference(data))
             issues.extend(document.issues)
             if task.scan_private:
                 issues.extend(
