@@ -30,6 +30,7 @@ import attrs
 import orjson
 
 from ledger import __version__, manifest
+from ledger._internal.arrivals import lateness
 from ledger._internal.outputs import OutputExists
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.hashing import sha256_file
@@ -564,7 +565,7 @@ class CampaignRun:
             max_words=self.context_limits.get(arm.name, MAX_CONTEXT_TARGET),
         )
         prompts = []
-        for index in range(stage.warmup + stage.requests):
+        for index in range(stage.warmup + stage.measured(cell)):
             messages = self._messages(calibration, cell, index)
             prompts.append(
                 {
@@ -657,7 +658,7 @@ class CampaignRun:
         if arm.simulated is not None:
             identity["simulated_profile"] = arm.simulated.to_json()
         calibration = entry["calibration"]
-        return {
+        document: dict[str, Any] = {
             "schema": CELL_SCHEMA,
             "campaign_id": self.plan.campaign_id,
             "arm": arm.name,
@@ -667,7 +668,7 @@ class CampaignRun:
                 "context_target": cell.context_target,
                 "concurrency": cell.concurrency,
                 "thinking": cell.thinking,
-                "requests": stage.requests,
+                "requests": stage.measured(cell),
                 "warmup": stage.warmup,
                 "max_tokens": stage.max_tokens,
                 "controlled_output": stage.controlled_output,
@@ -699,6 +700,14 @@ class CampaignRun:
             "metrics": run.metrics or None,
             "requests": list(run.records),
         }
+        arrivals = stage.arrivals(cell)
+        if arrivals is not None:
+            document["cell"]["arrival"] = {
+                **arrivals.to_json(),
+                "start_ns": run.schedule_start_ns or 0,
+                "lateness": lateness(run.records),
+            }
+        return document
 
 
 def _evidence_line(document: dict[str, Any]) -> str:

@@ -507,17 +507,23 @@ class EndpointClient:
             parsed = None
         return status, parsed
 
-    async def chat(self, body: dict[str, Any], *, origin_ns: int) -> RequestRecord:
+    def chat_request(self, body: dict[str, Any]) -> httpx.Request:
+        """The streaming request of :meth:`chat`, built ahead (an open-loop sender builds
+        it before the request is due, so serialising it is not part of its lateness)."""
+        payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
+        return self._client.build_request(
+            "POST", self.base_url + "/chat/completions", content=payload
+        )
+
+    async def chat(self, body: dict[str, Any] | httpx.Request, *, origin_ns: int) -> RequestRecord:
         """Streams one chat completion; never raises for anything the server does.
 
         Args:
-            body: the request, without ``stream``/``stream_options`` (set here).
+            body: the request, without ``stream``/``stream_options`` (set here), or one
+                built by :meth:`chat_request`.
             origin_ns: ``time.perf_counter_ns()`` that record times are relative to.
         """
-        payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
-        request = self._client.build_request(
-            "POST", self.base_url + "/chat/completions", content=payload
-        )
+        request = body if isinstance(body, httpx.Request) else self.chat_request(body)
         deadlines = self.deadlines
         loop = asyncio.get_running_loop()
         started = loop.time()

@@ -8,6 +8,7 @@ environment variable that holds it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from ledger._internal.arrivals import PROCESSES, Arrivals, offsets_ns
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -22,7 +24,7 @@ from runners.tomlfile import read_toml
 from runners.workload import PREFIX_MODES
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
-STAGE_KINDS = ("capacity", "endurance")
+STAGE_KINDS = ("capacity", "endurance", "load")
 FUNCTIONAL_KINDS = (
     "preflight",
     "thinking-control",
@@ -56,6 +58,8 @@ DEFAULT_THINKING = {
 template argument)."""
 DEFAULT_RESERVE_MIB = 3072
 MAX_REQUESTS = 1_000_000
+MAX_RATE = 100_000.0
+"""Requests per second a load cell may ask for: beyond what one client process sends."""
 """Requests per cell: a million at 1 ms each is already a quarter of an hour."""
 MAX_CONCURRENCY = 10_000
 """Requests in flight at once: each holds a connection and a task."""
@@ -69,39 +73,78 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @attrs.frozen
 class Cell:
-    """One workload point: context target x concurrency x thinking mode."""
+    """One workload point: context target x concurrency (or, open-loop, arrival rate) x
+    thinking mode."""
 
     context_target: int
     concurrency: int
     thinking: bool
+    rate: float | None = None
+    """Requests per second of a load stage's cell: sent on a schedule, not by workers."""
 
     @property
     def id(self) -> str:
-        """``ctx4096-c1-nothink``: the cell's file name without ``.json``."""
+        """``ctx4096-c1-nothink`` (``ctx4096-r2_5-nothink`` at 2.5 requests/s): the cell's
+        file name without ``.json``."""
         mode = "think" if self.thinking else "nothink"
-        return f"ctx{self.context_target}-c{self.concurrency}-{mode}"
+        load = f"c{self.concurrency}" if self.rate is None else f"r{rate_name(self.rate)}"
+        return f"ctx{self.context_target}-{load}-{mode}"
+
+
+def rate_name(rate: float) -> str:
+    """A rate as a cell name spells it: 200 -> ``200``, 2.5 -> ``2_5``."""
+    text = f"{rate:.6f}".rstrip("0").rstrip(".")
+    return text.replace(".", "_")
 
 
 @attrs.frozen
 class Stage:
-    """A capacity or endurance stage."""
+    """A capacity, endurance or load stage."""
 
     name: str
     kind: str
     cells: tuple[Cell, ...]
-    requests: int
+    requests: int | None
+    """Measured requests per cell; None in a load stage scheduled by ``duration_s``."""
     max_tokens: int
     controlled_output: bool
     warmup: int
     temperature: float
     seed: int
+    arrival: dict[str, Any] | None = None
+    """A load stage's arrivals: process, burstiness, duration_s, requests, max_in_flight."""
+
+    def arrivals(self, cell: Cell) -> Arrivals | None:
+        """The open-loop schedule settings of a load cell; None for a closed-loop one."""
+        if self.arrival is None or cell.rate is None:
+            return None
+        return Arrivals(rate=cell.rate, seed=self.seed, **self.arrival)
+
+    def measured(self, cell: Cell) -> int:
+        """How many measured requests the cell sends."""
+        arrivals = self.arrivals(cell)
+        if arrivals is not None:
+            return len(offsets_ns(arrivals, cell.id))
+        assert self.requests is not None  # set for every closed-loop stage
+        return self.requests
 
     def to_json(self) -> dict[str, Any]:
         """As recorded in ``run-plan.json``."""
-        return {
+        cells = []
+        for c in self.cells:
+            cell: dict[str, Any] = {
+                "context_target": c.context_target,
+                "concurrency": c.concurrency,
+                "thinking": c.thinking,
+                "id": c.id,
+            }
+            if c.rate is not None:
+                cell["rate"] = c.rate
+            cells.append(cell)
+        out: dict[str, Any] = {
             "name": self.name,
             "kind": self.kind,
-            "cells": [attrs.asdict(c) | {"id": c.id} for c in self.cells],
+            "cells": cells,
             "requests": self.requests,
             "max_tokens": self.max_tokens,
             "controlled_output": self.controlled_output,
@@ -109,6 +152,9 @@ class Stage:
             "temperature": self.temperature,
             "seed": self.seed,
         }
+        if self.arrival is not None:
+            out["arrival"] = dict(self.arrival)
+        return out
 
 
 @attrs.frozen
@@ -459,6 +505,8 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     if kind in EVIDENCE_KINDS:
         return _evidence_stage(reader, kind)
     name = reader.name("name") if "name" in reader.table else kind
+    if kind == "load":
+        return _load_stage(reader, name, seed)
     if kind == "capacity":
         key = "context_targets"
         targets = reader.int_list(key)
@@ -501,6 +549,89 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     return Stage(
         name, kind, cells, requests, max_tokens, controlled, warmup, temperature, stage_seed
     )
+
+
+def _sampling(reader: _Reader, seed: int) -> tuple[int, bool, int, float, int]:
+    """max_tokens, controlled_output, warmup, temperature and seed of a workload stage."""
+    max_tokens = reader.positive("max_tokens")
+    if max_tokens > MAX_CONTEXT_TARGET:
+        raise reader.error(
+            "max_tokens", f"{max_tokens} is more than {MAX_CONTEXT_TARGET:,}; a typo?"
+        )
+    controlled = reader.get("controlled_output", (bool,), False, "true or false")
+    warmup = reader.get("warmup", (int,), 0, "a whole number")
+    if not 0 <= warmup <= MAX_REQUESTS:
+        raise reader.error("warmup", f"must be 0 to {MAX_REQUESTS:,}, got {warmup}")
+    temperature = float(reader.get("temperature", (int, float), 0.0, "a number"))
+    if not 0 <= temperature <= 2:
+        raise reader.error("temperature", f"must be between 0 and 2, got {temperature}")
+    stage_seed = reader.get("seed", (int,), seed, "a whole number")
+    return max_tokens, controlled, warmup, temperature, stage_seed
+
+
+def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
+    """An open-loop stage: one cell per rate, each sending on a schedule from the seed."""
+    target = reader.positive("context_target")
+    if target > MAX_CONTEXT_TARGET:
+        raise reader.error(
+            "context_target", f"{target} tokens is beyond any serving context window"
+        )
+    value = reader.get("rate", (int, float, list), what="requests per second or a list of them")
+    rates = value if isinstance(value, list) else [value]
+    if not rates or not all(
+        type(r) in (int, float) and math.isfinite(r) and 0 < r <= MAX_RATE for r in rates
+    ):
+        raise reader.error(
+            "rate", f"expected requests per second in (0, {MAX_RATE:,}], got {value!r}"
+        )
+    process = reader.get("arrival", (str,), "poisson", "poisson, constant or gamma")
+    if process not in PROCESSES:
+        raise reader.error("arrival", f"expected one of {', '.join(PROCESSES)}, got {process!r}")
+    burstiness = float(reader.get("burstiness", (int, float), 1.0, "a number"))
+    if "burstiness" in reader.table and process != "gamma":
+        raise reader.error("burstiness", f"only a gamma arrival has a burstiness, not {process}")
+    if not (math.isfinite(burstiness) and burstiness > 0):
+        raise reader.error("burstiness", f"must be above 0, got {burstiness}")
+    requests = reader.get("requests", (int,), None, "a whole number")
+    duration = reader.get("duration_s", (int, float), None, "seconds")
+    if (requests is None) == (duration is None):
+        raise reader.error("requests", "a load stage sets requests or duration_s, one of them")
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise reader.error("requests", f"must be 1 to {MAX_REQUESTS:,}, got {requests}")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise reader.error("duration_s", f"must be above 0, got {duration}")
+    in_flight = reader.get("max_in_flight", (int,), None, "a whole number")
+    if in_flight is not None and not 1 <= in_flight <= MAX_CONCURRENCY:
+        raise reader.error("max_in_flight", f"must be 1 to {MAX_CONCURRENCY:,}, got {in_flight}")
+    thinking = reader.bool_list("thinking", False)
+    max_tokens, controlled, warmup, temperature, stage_seed = _sampling(reader, seed)
+    reader.finish()
+    arrival = {
+        "process": process,
+        "burstiness": burstiness,
+        "duration_s": None if duration is None else float(duration),
+        "requests": requests,
+        "max_in_flight": in_flight,
+    }
+    # The cap on requests in flight is the cell's concurrency: what the concurrency rule
+    # of a matched A/B compares. Without one, the client's own ceiling.
+    cells = tuple(
+        Cell(target, in_flight or MAX_CONCURRENCY, th, float(r))
+        for r in dict.fromkeys(rates)
+        for th in thinking
+    )
+    if len({c.id for c in cells}) < len(cells):
+        raise reader.error("rate", f"two rates spell the same cell name: {value!r}")
+    stage = Stage(
+        name, "load", cells, requests, max_tokens, controlled, warmup, temperature, stage_seed,
+        arrival,
+    )  # fmt: skip
+    for cell in cells:
+        try:
+            stage.measured(cell)
+        except ValueError as e:
+            raise reader.error("rate", f"{cell.id}: {e}") from None
+    return stage
 
 
 def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(".")) -> Plan:

@@ -1,20 +1,26 @@
-"""Running one cell of a capacity or endurance stage.
+"""Running one cell of a capacity, endurance or load stage.
 
 Warm-up requests go first, one at a time, and are recorded with ``warmup: true`` so that
-statistics can leave them out. The measured requests then run closed-loop: ``concurrency``
-workers each send their next request as soon as the previous one ends. The server's
-counters are scraped just before the measured requests and just after them.
+statistics can leave them out. The measured requests then run closed-loop (capacity,
+endurance: ``concurrency`` workers each send their next request as soon as the previous
+one ends) or open-loop (load: each request is due at its time on a schedule computed up
+front, sent then whatever the others are doing, and recorded with that due time, so a
+late sender shows as lateness instead of hiding the queueing a user would have seen). The
+server's counters are scraped just before the measured requests and just after them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import httpx
 
+from ledger._internal.arrivals import offsets_ns
 from runners.client import EndpointClient
 from runners.metrics import prefix_cache_delta, scrape
 from runners.plan import Arm, Cell, Stage
@@ -67,6 +73,13 @@ class CellRun:
     origin_ns: int
     records: list[dict[str, Any]] = attrs.Factory(list)
     metrics: dict[str, Any] = attrs.Factory(dict)
+    schedule_start_ns: int | None = None
+    """Where an open-loop schedule's offset 0 lies on the cell clock."""
+
+
+SPIN_NS = 1_200_000
+"""An open-loop sender sleeps until this close to a due time, then yields to the event
+loop until it comes: the loop's timers wake up to a millisecond late."""
 
 
 async def run_cell(
@@ -80,15 +93,20 @@ async def run_cell(
 ) -> None:
     """Sends every prompt of the cell; appends a record per request to ``run.records``."""
 
-    async def one(prompt: Prompt) -> None:
-        body = request_body(arm, stage, cell, prompt.messages)
-        outcome = await client.chat(body, origin_ns=run.origin_ns)
+    def prepared(prompt: Prompt) -> httpx.Request:
+        return client.chat_request(request_body(arm, stage, cell, prompt.messages))
+
+    async def one(prompt: Prompt, scheduled_ns: int | None = None) -> None:
+        request = prepared(prompt) if scheduled_ns is None else prepared_requests.pop(prompt.index)
+        outcome = await client.chat(request, origin_ns=run.origin_ns)
         record: dict[str, Any] = {
             "index": prompt.index,
             "warmup": prompt.warmup,
             "prompt_sha256": prompt.sha256,
             **outcome.to_json(),
         }
+        if scheduled_ns is not None:
+            record["scheduled_ns"] = scheduled_ns
         record["output_as_requested"] = output_as_requested(record, stage)
         run.records.append(record)
         on_record(record)
@@ -97,16 +115,81 @@ async def run_cell(
         await one(prompt)
     before = await scrape(client)
     queue = [p for p in prompts if not p.warmup]
-    queue.reverse()
+    arrivals = stage.arrivals(cell)
+    prepared_requests: dict[int, httpx.Request] = {}
+    if arrivals is not None:
 
-    async def worker() -> None:
-        while queue:
-            await one(queue.pop())
+        def prepare(prompt: Prompt) -> None:
+            prepared_requests[prompt.index] = prepared(prompt)
 
-    await asyncio.gather(*(worker() for _ in range(min(cell.concurrency, len(queue)))))
+        offsets = offsets_ns(arrivals, cell.id)
+        await _open_loop(queue, offsets, arrivals.max_in_flight, run, prepare, one)
+    else:
+        queue.reverse()
+
+        async def worker() -> None:
+            while queue:
+                await one(queue.pop())
+
+        await asyncio.gather(*(worker() for _ in range(min(cell.concurrency, len(queue)))))
     after = await scrape(client)
     run.metrics = metrics_record(before, after)
     run.records.sort(key=lambda r: (not r["warmup"], r["index"]))
+
+
+async def _open_loop(
+    prompts: list[Prompt],
+    offsets: list[int],
+    max_in_flight: int | None,
+    run: CellRun,
+    prepare: Callable[[Prompt], None],
+    one: Callable[[Prompt, int], Awaitable[None]],
+) -> None:
+    """Sends each prompt at its due time, on its own task. A request due while
+    ``max_in_flight`` are outstanding waits for a slot and is sent late, never dropped.
+
+    Each request is built before it is due, and the garbage collector is paused while the
+    schedule runs: a collection of a busy client's objects stops the event loop for tens
+    of milliseconds, and every request due meanwhile would go out late."""
+    slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+    # The first request is due a few milliseconds from now, so it is not late by
+    # construction.
+    start = time.perf_counter_ns() + SPIN_NS
+    run.schedule_start_ns = start - run.origin_ns
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def send(prompt: Prompt, due: int) -> None:
+        try:
+            await one(prompt, due - run.origin_ns)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for prompt, offset in zip(prompts, offsets, strict=True):
+            due = start + offset
+            prepare(prompt)
+            wait = due - time.perf_counter_ns()
+            if wait > SPIN_NS:
+                await asyncio.sleep((wait - SPIN_NS) / 1e9)
+            while time.perf_counter_ns() < due:
+                await asyncio.sleep(0)
+            if slots is not None:
+                await slots.acquire()
+            task = asyncio.create_task(send(prompt, due))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def metrics_record(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:
