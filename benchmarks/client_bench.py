@@ -15,7 +15,14 @@ Each client runs --requests requests at concurrency 1 and 64; the figure is even
 second of wall time, best of --repeat rounds (clients interleaved in every round), and the
 client's CPU microseconds per event. The ratio anvil / reference is the goal (>= 0.9x).
 
+Then the open loop: a load cell (Poisson arrivals, ``runners.stages.run_cell`` as ``ledger
+run`` sends one) of --open-seconds at each rate of a doubling ladder, against a server that
+answers 16 chunks, and the sender's lateness against the schedule at each (p50, p99, max;
+lateness is due time to request written). The row: the highest rate one process sustains
+with lateness p99 at most 1 ms (the goal), and the rate it achieved there.
+
     python benchmarks/client_bench.py [--events 2000] [--requests 20] [--repeat 3]
+        [--open-seconds 5]
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -34,8 +42,11 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport
 
+from ledger._internal.arrivals import lateness
 from runners.client import Deadlines, EndpointClient
+from runners.plan import parse_plan
 from runners.sse import SSEParser
+from runners.stages import CellRun, Prompt, new_origin, run_cell
 
 SERVER = r"""
 import asyncio, json, socket, sys
@@ -202,20 +213,88 @@ def measure(client: Client, url: str, concurrency: int, requests: int) -> tuple[
     return events / wall, cpu / events * 1e6
 
 
+OPEN_LOOP_PLAN = """
+campaign_id = "2026-12-01-client-bench"
+[[arms]]
+name = "bench"
+base_url = "{url}"
+model = "bench"
+[[stages]]
+kind = "load"
+context_target = 16
+rate = {rate}
+duration_s = {seconds}
+max_tokens = 16
+"""
+
+
+def open_loop(url: str, rate: float, seconds: float) -> tuple[float, dict[str, float]]:
+    """(achieved requests per second, lateness) of one load cell at ``rate``."""
+    plan = parse_plan(tomllib.loads(OPEN_LOOP_PLAN.format(url=url, rate=rate, seconds=seconds)))
+    arm, stage = plan.arms[0], plan.stages[0]
+    cell = stage.cells[0]
+    prompts = [
+        Prompt(i, False, [{"role": "user", "content": "hi"}], "0" * 64)
+        for i in range(stage.measured(cell))
+    ]
+    run = CellRun(new_origin())
+
+    async def go() -> None:
+        async with EndpointClient(url, concurrency=cell.concurrency) as client:
+            await run_cell(client, arm, stage, cell, prompts, run, lambda record: None)
+
+    asyncio.run(go())
+    sent = sorted(r["sent_ns"] for r in run.records)
+    return (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9), lateness(run.records)
+
+
+def _server(events: int) -> tuple[subprocess.Popen[bytes], str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(sock.fileno()), str(events)],
+        pass_fds=(sock.fileno(),),
+    )
+    return process, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+def main_open_loop(seconds: float) -> None:
+    server, url = _server(16)
+    try:
+        time.sleep(0.5)
+        print(f"open loop, Poisson, {seconds:g} s per rate, 16 chunks per response:")
+        sustained = None
+        for rate in (25, 50, 100, 200, 400, 800, 1600):
+            achieved, late = open_loop(url, float(rate), seconds)
+            ok = late["p99_ms"] <= 1.0
+            print(
+                f"  {rate:>5} req/s: achieved {achieved:7.1f} req/s, lateness p50 "
+                f"{late['p50_ms']:.3f} ms, p99 {late['p99_ms']:.3f} ms, max "
+                f"{late['max_ms']:.3f} ms{'' if ok else '  (p99 over 1 ms)'}"
+            )
+            if ok:
+                sustained = (rate, achieved)
+        if sustained is None:
+            print("open loop: no rate of the ladder kept lateness p99 at 1 ms or less (goal)")
+        else:
+            print(
+                f"open loop: {sustained[0]} req/s sustained with lateness p99 <= 1 ms "
+                f"(achieved {sustained[1]:.1f} req/s)"
+            )
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="chunks per response")
     parser.add_argument("--requests", type=int, default=20, help="requests at concurrency 1")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--open-seconds", type=float, default=5.0)
     args = parser.parse_args()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(sock.fileno()), str(args.events)],
-        pass_fds=(sock.fileno(),),
-    )
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    server, url = _server(args.events)
     try:
         time.sleep(0.5)
         print(f"{args.events} events per response, one write each; best of {args.repeat}")
@@ -235,6 +314,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
+    main_open_loop(args.open_seconds)
 
 
 if __name__ == "__main__":

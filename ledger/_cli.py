@@ -332,7 +332,14 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from ledger._internal.outputs import is_within
     from ledger.database import build
+    from ledger.errors import UsageError
+
+    for source in args.sources:
+        if is_within(args.parquet, source):
+            # Files a sealed campaign does not list would break its seal.
+            raise UsageError(f"{args.parquet}: the export would be written inside {source}")
 
     # Unlocked: the export's own COPY statements write the folder; no user SQL runs here.
     database = build(args.sources, locked=False)

@@ -48,6 +48,8 @@ TOLERANCE = 1e-9
 CACHE_REUSE_GAP = 0.05
 """Prefix-cache hit rates further apart than this make two cells' cache reuse differ."""
 DERIVED_FOLDER = "derived"
+RADIX_GROUPS = int(np.iinfo(np.uint16).max)
+"""The most (cell, arm) groups whose numbers fit the 16 bits of a radix sort."""
 
 
 class DeriveError(Error):
@@ -139,7 +141,7 @@ def _values(
     columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in metrics.values())
     # numpy's stable sort of 16-bit integers is a radix sort: O(n), where a comparison sort
     # of 10 million group numbers took a second.
-    kind = "USMALLINT" if 2 * len(keys) <= np.iinfo(np.uint16).max else "BIGINT"
+    kind = "USMALLINT" if 2 * len(keys) <= RADIX_GROUPS else "BIGINT"
     result = con.execute(
         f"SELECT (w.position * 2 + (r.arm = ?)::BIGINT)::{kind} AS grp, {columns} "
         "FROM request_rows AS r JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? "

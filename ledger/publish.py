@@ -13,7 +13,6 @@ raw digests would let anyone confirm a guessed redacted value.
 
 from __future__ import annotations
 
-import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
 from ledger._internal.documents import find_references, may_reference
 from ledger._internal.outputs import Changes, OutputExists, inside, is_within, new_folder
-from ledger._internal.sanitizer import Sanitizer, load_rules
+from ledger._internal.sanitizer import KeyCollision, Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
 from ledger.models import Manifest, Review, ReviewedChange
@@ -147,16 +146,19 @@ def publish(
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
         if named:
-            folder = posixpath.dirname(rel)
+            # The path as it is, less the names that hold what the message must not show.
+            shown = "/".join(
+                "<a name>" if sanitizer.detect(part) else part for part in rel.split("/")
+            )
             raise PublishError(
-                f"{folder + '/' if folder else ''}<a file name>: the name holds a {named[0]}; "
-                "names are published as they are, so rename the file"
+                f"{shown}: a name holds a {named[0]}; names are published as they are, so "
+                "rename the file or folder"
             )
         data = Path(entry.path).read_bytes()
         raw_digests[rel] = sha256_bytes(data)
         kinds[rel] = _kind(rel, data)
         if kinds[rel] == "json":
-            document = _parse(rel, data)
+            document = _parse(sanitizer, rel, data)
             if may_reference(data):
                 references[rel] = [ref.path for ref in find_references(document)]
             if rel == manifest.SUMMARY_NAME:
@@ -232,11 +234,12 @@ def _kind(rel: str, data: bytes) -> str:
     return "json" if rel.endswith(".json") else "text"
 
 
-def _parse(rel: str, data: bytes) -> Any:
+def _parse(sanitizer: Sanitizer, rel: str, data: bytes) -> Any:
     try:
         return jsonio.parse_strict(data)
     except InvalidArtifact as e:
-        raise PublishError(f"{rel}: {e}") from None
+        # The parser quotes what it refused (a duplicate key): not a secret's way out.
+        raise PublishError(f"{rel}: {sanitizer.text(str(e))}") from None
 
 
 def _decode(rel: str, data: bytes) -> str:
@@ -266,7 +269,10 @@ def _sanitized(
             raise PublishError(f"{rel}: {hits[0].category} in a signature bundle")
         return data
     if kind == "json":
-        cleaned = sanitizer.document(_parse(rel, data))
+        try:
+            cleaned = sanitizer.document(_parse(sanitizer, rel, data))
+        except KeyCollision as e:
+            raise PublishError(f"{rel}#{e.pointer}: {e}") from None
         if digests:
             cleaned = _rewrite_references(cleaned, digests)
         leaks = list(sanitizer.scan(cleaned))
@@ -319,8 +325,8 @@ def _is_bundle(rel: str, data: bytes) -> bool:
     return isinstance(media, str) and media.startswith("application/vnd.dev.sigstore.bundle")
 
 
-def _decision(documents: dict[str, Any]) -> Any:
-    summary = documents.get(manifest.SUMMARY_NAME)
+def _decision(summary: Any) -> Any:
+    """The decision a campaign's summary states, for the statement's predicate."""
     if isinstance(summary, dict) and isinstance(summary.get("decision"), dict):
         return summary["decision"]
     return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from generate_verify_assets import cell_run
+from generate_verify_assets import cell_run, load_cell_run
 
 from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
@@ -21,7 +21,8 @@ DATED = "2026-12-01-dated-arm"
 REQUEST_COLUMNS = (
     "campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup, ok, "
     "error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms, first_token_ms, "
-    "e2e_ms, decode_tok_s, effective_prefill_tok_s, server_prompt_ms, server_decode_tok_s"
+    "e2e_ms, decode_tok_s, effective_prefill_tok_s, server_prompt_ms, server_decode_tok_s, "
+    "lateness_ms, ttft_from_schedule_ms, e2e_from_schedule_ms"
 ).split(", ")
 
 
@@ -209,3 +210,45 @@ def test_an_arm_named_like_a_date_reads_back_from_an_export_as_named(tmp_path: P
     for table in ("requests", "cells"):
         query = f"SELECT DISTINCT arm FROM {table}"
         assert build([tmp_path / "export"]).query(query).rows == (("2026-1-1",),)
+
+
+def test_an_export_inside_a_campaign_it_reads_is_refused(
+    tmp_path: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    """Files the campaign's seal does not list would break it."""
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    before = sorted(p.relative_to(campaign) for p in campaign.rglob("*"))
+    status, _, err = cli("export", "--from", str(campaign), "--parquet", str(campaign / "x"))
+    assert status == 2
+    assert err.strip() == f"error: {campaign / 'x'}: the export would be written inside {campaign}"
+    assert sorted(p.relative_to(campaign) for p in campaign.rglob("*")) == before
+
+
+def test_an_open_loop_cell_s_lateness_and_latency_from_its_due_times(tmp_path: Path) -> None:
+    """Each request of the asset's load cell was sent 0.1, 0.2 and 0.3 ms after it was due:
+    latency from the due time is latency from the send plus that."""
+    document = load_cell_run()
+    db = build([_campaign_with(tmp_path, document)])
+    rows = db.query("SELECT * FROM requests ORDER BY request_index").to_json()
+    assert [r["lateness_ms"] for r in rows] == pytest.approx([0.1, 0.2, 0.3])
+    for row in rows:
+        assert row["ttft_from_schedule_ms"] == pytest.approx(row["ttft_ms"] + row["lateness_ms"])
+        assert row["e2e_from_schedule_ms"] == pytest.approx(row["e2e_ms"] + row["lateness_ms"])
+    cell = db.query("SELECT * FROM cells").to_json()[0]
+    assert cell["lateness_ms_p50"] == pytest.approx(0.2)
+    assert cell["lateness_ms_p99"] == pytest.approx(0.2 + 0.98 * 0.1)
+    assert cell["lateness_ms_max"] == pytest.approx(0.3)
+    assert cell["limited_by_client"] is False
+    sent = [r["sent_ns"] for r in document["requests"]]
+    assert cell["achieved_rate_rps"] == pytest.approx(2 / ((sent[-1] - sent[0]) / 1e9))
+    assert cell["e2e_from_schedule_ms_p50"] == pytest.approx(
+        sorted(r["e2e_from_schedule_ms"] for r in rows)[1]
+    )
+    # A closed-loop cell was never due: none of it applies.
+    (tmp_path / "closed").mkdir()
+    closed = build([_campaign_with(tmp_path / "closed", cell_run())]).query("SELECT * FROM cells")
+    row = closed.to_json()[0]
+    assert (row["lateness_ms_p99"], row["limited_by_client"], row["achieved_rate_rps"]) == (
+        None, None, None,
+    )  # fmt: skip

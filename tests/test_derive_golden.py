@@ -8,8 +8,9 @@ moves an interval: odd and even cells, cells under ``MIN_SAMPLES``, tied values,
 requests and warm-ups, an arm without one metric, and (in the second campaign) a cell with
 no visible-content TTFT, which adds the first-token metric to every cell's draws.
 
-``python -m tests.test_derive_golden`` writes the expected file again (only when a change
-of the numbers is intended, and said in the commit).
+``python -m tests.test_derive_golden`` writes the expected file (tests/assets/) again: only
+when a change of the numbers is intended, and said in the commit. It was written by the
+derivation as it stood before its values moved out of DuckDB as per-cell lists.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from ledger import derive as derive_module
 from ledger.database import Database, build, insert_rows
 from ledger.derive import derive
 from ledger.schema import document_bytes
-from tests.conftest import DATA
+from tests.conftest import ASSETS
 
-EXPECTED = DATA / "derive-golden.json"
+EXPECTED = ASSETS / "derive-golden.json"
 CAMPAIGN = "2026-12-01-golden"
 ARMS = ("base", "cand")
 SIZES = (3, 9, 10, 11, 12, 25, 40, 41, 200, 1001)
@@ -51,7 +54,7 @@ def _rows(rng: np.random.RandomState, arm: str, cell: str, size: int, **opts: An
             (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, i, warmup, ok,
              None if ok else "timeout", 1000, 64, None, "length", True, f"{i:064x}",
              i * 1_000_000, i * 1_000_000 + int(e2e * 1e6), ttft, first, e2e, decode,
-             prefill, "anvil-ledger", f"{arm}/capacity/{cell}.json", None, None)
+             prefill, "anvil-ledger", f"{arm}/capacity/{cell}.json", None, None, None)
         )  # fmt: skip
     return rows
 
@@ -109,3 +112,42 @@ def test_derived_medians_and_intervals_are_byte_identical_to_the_pinned_ones() -
 if __name__ == "__main__":
     Path(EXPECTED).write_text(json.dumps(_documents(), indent=1, sort_keys=True) + "\n")
     sys.exit(0)
+
+
+def test_a_last_cell_without_successes_and_wide_group_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last (cell, arm) group may be empty (every request failed), and past 65,535
+    groups the group numbers are 64-bit: neither changes what is derived."""
+    db = _database(False)
+    last = max(f"ctx1024-c{size}{v}-nothink" for size in SIZES for v in ("", "-ties", "-nodecode"))
+    db.connection.execute(
+        "UPDATE request_rows_loaded SET ok = false, error_class = 'timeout' "
+        "WHERE arm = 'cand' AND cell = ?",
+        [last],
+    )
+    narrow = derive(db, CAMPAIGN, *ARMS)
+    row = next(r for r in narrow["rows"] if r["cell"] == last)
+    assert row["failed"]["candidate"] == row["n"]["candidate"] > 0
+    assert all(m.get("change_ci95") is None for m in row["metrics"].values())
+    monkeypatch.setattr(derive_module, "RADIX_GROUPS", 0)
+    assert derive(db, CAMPAIGN, *ARMS) == narrow
+
+
+def test_more_groups_than_sixteen_bits_number() -> None:
+    """33,000 cells on two arms are 66,000 (cell, arm) groups: numbered in 64 bits, each
+    group still gets its own values."""
+    db = build([], locked=False)
+    cells = [f"ctx1024-c{i + 1}-nothink" for i in range(33_000)]
+    rows = [
+        (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, 0, False, True, None,
+         1000, 64, None, "length", True, None, 0, 1, float(i), float(i), float(i) + side, 1.0,
+         1.0, "anvil-ledger", f"{arm}/{cell}.json", None, None, None)
+        for i, cell in enumerate(cells)
+        for side, arm in enumerate(ARMS)
+    ]  # fmt: skip
+    insert_rows(db.connection, "request_rows_loaded", rows)
+    keys = [("capacity", cell) for cell in cells]
+    values = derive_module._values(db, CAMPAIGN, ARMS, keys, {"e2e_p50_ms": "e2e_ms"})
+    assert [list(v) for v in values[("e2e_ms", 0)]] == [[float(i)] for i in range(33_000)]
+    assert [list(v) for v in values[("e2e_ms", 1)]] == [[float(i) + 1] for i in range(33_000)]

@@ -986,7 +986,7 @@ def test_publish_refuses_a_secret_in_a_file_name(raw: Path, tmp_path: Path, cli:
     forge_seal(raw)
     status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
     assert status == 1
-    assert "notes/<a file name>: the name holds a credential" in err and token not in err
+    assert "notes/<a name>: a name holds a credential" in err and token not in err
     assert not (tmp_path / "public").exists()
     # Published anyway (by hand), verify names it.
     public = tmp_path / "public" / raw.name

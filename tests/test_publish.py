@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -201,7 +202,10 @@ def test_a_file_changed_between_its_two_reads_is_refused(
 
     def kind_then_edit(name: str, data: bytes) -> str:
         if name == rel:
-            cell.write_bytes(data.replace(b'"status"', b'"status" ', 1))
+            # The same length: only the digest can tell.
+            edited = data.replace(b'"complete"', b'"c0mplete"', 1)
+            assert len(edited) == len(data) and edited != data
+            cell.write_bytes(edited)
         return first_pass(name, data)
 
     monkeypatch.setattr(module, "_kind", kind_then_edit)
@@ -243,3 +247,65 @@ def test_publish_holds_one_file_at_a_time_not_the_campaign(raw: Path, tmp_path: 
     # Holding every parsed document, as publish did, the second peak was 1.7 times the
     # first (each parsed copy holds about 1.7 MB); one file at a time, they are equal.
     assert peaks[1] < 1.1 * peaks[0], peaks
+
+
+def test_the_statement_carries_the_summary_s_decision(raw: Path, tmp_path: Path) -> None:
+    decision = {"promotion_authorized": False, "labels": ["matched-ab-missing"]}
+    write_json(raw / "summary.json", {"campaign_id": raw.name, "decision": decision})
+    forge_seal(raw)
+    published = publish(raw, tmp_path / "public")
+    statement = read_json(published.folder / intoto.STATEMENT_NAME)
+    assert statement["predicate"]["decision"] == decision
+
+
+def test_a_refusal_never_quotes_the_secret(raw: Path, tmp_path: Path) -> None:
+    """Names and parser messages are shown as the publication would show them."""
+    token = SECRETS["hf"]
+    folder = raw / token
+    folder.mkdir()
+    (folder / "a.log").write_text("hi\n")
+    forge_seal(raw)
+    with pytest.raises(PublishError) as refused:
+        publish(raw, tmp_path / "public")
+    assert token not in str(refused.value)
+    assert str(refused.value).startswith("<a name>/a.log: a name holds a credential")
+    shutil.rmtree(folder)
+    (raw / "keys.json").write_text(f'{{"{token}": 1, "{token}": 2}}')
+    forge_seal(raw)
+    with pytest.raises(PublishError, match=r"^keys\.json: .*duplicate key") as refused:
+        publish(raw, tmp_path / "public")
+    assert token not in str(refused.value)
+    assert not (tmp_path / "public").exists()
+
+
+def test_two_keys_that_are_one_once_redacted_are_refused(raw: Path, tmp_path: Path) -> None:
+    """Publishing either would lose the other's value."""
+    write_json(raw / "notes.json", {"paths": {"/home/alice/a": 1, "<redacted:path:1>/a": 2}})
+    forge_seal(raw)
+    with pytest.raises(PublishError) as refused:
+        publish(raw, tmp_path / "public")
+    assert str(refused.value) == (
+        "notes.json#/paths/<redacted:path:1>~1a: two keys are the same once redacted"
+    )
+    assert not (tmp_path / "public").exists()
+
+
+def test_references_anywhere_and_however_spelled_are_rewritten(raw: Path, tmp_path: Path) -> None:
+    """A referencing document in a sub-folder, and one whose keys are spelled with \\u
+    escapes (the cheap filter must not skip it), both get the public digests."""
+    cell = next(raw.glob("*/capacity/*.json")).relative_to(raw).as_posix()
+    digest = sha256_file(raw / cell)[0]
+    (raw / "notes").mkdir()
+    write_json(raw / "notes/plain.json", {"see": {"path": cell, "sha256": digest}})
+    escaped = json.dumps({"see": {"path": cell, "sha256": digest}})
+    escaped = escaped.replace('"path"', '"p\\u0061th"').replace('"sha256"', '"sha\\u0032\\u00356"')
+    (raw / "notes/escaped.json").write_text(escaped)
+    forge_seal(raw)
+    published = publish(raw, tmp_path / "public")
+    public_digest = sha256_file(published.folder / cell)[0]
+    assert public_digest != digest  # the cell held secrets: its public bytes differ
+    for name in ("plain", "escaped"):
+        assert read_json(published.folder / f"notes/{name}.json")["see"] == {
+            "path": cell,
+            "sha256": public_digest,
+        }

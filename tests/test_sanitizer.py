@@ -226,3 +226,26 @@ def test_seed_evidence_is_clean() -> None:
     sanitizer = Sanitizer()
     for path in seed_paths():
         assert list(sanitizer.scan(json.loads(path.read_text()))) == [], path.name
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("connected to 10.1.2.3.", "connected to {}."),  # a sentence's full stop
+        ("worker 10.1.2.3_w1", "worker {}_w1"),
+        ("w_10.1.2.3 up", "w_{} up"),
+        ("logs/10.1.2.3.log", "logs/{}.log"),  # a file named after its host
+        ("at 10.1.2.3:8001.", "at {}."),
+    ],
+)
+def test_an_ipv4_address_is_redacted_whatever_punctuation_follows(
+    prefilter: bool, text: str, kept: str
+) -> None:
+    """An address at a sentence's end or beside an underscore was published as it was."""
+    assert Sanitizer(prefilter=prefilter).text(text) == kept.format("<redacted:endpoint:1>")
+
+
+@pytest.mark.parametrize("text", ["version 1.2.3.4.5", "v1.2.3.4", "1.2.3.4.5.6"])
+def test_a_longer_dotted_number_is_not_an_address(text: str) -> None:
+    assert Sanitizer().text(text) == text

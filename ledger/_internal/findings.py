@@ -136,6 +136,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     # raw runs
     "run-incomplete": ("warning", "a raw run or one of its cells did not finish"),
     "record-inconsistent": ("error", "a request record or cell contradicts itself"),
+    "schedule-mismatch": (
+        "error",
+        "an open-loop cell's due times are not the schedule its arrival settings give",
+    ),
 }
 """Every finding code: its severity and what it means."""
 

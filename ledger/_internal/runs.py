@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from ledger._internal import arrivals
 from ledger._internal.findings import Issue
 
 _ORDER = ("sent_ns", "headers_ns", "first_token_ns", "last_token_ns", "end_ns")
@@ -79,6 +80,56 @@ def check_cell_run(document: dict[str, Any]) -> list[Issue]:
                 f"a complete cell holds {measured} measured requests, cell.requests is {wanted}",
             )
         )
+    if "arrival" in document["cell"]:
+        found.extend(_schedule_issues(document))
+    return found
+
+
+def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
+    """An open-loop cell against the schedule its settings give, and its stated lateness
+    against its records."""
+    cell = document["cell"]
+    stated = cell["arrival"]
+    settings = {k: stated[k] for k in ("process", "rate", "seed", "burstiness", "requests",
+                                       "duration_s", "max_in_flight")}  # fmt: skip
+    try:
+        offsets = arrivals.offsets_ns(arrivals.Arrivals(**settings), cell["id"])
+    except ValueError as e:
+        return [Issue("schedule-mismatch", "/cell/arrival", f"no schedule follows: {e}")]
+    found = []
+    if cell["requests"] != len(offsets):
+        found.append(
+            Issue(
+                "schedule-mismatch",
+                "/cell/requests",
+                f"the schedule holds {len(offsets)} requests, cell.requests is {cell['requests']}",
+            )
+        )
+    measured = sorted(
+        (r["index"], position) for position, r in enumerate(document["requests"]) if not r["warmup"]
+    )
+    for order, (_, position) in enumerate(measured):
+        due = document["requests"][position].get("scheduled_ns")
+        expected = stated["start_ns"] + offsets[order] if order < len(offsets) else None
+        if due != expected:
+            found.append(
+                Issue(
+                    "schedule-mismatch",
+                    f"/requests/{position}/scheduled_ns",
+                    f"due at {due}, but the schedule of the cell's settings says {expected}",
+                )
+            )
+            break
+    recomputed = arrivals.lateness(document["requests"], stated["lateness"]["threshold_ms"])
+    for key, value in recomputed.items():
+        if stated["lateness"][key] != value:
+            found.append(
+                Issue(
+                    "derived-mismatch",
+                    f"/cell/arrival/lateness/{key}",
+                    f"{key} is {stated['lateness'][key]}, the records give {value}",
+                )
+            )
     return found
 
 

@@ -169,6 +169,16 @@ def key_words(key: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(key)]
 
 
+class KeyCollision(ValueError):
+    """Two keys of one object are the same once redacted: publishing either would lose
+    the other's value."""
+
+    def __init__(self, pointer: str, message: str) -> None:
+        super().__init__(message)
+        self.pointer = pointer
+        """Where, with keys as they are published."""
+
+
 class Sanitizer:
     """Detects and redacts; one instance per campaign keeps placeholders stable."""
 
@@ -401,17 +411,28 @@ class Sanitizer:
             return value
         return self._rebuild(value, key, iter(found))
 
-    def _rebuild(self, value: Any, key: str | None, found: Iterator[tuple[Hit, ...]]) -> Any:
+    def _rebuild(
+        self, value: Any, key: str | None, found: Iterator[tuple[Hit, ...]], pointer: str = ""
+    ) -> Any:
         # The order of _strings: a key before its value, placeholders numbered as they come.
         if isinstance(value, str):
             return self._clean(value, next(found), key)
         if isinstance(value, dict):
-            return {
-                self._clean(k, next(found), None): self._rebuild(value[k], k, found)
-                for k in sorted(value)
-            }
+            out: dict[str, Any] = {}
+            for k in sorted(value):
+                cleaned = self._clean(k, next(found), None)
+                # The pointer names keys as published: a raw one may be the secret.
+                where = f"{pointer}/{cleaned.replace('~', '~0').replace('/', '~1')}"
+                if cleaned in out:
+                    # One value would silently replace the other.
+                    raise KeyCollision(where, "two keys are the same once redacted")
+                out[cleaned] = self._rebuild(value[k], k, found, where)
+            return out
         if isinstance(value, list) and not _plain(value):
-            return [self._rebuild(item, key, found) for item in value]
+            return [
+                self._rebuild(item, key, found, f"{pointer}/{index}")
+                for index, item in enumerate(value)
+            ]
         return value
 
     def scan(

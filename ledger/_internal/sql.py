@@ -6,6 +6,8 @@ every view, derived comparison and recomputation in verify reads them from here.
 
 from __future__ import annotations
 
+from ledger._internal.arrivals import LATE_THRESHOLD_MS
+
 # The part of a cell-run document the database needs. DuckDB's JSON reader ignores the
 # rest (chunk times, content digests), so large artifacts load without building them.
 CELL_RUN_COLUMNS = {
@@ -28,7 +30,8 @@ CELL_RUN_COLUMNS = {
         "first_token_ns BIGINT, first_content_ns BIGINT, last_token_ns BIGINT, end_ns BIGINT, "
         "usage STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, cached_tokens BIGINT), "
         'finish_reason VARCHAR, error STRUCT("class" VARCHAR), output_as_requested BOOLEAN, '
-        "server_timings STRUCT(prompt_ms DOUBLE, predicted_n DOUBLE, predicted_ms DOUBLE))[]"
+        "server_timings STRUCT(prompt_ms DOUBLE, predicted_n DOUBLE, predicted_ms DOUBLE), "
+        "scheduled_ns BIGINT)[]"
     ),
 }
 
@@ -56,7 +59,7 @@ CREATE TABLE request_rows_loaded (
     output_as_requested BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, end_ns BIGINT,
     ttft_ms DOUBLE, first_token_ms DOUBLE, e2e_ms DOUBLE, decode_tok_s DOUBLE,
     effective_prefill_tok_s DOUBLE, source VARCHAR, artifact VARCHAR,
-    server_prompt_ms DOUBLE, server_decode_tok_s DOUBLE
+    server_prompt_ms DOUBLE, server_decode_tok_s DOUBLE, scheduled_ns BIGINT
 )
 """
 
@@ -90,7 +93,8 @@ SELECT
     r.server_timings.prompt_ms,
     CASE WHEN r.server_timings.predicted_ms > 0
          THEN r.server_timings.predicted_n / (r.server_timings.predicted_ms / 1e3)
-    END
+    END,
+    r.scheduled_ns
 FROM cell_run_files AS c, unnest(c.requests) AS u(r)
 """
 
@@ -101,7 +105,7 @@ SELECT
     c.cell.concurrency, NULL, r."index", false, r.ok, r.error_class, r.prompt_tokens,
     r.completion_tokens, NULL, r.finish_reason, NULL, NULL, r.sent_ns, r.end_ns,
     r.ttft_ms, r.first_token_ms, r.e2e_ms, r.decode_tok_s, r.effective_prefill_tok_s,
-    c.source.tool, c.artifact, NULL, NULL
+    c.source.tool, c.artifact, NULL, NULL, NULL
 FROM imported_run_files AS c, unnest(c.requests) AS u(r)
 """
 
@@ -143,12 +147,24 @@ SELECT
 FROM imported_run_files
 """
 
-REQUESTS_VIEW = """
+# Open-loop requests (a load stage's) carry the time they were due, scheduled_ns:
+#   lateness_ms              due -> sent: how late the client's own sender was
+#   ttft_from_schedule_ms    due -> first visible content token (as the user saw it)
+#   e2e_from_schedule_ms     due -> end of stream
+# A request the sender held back (max_in_flight, or a client too slow for the rate) waits
+# in the client; latency from the send time hides that wait, latency from the due time
+# does not (coordinated omission, corrected).
+SCHEDULED = """
+    (sent_ns - scheduled_ns) / 1e6 AS lateness_ms,
+    ttft_ms + (sent_ns - scheduled_ns) / 1e6 AS ttft_from_schedule_ms,
+    e2e_ms + (sent_ns - scheduled_ns) / 1e6 AS e2e_from_schedule_ms"""
+
+REQUESTS_VIEW = f"""
 CREATE VIEW requests AS
 SELECT campaign_id, arm, stage, cell, context_target, concurrency, request_index, warmup,
        ok, error_class, prompt_tokens, completion_tokens, finish_reason, ttft_ms,
        first_token_ms, e2e_ms, decode_tok_s, effective_prefill_tok_s, server_prompt_ms,
-       server_decode_tok_s
+       server_decode_tok_s, {SCHEDULED}
 FROM request_rows
 """
 
@@ -197,8 +213,21 @@ SELECT
         AS server_gap_ms_p50,
     median(server_decode_tok_s) FILTER (WHERE ok AND NOT warmup) AS server_decode_tok_s_p50,
     median((decode_tok_s - server_decode_tok_s) / server_decode_tok_s * 100)
-        FILTER (WHERE ok AND NOT warmup) AS decode_vs_server_pct_p50
-FROM request_rows
+        FILTER (WHERE ok AND NOT warmup) AS decode_vs_server_pct_p50,
+    -- Open loop: the sender against its schedule (every measured request, failed ones
+    -- too: each was due), the rate it achieved, and latency as the user saw it.
+    median(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_p50,
+    quantile_cont(lateness_ms, 0.99) FILTER (WHERE NOT warmup) AS lateness_ms_p99,
+    max(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_max,
+    quantile_cont(lateness_ms, 0.99) FILTER (WHERE NOT warmup) > {LATE_THRESHOLD_MS}
+        AS limited_by_client,
+    (count(scheduled_ns) FILTER (WHERE NOT warmup) - 1)
+        / nullif((max(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL)
+                  - min(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL))
+                 / 1e9, 0) AS achieved_rate_rps,
+    {_percentiles("ttft_from_schedule_ms")},
+    {_percentiles("e2e_from_schedule_ms")}
+FROM (SELECT *, {SCHEDULED} FROM request_rows)
 GROUP BY campaign_id, arm, stage, cell
 """
 

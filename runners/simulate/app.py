@@ -71,6 +71,7 @@ class SimulatedEndpoint:
         self._cache = PrefixCache(profile.prefix_block_tokens, profile.prefix_cache_blocks)
         self._slots: asyncio.Semaphore | None = None
         self._requests = 0
+        self._paused_until = 0.0
         self._running = 0
         self._waiting = 0
         self._counters = {
@@ -215,6 +216,8 @@ class SimulatedEndpoint:
             return
         self._requests += 1
         number = self._requests
+        if number == self.profile.pause_at_request:
+            self._paused_until = time.monotonic() + self.profile.pause_s
         fault = self._draw_fault(number)
         entry: dict[str, Any] = {
             "id": f"chatcmpl-sim-{number}",
@@ -271,6 +274,9 @@ class SimulatedEndpoint:
             self._waiting -= 1
         self._running += 1
         try:
+            paused = self._paused_until - time.monotonic()
+            if paused > 0:
+                await asyncio.sleep(paused)
             started = time.monotonic()
             cached = (
                 self._cache.lookup_and_insert(tokens, prompt_tokens)

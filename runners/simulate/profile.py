@@ -126,6 +126,12 @@ class Profile:
     connection: it is dropped unanswered. Dropping at that moment, rather than racing a close
     against the client's pool, makes every reuse meet a dead connection."""
 
+    pause_at_request: int = 0
+    """When the server receives its chat request of this number (counted from 1; 0:
+    never), it stalls for ``pause_s``: no request starts until the pause is over (an
+    engine stopped by a hang, a recompilation or a collection)."""
+    pause_s: float = 0.0
+
     def to_json(self) -> dict[str, Any]:
         """The profile as recorded in an arm's identity."""
         document = attrs.asdict(self, recurse=False)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ledger._internal import arrivals
 from ledger._internal.jsonio import dumps_deterministic
 from ledger.hashing import sha256_bytes
 from ledger.manifest import (
@@ -393,6 +394,36 @@ def _cell_defect(edit: Callable[[Any], None], status: str = "complete") -> Calla
     return _add_json("cell-run.json", dumps_deterministic(document))
 
 
+def load_cell_run() -> dict[str, Any]:
+    """A three-request open-loop cell (a load stage's, Poisson at 20 requests/s), each
+    request due where the schedule of its settings puts it and sent 0.1 to 0.3 ms late."""
+    document = cell_run()
+    settings = {"process": "poisson", "rate": 20.0, "seed": 0, "burstiness": 1.0,
+                "requests": 3, "duration_s": None, "max_in_flight": None}  # fmt: skip
+    cell_id = "ctx1024-r20-nothink"
+    start = 2_000_000
+    offsets = arrivals.offsets_ns(arrivals.Arrivals(**settings), cell_id)
+    records = [
+        _record(i, start + offset + 100_000 * (i + 1)) | {"scheduled_ns": start + offset}
+        for i, offset in enumerate(offsets)
+    ]
+    document["stage"] = {"name": "load", "kind": "load"}
+    document["cell"].update(id=cell_id, requests=3, concurrency=10_000)
+    document["cell"]["arrival"] = {
+        **settings,
+        "start_ns": start,
+        "lateness": arrivals.lateness(records),
+    }
+    document["requests"] = records
+    return document
+
+
+def _load_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
+    document = load_cell_run()
+    edit(document)
+    return _add_json("load-cell-run.json", dumps_deterministic(document))
+
+
 def _statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     def apply(folder: Path) -> None:
         from ledger._internal import intoto
@@ -672,6 +703,15 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
     "raw_cell_missing_request": (
         {"record-inconsistent"},
         _cell_defect(_delete(["requests", 1])),
+    ),
+    # open loop
+    "raw_load_schedule_not_its_seed": (
+        {"schedule-mismatch"},
+        _load_defect(_set(["cell", "arrival", "seed"], 1)),
+    ),
+    "raw_load_lateness_edited": (
+        {"derived-mismatch"},
+        _load_defect(_set(["cell", "arrival", "lateness", "p99_ms"], 0.05)),
     ),
 }
 

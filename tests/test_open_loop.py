@@ -1,0 +1,307 @@
+"""Open-loop load: send schedules computed up front from a seed, each request recorded with
+the time it was due, the sender's lateness, latency from the due time (coordinated omission
+corrected), and verify recomputing all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import re
+import statistics
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger._internal.arrivals import Arrivals, lateness, offsets_ns
+from ledger.database import build
+from ledger.errors import InvalidArtifact
+from runners.client import EndpointClient
+from runners.plan import parse_plan, rate_name
+from runners.simulate.serve import SimulatorProcess
+from runners.stages import CellRun, Prompt, new_origin, run_cell
+from tests.conftest import CliRun, run_plan_text, verify_json
+
+Start = Callable[..., SimulatorProcess]
+
+
+def _gaps(arrivals: Arrivals, cell: str = "ctx1024-r1-nothink") -> list[float]:
+    offsets = offsets_ns(arrivals, cell)
+    return [(b - a) / 1e9 for a, b in itertools.pairwise(offsets)]
+
+
+def _cv(values: list[float]) -> float:
+    return statistics.pstdev(values) / statistics.fmean(values)
+
+
+# -- schedules -------------------------------------------------------------------------
+
+
+def test_a_schedule_is_its_settings_alone_and_each_cell_has_its_own() -> None:
+    poisson = Arrivals("poisson", 5.0, 1, requests=3)
+    # Pinned: a published cell is checked against this schedule for as long as it exists.
+    assert offsets_ns(poisson, "x") == [0, 51466893, 65329585]
+    assert offsets_ns(poisson, "x") == offsets_ns(Arrivals("poisson", 5.0, 1, requests=3), "x")
+    assert offsets_ns(poisson, "y") != offsets_ns(poisson, "x")
+    assert offsets_ns(Arrivals("poisson", 5.0, 2, requests=3), "x") != offsets_ns(poisson, "x")
+
+
+def test_poisson_gaps_have_the_rate_s_mean_and_an_exponential_spread() -> None:
+    gaps = _gaps(Arrivals("poisson", 200.0, 3, requests=20_001))
+    assert statistics.fmean(gaps) == pytest.approx(1 / 200, rel=0.02)
+    assert _cv(gaps) == pytest.approx(1.0, rel=0.03)
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 4.0])
+def test_gamma_burstiness_sets_the_spread_not_the_rate(burstiness: float) -> None:
+    gaps = _gaps(Arrivals("gamma", 50.0, 3, burstiness=burstiness, requests=20_001))
+    assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.03)
+    # Gamma of shape k: coefficient of variation 1 / sqrt(k).
+    assert _cv(gaps) == pytest.approx(1 / math.sqrt(burstiness), rel=0.05)
+
+
+def test_constant_arrivals_are_exact_and_duration_keeps_what_falls_before_it() -> None:
+    assert offsets_ns(Arrivals("constant", 4.0, 0, requests=4), "c") == [
+        0, 250_000_000, 500_000_000, 750_000_000,
+    ]  # fmt: skip
+    timed = offsets_ns(Arrivals("constant", 4.0, 0, duration_s=1.0), "c")
+    assert timed == [0, 250_000_000, 500_000_000, 750_000_000]
+    for process, burstiness in (("poisson", 1.0), ("gamma", 0.1)):
+        # Bursty gamma draws past a first batch of the mean count: the duration decides.
+        arrivals = Arrivals(process, 100.0, 9, burstiness=burstiness, duration_s=3.0)
+        offsets = offsets_ns(arrivals, "c")
+        assert offsets[-1] < 3e9 and offsets == sorted(offsets)
+        longer = offsets_ns(
+            Arrivals(process, 100.0, 9, burstiness=burstiness, duration_s=30.0), "c"
+        )
+        assert longer[: len(offsets)] == offsets and longer[len(offsets)] >= 3e9
+        assert len(longer) == pytest.approx(3000, rel=0.2 if burstiness < 1 else 0.06)
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "message"),
+    [
+        (Arrivals("poisson", 0.0, 0, requests=3), "rate must be a positive"),
+        (Arrivals("poisson", math.nan, 0, requests=3), "rate must be a positive"),
+        (Arrivals("uniform", 1.0, 0, requests=3), "arrival must be one of"),
+        (Arrivals("gamma", 1.0, 0, burstiness=0.0, requests=3), "burstiness must be positive"),
+        (Arrivals("poisson", 1.0, 0), "either requests or duration_s"),
+        (Arrivals("poisson", 1.0, 0, requests=3, duration_s=1.0), "either requests or"),
+        (Arrivals("poisson", 1.0, 0, requests=2_000_000), "more than 1,000,000"),
+        (Arrivals("constant", 1000.0, 0, duration_s=2000.0), "more than 1,000,000"),
+    ],
+)
+def test_settings_no_schedule_follows_are_refused(arrivals: Arrivals, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        offsets_ns(arrivals, "c")
+
+
+def test_lateness_counts_every_measured_request_that_was_due() -> None:
+    records = [
+        {"warmup": True, "sent_ns": 0, "scheduled_ns": None},
+        *({"warmup": False, "sent_ns": 1000 + 10_000 * i, "scheduled_ns": 1000} for i in range(99)),
+        {"warmup": False, "sent_ns": 5_000_000, "scheduled_ns": 1000},  # held back: 5 ms late
+    ]
+    found = lateness(records)
+    assert found["max_ms"] == 4.999
+    assert found["p50_ms"] == pytest.approx(0.495)
+    # p99 of 100 values interpolates between the two largest: 0.98 and 4.999 ms.
+    assert found["p99_ms"] == pytest.approx(0.98 + 0.01 * (4.999 - 0.98))
+    assert found["limited_by_client"] is True
+    assert lateness(records[:-1])["limited_by_client"] is False
+    assert lateness(records[:1])["p99_ms"] is None
+
+
+# -- plans -----------------------------------------------------------------------------
+
+PLAN = """
+campaign_id = "2026-12-01-load"
+seed = 5
+[[arms]]
+name = "a"
+{arm}
+[[stages]]
+kind = "load"
+context_target = 256
+max_tokens = 4
+{stage}
+"""
+SIMULATED = "[arms.simulated]\ndecode_tok_s = 4000.0\nprefill_tok_s = 400000.0"
+
+
+def _plan(stage: str, arm: str = SIMULATED) -> Any:
+    return parse_plan(tomllib.loads(PLAN.format(arm=arm, stage=stage)), source="plan.toml")
+
+
+def test_a_load_stage_has_a_cell_per_rate_and_records_its_arrivals() -> None:
+    plan = _plan('rate = [0.5, 20, 2.5]\narrival = "gamma"\nburstiness = 0.5\nrequests = 7')
+    stage = plan.stages[0]
+    assert [c.id for c in stage.cells] == [
+        "ctx256-r0_5-nothink", "ctx256-r20-nothink", "ctx256-r2_5-nothink",
+    ]  # fmt: skip
+    assert [stage.measured(c) for c in stage.cells] == [7, 7, 7]
+    assert stage.to_json()["arrival"] == {
+        "process": "gamma", "burstiness": 0.5, "duration_s": None, "requests": 7,
+        "max_in_flight": None,
+    }  # fmt: skip
+    assert stage.to_json()["cells"][0]["rate"] == 0.5
+    timed = _plan("rate = 10\nduration_s = 2\nmax_in_flight = 3").stages[0]
+    assert timed.cells[0].concurrency == 3  # the cap is what the concurrency rule compares
+    assert timed.measured(timed.cells[0]) == len(
+        offsets_ns(timed.arrivals(timed.cells[0]), "ctx256-r10-nothink")
+    )  # type: ignore[arg-type]
+    assert rate_name(0.125) == "0_125" and rate_name(3.0) == "3"
+
+
+@pytest.mark.parametrize(
+    ("stage", "message"),
+    [
+        ("rate = 10", "stages[0].requests: a load stage sets requests or duration_s"),
+        ("rate = 10\nrequests = 5\nduration_s = 1", "requests or duration_s, one of them"),
+        ("rate = 0\nrequests = 5", "stages[0].rate: expected requests per second"),
+        ("rate = [10, -1]\nrequests = 5", "stages[0].rate: expected requests per second"),
+        ('rate = "fast"\nrequests = 5', "stages[0].rate: expected requests per second"),
+        ("rate = 10\nrequests = 5\nburstiness = 2", "only a gamma arrival has a burstiness"),
+        ('rate = 10\nrequests = 5\narrival = "bursty"', "expected one of poisson, constant"),
+        ("rate = [2.5, 2.5000001]\nrequests = 5", "two rates spell the same cell name"),
+        ("rate = 10\nrequests = 5\nmax_in_flight = 0", "max_in_flight: must be 1 to"),
+        ("rate = 1000\nduration_s = 2000", "more than 1,000,000 requests"),
+        ("rate = 10\nrequests = 5\nconcurrency = 4", "stages[0].concurrency: unknown key"),
+    ],
+)
+def test_a_load_stage_s_mistakes_are_named(stage: str, message: str) -> None:
+    with pytest.raises(InvalidArtifact, match=re.escape(message)):
+        _plan(stage)
+
+
+# -- runs ------------------------------------------------------------------------------
+
+TWO_ARMS = """
+campaign_id = "2026-12-01-open-loop"
+seed = 3
+[[arms]]
+name = "base"
+[arms.simulated]
+decode_tok_s = 4000.0
+prefill_tok_s = 400000.0
+[[arms]]
+name = "cand"
+[arms.simulated]
+decode_tok_s = 5000.0
+prefill_tok_s = 400000.0
+[[stages]]
+kind = "load"
+context_target = 256
+rate = [20, 40]
+duration_s = 2
+max_tokens = 4
+controlled_output = true
+warmup = 1
+"""
+
+
+def test_a_load_stage_runs_on_its_schedule_and_verifies(tmp_path: Path, cli: CliRun) -> None:
+    _, folder = run_plan_text(TWO_ARMS, tmp_path)
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]
+    for path in sorted(folder.glob("*/load/*.json")):
+        document = json.loads(path.read_text())
+        cell, arrival = document["cell"], document["cell"]["arrival"]
+        offsets = offsets_ns(
+            Arrivals(**{k: arrival[k] for k in ("process", "rate", "seed", "burstiness",
+                                                 "requests", "duration_s", "max_in_flight")}),
+            cell["id"],
+        )  # fmt: skip
+        measured = [r for r in document["requests"] if not r["warmup"]]
+        assert cell["requests"] == len(measured) == len(offsets) > 20
+        assert [r["scheduled_ns"] for r in measured] == [arrival["start_ns"] + o for o in offsets]
+        # A warm-up goes before the schedule, one at a time: it was never due.
+        assert ["scheduled_ns" in r for r in document["requests"] if r["warmup"]] == [False]
+        assert arrival["lateness"] == lateness(document["requests"])
+        assert all(r["error"] is None for r in document["requests"])
+    db = build([folder])
+    rows = db.query(
+        "SELECT arm, cell, n, achieved_rate_rps, lateness_ms_p99, lateness_ms_max "
+        "FROM cells ORDER BY arm, cell"
+    ).to_json()
+    assert [(r["arm"], r["cell"]) for r in rows] == [
+        (arm, cell) for arm in ("base", "cand") for cell in ("ctx256-r20-nothink", "ctx256-r40-nothink")
+    ]  # fmt: skip
+    for row in rows:
+        # The sender follows the schedule: the rate it achieved is the rate it was given
+        # (the schedule's own, over its span).
+        document = json.loads((folder / row["arm"] / "load" / f"{row['cell']}.json").read_text())
+        due = [r["scheduled_ns"] for r in document["requests"] if not r["warmup"]]
+        scheduled_rate = (len(due) - 1) / ((due[-1] - due[0]) / 1e9)
+        assert row["achieved_rate_rps"] == pytest.approx(scheduled_rate, rel=0.02)
+        stated = document["cell"]["arrival"]["lateness"]
+        assert row["lateness_ms_p99"] == pytest.approx(stated["p99_ms"], abs=1e-6)
+        assert row["lateness_ms_max"] == pytest.approx(stated["max_ms"], abs=1e-6)
+    status, out, err = cli(
+        "derive", str(folder), "--baseline", "base", "--candidate", "cand",
+        "--differs", "simulated_profile",
+    )  # fmt: skip
+    assert status == 0, err
+    assert out.splitlines()[1] == "matched"
+
+
+def test_latency_from_the_due_time_shows_a_stall_that_the_send_time_hides(
+    simulator: Start,
+) -> None:
+    """The server stalls for 2 s at its 20th request; the client may hold two requests in
+    flight. Requests due during the stall wait in the client and go out late: from their
+    send they are fast, from when they were due they waited out the stall, as a user would
+    have. Only the two stuck at the server show it either way."""
+    sim = simulator(decode_tok_s=4000.0, pause_at_request=20, pause_s=2.0)
+    arm = f'base_url = "{sim.base_url}"\nmodel = "anvil-sim"'
+    plan = _plan("rate = 20\nduration_s = 4\nmax_in_flight = 2", arm=arm)
+    arm_, stage = plan.arms[0], plan.stages[0]
+    cell = stage.cells[0]
+    prompts = [
+        Prompt(i, False, [{"role": "user", "content": f"hello {i}"}], "0" * 64)
+        for i in range(stage.measured(cell))
+    ]
+    run = CellRun(new_origin())
+
+    async def go() -> None:
+        async with EndpointClient(sim.base_url, concurrency=cell.concurrency) as client:
+            await run_cell(client, arm_, stage, cell, prompts, run, lambda record: None)
+
+    asyncio.run(go())
+    records = run.records
+    assert len(records) == len(prompts) and all(r["error"] is None for r in records)
+    from_send = [(r["end_ns"] - r["sent_ns"]) / 1e9 for r in records]
+    from_due = [(r["end_ns"] - r["scheduled_ns"]) / 1e9 for r in records]
+    held = [(r["sent_ns"] - r["scheduled_ns"]) / 1e9 for r in records]
+    # The two requests in flight when the stall began waited it out at the server.
+    assert sum(s > 1.0 for s in from_send) <= 2
+    # Twenty rate-seconds of requests were due during the stall: held back, never dropped.
+    assert sum(h > 0.5 for h in held) >= 15
+    assert sum(d > 1.0 for d in from_due) >= 15
+    assert max(from_due) > 1.5
+    assert lateness(records)["limited_by_client"] is True
+
+
+@pytest.mark.accuracy
+def test_200_requests_per_second_for_10_s_keep_their_schedule(tmp_path: Path) -> None:
+    """The issue's accuracy case: Poisson at 200 requests/s for 10 s against the simulator.
+    The achieved rate is the schedule's within 2 %. (Sender lateness is measured, not
+    asserted here: benchmarks/client_bench.py reports it against its 1 ms goal.)"""
+    plan = TWO_ARMS.replace('name = "cand"', 'name = "unused"').split('[[arms]]\nname = "unused"')[
+        0
+    ]
+    plan += '[[stages]]\nkind = "load"\ncontext_target = 256\nrate = 200\nduration_s = 10\nmax_tokens = 4\n'
+    _, folder = run_plan_text(plan, tmp_path)
+    document = json.loads(next(folder.glob("base/load/*.json")).read_text())
+    measured = [r for r in document["requests"] if not r["warmup"]]
+    assert all(r["error"] is None for r in measured)
+    due = [r["scheduled_ns"] for r in measured]
+    sent = sorted(r["sent_ns"] for r in measured)
+    scheduled_rate = (len(due) - 1) / ((due[-1] - due[0]) / 1e9)
+    achieved = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+    assert scheduled_rate == pytest.approx(200, rel=0.05)
+    assert achieved == pytest.approx(scheduled_rate, rel=0.02)
