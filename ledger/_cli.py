@@ -22,7 +22,7 @@ from ledger._decision_cli import (
     is_folder,
 )
 from ledger._internal.jsonio import MAX_JSON_BYTES
-from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, printable
+from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
 
 _logger = logging.getLogger("ledger")
 
@@ -205,6 +205,13 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         metavar="KEY",
         help="an identity key the arms are meant to differ in (default for os: os); repeatable",
     )
+    derive.add_argument(
+        "--slo",
+        metavar="KEY=MS,...",
+        help="latency objectives for the load stages' goodput and sustainable rate, e.g. "
+        "ttft_ms=500,tpot_ms=50,e2e_ms=5000,percentile=99 (keys: ttft_ms, tpot_ms, e2e_ms, "
+        "percentile; default percentile 99)",
+    )
     add_review_flag(derive)
     add_replace_flag(derive, "comparisons")
     derive.set_defaults(func=_derive)
@@ -334,7 +341,6 @@ def _sql(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from ledger._internal.outputs import is_within
     from ledger.database import build
-    from ledger.errors import UsageError
 
     for source in args.sources:
         if is_within(args.parquet, source):
@@ -356,12 +362,21 @@ def _derive(args: argparse.Namespace) -> int:
 
     if not is_folder(args.campaign, "derive"):
         return 2
+    slo = None
+    if args.slo is not None:
+        from ledger._internal.goodput import parse_slo
+
+        try:
+            slo = parse_slo(args.slo)
+        except ValueError as e:
+            raise UsageError(f"--slo: {e}") from None
     target = derive_into(
         args.campaign,
         args.baseline,
         args.candidate,
         kind=args.kind,
         differs=args.differs,
+        slo=slo,
         reseal_after_review=args.reseal_after_review,
         replace=args.replace,
     )
@@ -373,6 +388,14 @@ def _derive(args: argparse.Namespace) -> int:
         print(f"  {reason}")
     for entry in document.get("unchecked", ()):
         print(f"  not checked, {entry['rule']}: {entry['reason']}")
+    for stage in document.get("load", {}).get("stages", ()):
+        for role in ("baseline", "candidate"):
+            found = stage[role]
+            rate, interval = found["sustainable_rate_rps"], found["sustainable_rate_ci95"]
+            shown = "none of its rates" if rate is None else f"{rate:g} req/s"
+            if interval is not None:
+                shown += f" (95 % interval {interval[0]:g} to {interval[1]:g})"
+            print(f"  {stage['stage']}: {document[role]['arm']} sustains {shown} at the SLO")
     return 0
 
 

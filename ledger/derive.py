@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ledger import manifest
-from ledger._internal import bootstrap
+from ledger._internal import arrivals, bootstrap, goodput
 from ledger._internal.findings import Issue
 from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
@@ -449,12 +449,15 @@ def derive(
     kind: str = "ab",
     differs: Sequence[str] = (),
     check_declared: bool = False,
+    slo: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The comparison document (not yet written).
 
     Args:
         check_declared: refuse a declared difference that neither arm's identity names
             (``ledger derive``; a stated comparison is derived again as it declares).
+        slo: latency objectives: each arm's load stages then get goodput per rate and the
+            sustainable rate at the SLO (``ledger/_internal/goodput.py``).
 
     Raises:
         DeriveError: unknown kind or arm, no cell both arms ran, or (``check_declared``) a
@@ -462,6 +465,8 @@ def derive(
     """
     if kind not in KINDS:
         raise DeriveError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if slo is not None and kind != "ab":
+        raise DeriveError("an SLO's goodput is part of an A/B comparison (--kind ab)")
     if baseline == candidate:
         raise DeriveError(f"baseline and candidate are the same arm {baseline!r}")
     arms = (baseline, candidate)
@@ -514,6 +519,8 @@ def derive(
             "method": "exact multinomial descent on sorted values, numpy RandomState",
         },
     }
+    if slo is not None:
+        derivation["slo"] = dict(slo)
     document: dict[str, Any]
     if kind == "os":
         document = _os_document(pairs, intervals, arms)
@@ -536,7 +543,52 @@ def derive(
     unchecked = _unchecked(pairs)
     if unchecked:
         document["unchecked"] = unchecked
+    if slo is not None:
+        document["load"] = _load(db, campaign, arms, slo)
     return document
+
+
+def _load(
+    db: Database, campaign: str, arms: tuple[str, str], slo: dict[str, float]
+) -> dict[str, Any]:
+    """Goodput per rate and the sustainable rate of every load stage both arms ran."""
+    rows = db.query(goodput.cell_query(slo), [campaign, *arms]).to_json()
+    rates = {
+        (r["arm"], r["stage"], r["cell"]): r["rate"]
+        for r in db.query(
+            "SELECT arm, stage, cell, rate FROM cell_settings WHERE campaign_id = ? "
+            "AND arm IN (?, ?) AND rate IS NOT NULL",
+            [campaign, *arms],
+        ).to_json()
+    }
+    by_stage: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        rate = rates.get((row["arm"], row["stage"], row["cell"]))
+        if rate is None:
+            continue
+        row.update(rate=rate, lateness_threshold_ms=arrivals.LATE_THRESHOLD_MS)
+        by_stage.setdefault(row["stage"], {}).setdefault(row["arm"], []).append(row)
+    stages = [name for name, found in sorted(by_stage.items()) if set(found) == set(arms)]
+    if not stages:
+        raise DeriveError(
+            f"an SLO was given, but no load stage of campaign {campaign!r} was run by both "
+            f"{arms[0]!r} and {arms[1]!r}: goodput is derived from open-loop cells"
+        )
+    return {
+        "slo": dict(slo),
+        "stages": [
+            {
+                "stage": name,
+                **{
+                    role: goodput.stage_summary(
+                        by_stage[name][arm], slo, campaign=campaign, arm=arm, stage=name
+                    )
+                    for role, arm in zip(("baseline", "candidate"), arms, strict=True)
+                },
+            }
+            for name in stages
+        ],
+    }
 
 
 def _metric_values(
@@ -696,6 +748,7 @@ def derive_into(
     differs: Sequence[str] = (),
     reseal_after_review: bool = False,
     replace: bool = False,
+    slo: dict[str, float] | None = None,
 ) -> Path:
     """Derives a comparison from a campaign folder, writes it under ``derived/`` and re-seals.
 
@@ -716,7 +769,14 @@ def derive_into(
     try:
         campaign = root.resolve().name
         document = derive(
-            db, campaign, baseline, candidate, kind=kind, differs=differs, check_declared=True
+            db,
+            campaign,
+            baseline,
+            candidate,
+            kind=kind,
+            differs=differs,
+            check_declared=True,
+            slo=slo,
         )
     finally:
         db.close()
@@ -757,6 +817,7 @@ def recompute(
                 str(derivation.get("candidate")),
                 kind=str(derivation.get("kind")),
                 differs=list(derivation.get("declared_differences") or ()),
+                slo=derivation.get("slo"),
             )
         finally:
             if database is None:

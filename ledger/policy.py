@@ -34,6 +34,17 @@ class MatchedAB:
     equal_cache_state: bool
     identity_within_declared: bool
     min_samples_per_cell: int
+    sustainable_rate_no_worse: bool = False
+    """The candidate's sustainable rate at the comparison's SLO is at least the baseline's,
+    in every load stage (the comparison must then be derived with an SLO)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """As a policy document holds it; the rate rule only when set, so every policy
+        written before it existed keeps its bytes and its digest."""
+        found = attrs.asdict(self)
+        if not self.sustainable_rate_no_worse:
+            del found["sustainable_rate_no_worse"]
+        return found
 
     def enforced_rules(self) -> frozenset[str]:
         """The ``match_failures`` rules of a derived comparison this policy counts."""
@@ -84,7 +95,7 @@ class Policy:
             "name": self.name,
             "required_gates": list(self.required_gates),
             "reserve_min_free_mib": self.reserve_min_free_mib,
-            "matched_ab": attrs.asdict(self.matched_ab),
+            "matched_ab": self.matched_ab.to_json(),
             "restoration": {"required": self.restoration_required},
             "quality": {
                 "context_pass_fraction": self.context_pass_fraction,

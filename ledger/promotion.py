@@ -353,6 +353,8 @@ def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
         for entry in document.get("unchecked", ())
         if entry["rule"] in enforced
     )
+    if policy.matched_ab.sustainable_rate_no_worse:
+        reasons.extend(_rate_reasons(document))
     minimum = policy.matched_ab.min_samples_per_cell
     for row in document["rows"]:
         for side in ("baseline", "candidate"):
@@ -362,6 +364,27 @@ def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
                     f"{row['stage']}/{row['cell']}: {ok} successful requests on "
                     f"{document[side]['arm']}, the policy needs {minimum}"
                 )
+    return reasons
+
+
+def _rate_reasons(document: dict[str, Any]) -> list[str]:
+    """Where the candidate sustains a lower rate at the SLO than the baseline."""
+    load = document.get("load")
+    if not isinstance(load, dict) or not load.get("stages"):
+        missing = (
+            "the policy compares sustainable rates at an SLO; the comparison has none "
+            "(derive it with --slo from a campaign with a load stage)"
+        )
+        return [missing]
+    reasons = []
+    for stage in load["stages"]:
+        base = stage["baseline"]["sustainable_rate_rps"] or 0.0
+        cand = stage["candidate"]["sustainable_rate_rps"] or 0.0
+        if cand < base:
+            reasons.append(
+                f"{stage['stage']}: {document['candidate']['arm']} sustains {cand:g} req/s at "
+                f"the SLO, {document['baseline']['arm']} {base:g}"
+            )
     return reasons
 
 

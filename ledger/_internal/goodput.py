@@ -62,7 +62,11 @@ def cell_query(slo: dict[str, float]) -> str:
     arms): measured and good requests, the span, and latency percentiles from the due time.
     Open-loop cells only: their requests carry due times."""
     conditions = ["ok"]
-    columns = {"ttft_ms": "ttft_from_schedule_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_from_schedule_ms"}
+    columns = {
+        "ttft_ms": "ttft_from_schedule_ms",
+        "tpot_ms": "tpot_ms",
+        "e2e_ms": "e2e_from_schedule_ms",
+    }
     for key, column in columns.items():
         if key in slo:
             # A one-token answer has no decode gap: nothing to miss.
@@ -163,7 +167,6 @@ def stage_summary(
     rates = [r["rate"] for r in out_rows]
     fractions = [r["good_fraction"] or 0.0 for r in out_rows]
     return {
-        "stage": stage,
         "rows": out_rows,
         "sustainable_rate_rps": sustainable(rates, fractions, target),
         "sustainable_rate_ci95": sustainable_interval(

@@ -17,7 +17,7 @@ CELL_RUN_COLUMNS = {
     "cell": (
         "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, "
         '"requests" BIGINT, warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, '
-        "temperature DOUBLE, seed BIGINT, prefix VARCHAR)"
+        "temperature DOUBLE, seed BIGINT, prefix VARCHAR, arrival STRUCT(rate DOUBLE))"
     ),
     "status": "VARCHAR",
     "identity": "JSON",
@@ -118,7 +118,8 @@ SELECT
     cell.max_tokens AS max_tokens, cell.controlled_output AS controlled_output,
     cell.temperature AS temperature, cell.seed AS seed, cell.prefix AS prefix,
     status, CAST(identity AS VARCHAR) AS identity, metrics.available AS metrics_available,
-    metrics.prefix_cache.hit_rate AS prefix_cache_hit_rate, artifact, sha256
+    metrics.prefix_cache.hit_rate AS prefix_cache_hit_rate, artifact, sha256,
+    cell.arrival.rate AS rate
 FROM cell_run_files
 """
 
@@ -128,7 +129,7 @@ CREATE TABLE cell_settings_loaded (
     context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, planned_requests BIGINT,
     warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, temperature DOUBLE,
     seed BIGINT, prefix VARCHAR, status VARCHAR, identity VARCHAR, metrics_available BOOLEAN,
-    prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR
+    prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR, rate DOUBLE
 )
 """
 
@@ -143,7 +144,7 @@ SELECT
         CASE WHEN json_type(source.settings) = 'OBJECT' THEN source.settings ELSE '{}' END,
         json_object('tool', source.tool, 'version', source.version)
     ) AS VARCHAR),
-    NULL, NULL, artifact, sha256
+    NULL, NULL, artifact, sha256, NULL
 FROM imported_run_files
 """
 

@@ -418,6 +418,33 @@ def load_cell_run() -> dict[str, Any]:
     return document
 
 
+GOODPUT_SLO = {"ttft_ms": 10.0, "e2e_ms": 40.0, "percentile": 50.0}
+
+
+def _goodput_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
+    """Two arms' load cells and their A/B comparison derived with an SLO, then ``edit``ed
+    (the derivation itself is the ledger's own, so only the edit differs)."""
+
+    def apply(folder: Path) -> None:
+        from ledger.database import build
+        from ledger.derive import derive
+
+        for arm in ("linux", "windows"):
+            document = load_cell_run()
+            document["arm"] = arm
+            (folder / arm).mkdir()
+            (folder / arm / "load-cell-run.json").write_bytes(dumps_deterministic(document))
+        db = build([folder])
+        comparison = derive(db, CAMPAIGN, "linux", "windows", slo=GOODPUT_SLO)
+        db.close()
+        edit(comparison)
+        (folder / "derived").mkdir()
+        (folder / "derived/ab-comparison.json").write_bytes(dumps_deterministic(comparison))
+        _reseal(folder)
+
+    return apply
+
+
 def _load_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
     document = load_cell_run()
     edit(document)
@@ -708,6 +735,10 @@ DEFECTS: dict[str, tuple[set[str], Callable[[Path], None]]] = {
     "raw_load_schedule_not_its_seed": (
         {"schedule-mismatch"},
         _load_defect(_set(["cell", "arrival", "seed"], 1)),
+    ),
+    "derived_goodput_edited": (
+        {"derived-mismatch"},
+        _goodput_defect(_set(["load", "stages", 0, "candidate", "rows", 0, "goodput_rps"], 1000.0)),
     ),
     "raw_load_lateness_edited": (
         {"derived-mismatch"},

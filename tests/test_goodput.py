@@ -1,0 +1,188 @@
+"""Goodput under SLOs and the sustainable rate: derived from open-loop request records,
+recomputed by verify, and a promotion rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger._internal.goodput import parse_slo, sustainable, sustainable_interval
+from ledger.policy import load_policy
+from ledger.promotion import comparison_failures
+from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
+
+# The candidate decodes ten times slower: its 8 tokens alone take 20 ms, over the SLO's
+# 12 ms end to end, while the baseline's take 2 ms.
+PLAN = """
+campaign_id = "2026-12-01-goodput"
+seed = 4
+[[arms]]
+name = "base"
+[arms.simulated]
+decode_tok_s = 4000.0
+prefill_tok_s = 400000.0
+[[arms]]
+name = "cand"
+[arms.simulated]
+decode_tok_s = 400.0
+prefill_tok_s = 400000.0
+[[stages]]
+kind = "load"
+context_target = 256
+rate = [10, 30]
+duration_s = 2
+max_tokens = 8
+controlled_output = true
+"""
+SLO = "e2e_ms=12,ttft_ms=500,percentile=50"
+
+
+def test_an_slo_is_read_with_a_default_percentile_and_its_mistakes_named() -> None:
+    assert parse_slo("ttft_ms=500, e2e_ms=5000") == {
+        "ttft_ms": 500.0, "e2e_ms": 5000.0, "percentile": 99.0,
+    }  # fmt: skip
+    assert parse_slo("tpot_ms=50,percentile=90") == {"tpot_ms": 50.0, "percentile": 90.0}
+    for text, message in (
+        ("percentile=99", "needs at least one of"),
+        ("ttft=5", "expected KEY=NUMBER"),
+        ("ttft_ms=fast", "is not a number"),
+        ("ttft_ms=-1", "must be a positive number"),
+        ("ttft_ms=inf", "must be a positive number"),
+        ("ttft_ms=5,percentile=120", "at most 100"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_slo(text)
+
+
+def test_the_sustainable_rate_stops_at_the_first_rate_that_misses() -> None:
+    rates = [40.0, 10.0, 20.0]
+    assert sustainable(rates, [0.999, 0.995, 0.95], 0.99) == 10.0  # 40 passes after 20 misses
+    assert sustainable(rates, [0.999, 0.995, 0.991], 0.99) == 40.0
+    assert sustainable(rates, [0.999, 0.98, 0.999], 0.99) is None
+    assert sustainable(rates, [0.999, 0.99, 0.99], 0.99) == 40.0  # at the target is enough
+
+
+def test_the_interval_is_seeded_lies_on_rates_run_and_widens_at_the_edge() -> None:
+    rates, sizes = [10.0, 20.0, 40.0], [200, 200, 200]
+    clear = sustainable_interval(rates, sizes, [200, 200, 120], 0.9, seed=1)
+    assert clear == [20.0, 20.0]  # far from the target either way: no doubt
+    edge = sustainable_interval(rates, sizes, [200, 180, 120], 0.9, seed=1)
+    assert edge == sustainable_interval(rates, sizes, [200, 180, 120], 0.9, seed=1)
+    assert edge is not None and edge[0] == 10.0 and edge[1] == 20.0  # 180/200 is the target
+    assert set(edge) <= {0.0, *rates}
+    assert sustainable_interval(rates, [200, 0, 200], [200, 0, 200], 0.9, seed=1) is None
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _, folder = run_plan_text(PLAN, tmp_path_factory.mktemp("goodput"))
+    return folder
+
+
+def _good(document: dict[str, Any], e2e_ms: float, ttft_ms: float) -> int:
+    """Good requests of a cell, from its records: latency from the due time."""
+    return sum(
+        1
+        for r in document["requests"]
+        if not r["warmup"]
+        and r["error"] is None
+        and (r["end_ns"] - r["scheduled_ns"]) / 1e6 <= e2e_ms
+        and (r["first_content_ns"] - r["scheduled_ns"]) / 1e6 <= ttft_ms
+    )
+
+
+def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
+    campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    status, out, err = cli(
+        "derive", str(campaign), "--baseline", "base", "--candidate", "cand",
+        "--differs", "simulated_profile", "--slo", SLO,
+    )  # fmt: skip
+    assert status == 0, err
+    document = json.loads((campaign / "derived/ab-comparison-base-vs-cand.json").read_text())
+    assert document["derivation"]["slo"] == document["load"]["slo"] == parse_slo(SLO)
+    (stage,) = document["load"]["stages"]
+    assert stage["stage"] == "load"
+    for role, arm in (("baseline", "base"), ("candidate", "cand")):
+        rows = stage[role]["rows"]
+        assert [r["rate"] for r in rows] == [10.0, 30.0]
+        for row in rows:
+            cell = json.loads((campaign / arm / "load" / f"{row['cell']}.json").read_text())
+            measured = [r for r in cell["requests"] if not r["warmup"]]
+            assert row["requests"] == len(measured)
+            assert row["good"] == _good(cell, 12, 500)
+            assert row["good_fraction"] == row["good"] / row["requests"]
+            span = (max(r["end_ns"] for r in measured) - measured[0]["scheduled_ns"]) / 1e9
+            assert row["goodput_rps"] == pytest.approx(row["good"] / span)
+    assert stage["baseline"]["sustainable_rate_rps"] == 30.0
+    assert stage["candidate"]["sustainable_rate_rps"] is None
+    assert [r["good"] for r in stage["candidate"]["rows"]] == [0, 0]
+    assert stage["candidate"]["sustainable_rate_ci95"] == [0.0, 0.0]
+    assert out.splitlines()[-2:] == [
+        f"  load: base sustains 30 req/s (95 % interval {stage['baseline']['sustainable_rate_ci95'][0]:g} to 30) at the SLO",
+        "  load: cand sustains none of its rates (95 % interval 0 to 0) at the SLO",
+    ]  # fmt: skip
+    status, report = verify_json(cli, campaign)
+    assert status == 0, report["findings"]
+
+    # The promotion rule: the candidate sustains less, so the comparison does not count.
+    policy_file = tmp_path / "policy.toml"
+    default = (Path(__file__).parent.parent / "ledger/_policy/default.toml").read_text()
+    policy_file.write_text(
+        default.replace("min_samples_per_cell = 10", "min_samples_per_cell = 1\n"
+                        "sustainable_rate_no_worse = true")
+    )  # fmt: skip
+    strict = load_policy(policy_file)
+    reasons = comparison_failures(document, strict)
+    assert [r for r in reasons if "sustain" in r] == [
+        "load: cand sustains 0 req/s at the SLO, base 30"
+    ]
+    lenient = load_policy(policy_file.write_text(default) and policy_file)
+    assert not any("sustain" in r for r in comparison_failures(document, lenient))
+    without = {k: v for k, v in document.items() if k != "load"}
+    assert [r for r in comparison_failures(without, strict) if "sustainable" in r] == [
+        "the policy compares sustainable rates at an SLO; the comparison has none (derive it "
+        "with --slo from a campaign with a load stage)"
+    ]
+
+
+def test_an_edited_goodput_or_slo_is_caught(campaign: Path, tmp_path: Path, cli: CliRun) -> None:
+    import shutil
+
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    assert cli(
+        "derive", str(folder), "--baseline", "base", "--candidate", "cand",
+        "--differs", "simulated_profile", "--slo", SLO, "--replace",
+    )[0] == 0  # fmt: skip
+    path = folder / "derived/ab-comparison-base-vs-cand.json"
+    document = json.loads(path.read_text())
+    document["load"]["stages"][0]["candidate"]["sustainable_rate_rps"] = 30.0
+    path.write_text(json.dumps(document))
+    forge_seal(folder)
+    status, report = verify_json(cli, folder)
+    assert status == 1
+    assert [(f["code"], f["pointer"]) for f in report["findings"] if f["severity"] == "error"] == [
+        ("derived-mismatch", "/load/stages/0/candidate/sustainable_rate_rps")
+    ]
+
+
+def test_an_slo_needs_a_load_stage_and_a_well_formed_value(
+    campaign: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    args = ["--baseline", "base", "--candidate", "cand", "--differs", "simulated_profile"]
+    status, _, err = cli("derive", str(campaign), *args, "--slo", "e2e=5")
+    assert status == 2 and err.startswith("error: --slo: 'e2e=5': expected KEY=NUMBER")
+    status, _, err = cli(
+        "derive", str(two_arm_campaign), "--baseline", "windows", "--candidate", "linux",
+        "--kind", "os", "--slo", "e2e_ms=5",
+    )  # fmt: skip
+    assert status != 0 and "--kind ab" in err
+    status, _, err = cli(
+        "derive", str(two_arm_campaign), "--baseline", "windows", "--candidate", "linux",
+        "--differs", "os", "--slo", "e2e_ms=5",
+    )  # fmt: skip
+    assert status != 0 and "no load stage" in err and len(err.strip().splitlines()) == 1
