@@ -143,10 +143,11 @@ def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
     lenient = load_policy(policy_file.write_text(default) and policy_file)
     assert not any("sustain" in r for r in comparison_failures(document, lenient))
     without = {k: v for k, v in document.items() if k != "load"}
-    assert [r for r in comparison_failures(without, strict) if "sustainable" in r] == [
+    missing = (
         "the policy compares sustainable rates at an SLO; the comparison has none (derive it "
         "with --slo from a campaign with a load stage)"
-    ]
+    )
+    assert [r for r in comparison_failures(without, strict) if "sustainable" in r] == [missing]
 
 
 def test_an_edited_goodput_or_slo_is_caught(campaign: Path, tmp_path: Path, cli: CliRun) -> None:
