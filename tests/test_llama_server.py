@@ -235,3 +235,46 @@ warmup = 1
     assert all(" | 12 | " in row for row in rows)  # every measured request timed by both
     status, found = verify_json(cli, campaign)
     assert status == 0, found["findings"]
+
+
+def test_an_open_loop_load_stage_with_goodput_at_an_slo(
+    server: LlamaServer, tmp_path: Path, cli: CliRun
+) -> None:
+    """Poisson arrivals at 2 and 6 requests/s for 3 s on two arms of the same server: every
+    request sent on its schedule and answered, verify recomputing the schedule and the
+    lateness, and goodput at a generous SLO that both arms sustain at the higher rate."""
+    arms = "".join(
+        _arm(name, server, 4).replace("parallel = 4", f'parallel = 4\nrun = "{name}"')
+        for name in ("a", "b")
+    )
+    plan = f"""{_head("2026-12-01-llama-load", 6)}
+{arms}
+[[stages]]
+kind = "load"
+context_target = 512
+rate = [2, 6]
+duration_s = 3
+max_tokens = 8
+controlled_output = true
+warmup = 1
+"""
+    result, campaign = run_plan_text(plan, tmp_path)
+    assert result.complete
+    for cell in _cells(campaign):
+        measured = [r for r in cell["requests"] if not r["warmup"]]
+        assert [r["error"] for r in measured] == [None] * len(measured)
+        assert len(measured) == cell["cell"]["requests"] >= 3
+        assert all(r["scheduled_ns"] <= r["sent_ns"] for r in measured)
+    status, report = verify_json(cli, campaign)
+    assert status == 0, report["findings"]
+    status, _, err = cli(
+        "derive", str(campaign), "--baseline", "a", "--candidate", "b", "--differs", "run",
+        "--slo", "e2e_ms=20000,percentile=90",
+    )  # fmt: skip
+    assert status == 0, err
+    document = json.loads((campaign / "derived/ab-comparison-a-vs-b.json").read_text())
+    (stage,) = document["load"]["stages"]
+    for role in ("baseline", "candidate"):
+        assert stage[role]["sustainable_rate_rps"] == 6.0
+        assert [r["good_fraction"] for r in stage[role]["rows"]] == [1.0, 1.0]
+    assert verify_json(cli, campaign)[0] == 0
