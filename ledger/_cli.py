@@ -366,6 +366,8 @@ def _derive(args: argparse.Namespace) -> int:
     if args.slo is not None:
         from ledger._internal.goodput import parse_slo
 
+        if args.kind != "ab":
+            raise UsageError("--slo: goodput is part of an A/B comparison (--kind ab)")
         try:
             slo = parse_slo(args.slo)
         except ValueError as e:
@@ -395,7 +397,8 @@ def _derive(args: argparse.Namespace) -> int:
             shown = "none of its rates" if rate is None else f"{rate:g} req/s"
             if interval is not None:
                 shown += f" (95 % interval {interval[0]:g} to {interval[1]:g})"
-            print(f"  {stage['stage']}: {document[role]['arm']} sustains {shown} at the SLO")
+            where = stage["stage"] + (" (thinking)" if stage["thinking"] else "")
+            print(f"  {where}: {document[role]['arm']} sustains {shown} at the SLO")
     return 0
 
 

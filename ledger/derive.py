@@ -551,25 +551,27 @@ def derive(
 def _load(
     db: Database, campaign: str, arms: tuple[str, str], slo: dict[str, float]
 ) -> dict[str, Any]:
-    """Goodput per rate and the sustainable rate of every load stage both arms ran."""
+    """Goodput per rate and the sustainable rate of every load stage both arms ran, a
+    stage's thinking modes apart (each its own run of rates)."""
     rows = db.query(goodput.cell_query(slo), [campaign, *arms]).to_json()
-    rates = {
-        (r["arm"], r["stage"], r["cell"]): r["rate"]
+    settings = {
+        (r["arm"], r["stage"], r["cell"]): (r["rate"], bool(r["thinking"]))
         for r in db.query(
-            "SELECT arm, stage, cell, rate FROM cell_settings WHERE campaign_id = ? "
+            "SELECT arm, stage, cell, rate, thinking FROM cell_settings WHERE campaign_id = ? "
             "AND arm IN (?, ?) AND rate IS NOT NULL",
             [campaign, *arms],
         ).to_json()
     }
-    by_stage: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    runs: dict[tuple[str, bool], dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
-        rate = rates.get((row["arm"], row["stage"], row["cell"]))
-        if rate is None:
-            continue
+        found = settings.get((row["arm"], row["stage"], row["cell"]))
+        if found is None:
+            continue  # due times without a load cell's settings: verify reports it
+        rate, thinking = found
         row.update(rate=rate, lateness_threshold_ms=arrivals.LATE_THRESHOLD_MS)
-        by_stage.setdefault(row["stage"], {}).setdefault(row["arm"], []).append(row)
-    stages = [name for name, found in sorted(by_stage.items()) if set(found) == set(arms)]
-    if not stages:
+        runs.setdefault((row["stage"], thinking), {}).setdefault(row["arm"], []).append(row)
+    both = [key for key, found in sorted(runs.items()) if set(found) == set(arms)]
+    if not both:
         raise DeriveError(
             f"an SLO was given, but no load stage of campaign {campaign!r} was run by both "
             f"{arms[0]!r} and {arms[1]!r}: goodput is derived from open-loop cells"
@@ -579,14 +581,19 @@ def _load(
         "stages": [
             {
                 "stage": name,
+                "thinking": thinking,
                 **{
                     role: goodput.stage_summary(
-                        by_stage[name][arm], slo, campaign=campaign, arm=arm, stage=name
+                        runs[(name, thinking)][arm],
+                        slo,
+                        campaign=campaign,
+                        arm=arm,
+                        stage=f"{name}/{'think' if thinking else 'nothink'}",
                     )
                     for role, arm in zip(("baseline", "candidate"), arms, strict=True)
                 },
             }
-            for name in stages
+            for name, thinking in both
         ],
     }
 

@@ -378,12 +378,14 @@ def _rate_reasons(document: dict[str, Any]) -> list[str]:
         return [missing]
     reasons = []
     for stage in load["stages"]:
-        base = stage["baseline"]["sustainable_rate_rps"] or 0.0
-        cand = stage["candidate"]["sustainable_rate_rps"] or 0.0
-        if cand < base:
+        base = stage["baseline"]["sustainable_rate_rps"]
+        cand = stage["candidate"]["sustainable_rate_rps"]
+        if (cand or 0.0) < (base or 0.0):
+            where = stage["stage"] + (" (thinking)" if stage.get("thinking") else "")
+            shown = "none of its rates" if cand is None else f"{cand:g} req/s"
             reasons.append(
-                f"{stage['stage']}: {document['candidate']['arm']} sustains {cand:g} req/s at "
-                f"the SLO, {document['baseline']['arm']} {base:g}"
+                f"{where}: {document['candidate']['arm']} sustains {shown} at the SLO, "
+                f"{document['baseline']['arm']} {base:g} req/s"
             )
     return reasons
 

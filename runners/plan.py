@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from ledger._internal.arrivals import PROCESSES, Arrivals, offsets_ns
+from ledger._internal.arrivals import MAX_IN_FLIGHT, PROCESSES, Arrivals, offsets_ns
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -58,10 +58,12 @@ DEFAULT_THINKING = {
 template argument)."""
 DEFAULT_RESERVE_MIB = 3072
 MAX_REQUESTS = 1_000_000
+"""Requests per cell: a million at 1 ms each is already a quarter of an hour."""
 MAX_RATE = 100_000.0
 """Requests per second a load cell may ask for: beyond what one client process sends."""
-"""Requests per cell: a million at 1 ms each is already a quarter of an hour."""
-MAX_CONCURRENCY = 10_000
+MIN_RATE = 0.001
+"""The lowest rate a cell name spells (``r0_001``): one request in about 17 minutes."""
+MAX_CONCURRENCY = MAX_IN_FLIGHT
 """Requests in flight at once: each holds a connection and a task."""
 MAX_CONTEXT_TARGET = 10_000_000
 """The largest context target a plan may name: above the largest context window served
@@ -579,11 +581,14 @@ def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
     value = reader.get("rate", (int, float, list), what="requests per second or a list of them")
     rates = value if isinstance(value, list) else [value]
     if not rates or not all(
-        type(r) in (int, float) and math.isfinite(r) and 0 < r <= MAX_RATE for r in rates
+        type(r) in (int, float) and math.isfinite(r) and MIN_RATE <= r <= MAX_RATE for r in rates
     ):
         raise reader.error(
-            "rate", f"expected requests per second in (0, {MAX_RATE:,}], got {value!r}"
+            "rate", f"expected requests per second from {MIN_RATE} to {MAX_RATE:,}, got {value!r}"
         )
+    repeated = [r for i, r in enumerate(rates) if r in rates[:i]]
+    if repeated:
+        raise reader.error("rate", f"{repeated[0]} is listed twice")
     process = reader.get("arrival", (str,), "poisson", "poisson, constant or gamma")
     if process not in PROCESSES:
         raise reader.error("arrival", f"expected one of {', '.join(PROCESSES)}, got {process!r}")
@@ -616,7 +621,7 @@ def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
     # The cap on requests in flight is the cell's concurrency: what the concurrency rule
     # of a matched A/B compares. Without one, the client's own ceiling.
     cells = tuple(
-        Cell(target, in_flight or MAX_CONCURRENCY, th, float(r))
+        Cell(target, in_flight or MAX_IN_FLIGHT, th, float(r))
         for r in dict.fromkeys(rates)
         for th in thinking
     )

@@ -14,7 +14,7 @@ from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger._internal.outputs import OutputExists
 from ledger.database import build
-from tests.conftest import DATA, ROOT, CliRun
+from tests.conftest import DATA, ROOT, CliRun, forge_seal
 
 DATED = "2026-12-01-dated-arm"
 
@@ -252,3 +252,29 @@ def test_an_open_loop_cell_s_lateness_and_latency_from_its_due_times(tmp_path: P
     assert (row["lateness_ms_p99"], row["limited_by_client"], row["achieved_rate_rps"]) == (
         None, None, None,
     )  # fmt: skip
+
+
+def test_a_cell_set_aside_by_a_resumed_run_is_not_pooled_with_its_rerun(
+    tmp_path: Path, two_arm_campaign: Path
+) -> None:
+    """``ledger run --resume`` keeps an interrupted cell as ``<cell>.interrupted-N.json``
+    and runs the cell again: the kept one is evidence of the interruption, not rows."""
+    from ledger.derive import derive
+
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    query = "SELECT arm, stage, cell, n FROM cells ORDER BY ALL"
+    before = build([campaign]).query(query)
+    cell = next(campaign.glob("linux/capacity/*.json"))
+    document = json.loads(cell.read_text())
+    document.update(status="incomplete", reason="interrupted by SIGINT")
+    document["requests"] = document["requests"][:2]
+    write_json(cell.with_name(cell.stem + ".interrupted-1.json"), document)
+    forge_seal(campaign)
+    db = build([campaign])
+    assert db.query(query) == before
+    assert (
+        db.query("SELECT count(*) FROM cell_settings").rows
+        == build([two_arm_campaign]).query("SELECT count(*) FROM cell_settings").rows
+    )
+    assert derive(db, campaign.name, "windows", "linux", kind="os", differs=["os"])["rows"]

@@ -138,7 +138,7 @@ def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
     strict = load_policy(policy_file)
     reasons = comparison_failures(document, strict)
     assert [r for r in reasons if "sustain" in r] == [
-        "load: cand sustains 0 req/s at the SLO, base 30"
+        "load: cand sustains none of its rates at the SLO, base 30 req/s"
     ]
     lenient = load_policy(policy_file.write_text(default) and policy_file)
     assert not any("sustain" in r for r in comparison_failures(document, lenient))
@@ -187,3 +187,86 @@ def test_an_slo_needs_a_load_stage_and_a_well_formed_value(
         "--differs", "os", "--slo", "e2e_ms=5",
     )  # fmt: skip
     assert status != 0 and "no load stage" in err and len(err.strip().splitlines()) == 1
+
+
+def _asset_campaign(tmp_path: Path, edit: Any = None) -> Path:
+    """Two arms' three-request load cells (the verify asset's), each also in thinking mode;
+    ``edit(arm, document)`` changes one before it is written."""
+    from generate_verify_assets import load_cell_run
+
+    from ledger._internal.jsonio import write_json
+
+    folder = tmp_path / "2026-11-01-asset-campaign"
+    for arm in ("a", "b"):
+        for thinking in (False, True):
+            document = load_cell_run()
+            document["arm"] = arm
+            if thinking:
+                # Its schedule is the other cell's (a derivation does not check it; verify does).
+                document["cell"].update(thinking=True, id="ctx1024-r20-think")
+            if edit is not None:
+                edit(arm, document)
+            (folder / arm).mkdir(parents=True, exist_ok=True)
+            write_json(folder / arm / f"{document['cell']['id']}.json", document)
+    return folder
+
+
+def _held_back_and_failed(arm: str, document: dict[str, Any]) -> None:
+    """On arm b: request 2 waited 40 ms in the client (every time of it 40 ms later, its
+    due time kept), request 1 failed."""
+    from generate_verify_assets import _record
+
+    if arm != "b":
+        return
+    late = document["requests"][2]
+    document["requests"][2] = _record(2, late["sent_ns"] + 40_000_000) | {
+        "scheduled_ns": late["scheduled_ns"]
+    }
+    document["requests"][1]["error"] = {"class": "http-5xx", "status": 503, "message": "busy"}
+
+
+def _derived(folder: Path, slo: str) -> dict[str, Any]:
+    from ledger._internal.goodput import parse_slo
+    from ledger.database import build
+    from ledger.derive import derive
+
+    db = build([folder])
+    try:
+        return derive(db, folder.name, "a", "b", slo=parse_slo(slo))
+    finally:
+        db.close()
+
+
+def test_a_request_is_good_by_its_latency_from_when_it_was_due(tmp_path: Path) -> None:
+    """From its send, the held-back request took 35 ms, inside a 50 ms SLO; from when it was
+    due, 75 ms: not good. The failed one is never good. Thinking modes are runs apart."""
+    folder = _asset_campaign(tmp_path, _held_back_and_failed)
+    document = _derived(folder, "e2e_ms=50,percentile=50")
+    assert [(s["stage"], s["thinking"]) for s in document["load"]["stages"]] == [
+        ("load", False),
+        ("load", True),
+    ]
+    for stage in document["load"]["stages"]:
+        (base,) = stage["baseline"]["rows"]
+        (cand,) = stage["candidate"]["rows"]
+        assert (base["good"], cand["good"]) == (3, 1)
+        assert stage["baseline"]["sustainable_rate_rps"] == 20.0
+        assert stage["candidate"]["sustainable_rate_rps"] is None  # 1/3 < 50 %
+    # Time per output token is the decode gap: 10 ms between the chunks here.
+    assert _derived(folder, "tpot_ms=5")["load"]["stages"][0]["baseline"]["rows"][0]["good"] == 0
+    assert _derived(folder, "tpot_ms=20")["load"]["stages"][0]["baseline"]["rows"][0]["good"] == 3
+
+
+def test_equal_sustainable_rates_meet_the_policy(tmp_path: Path) -> None:
+    from ledger.promotion import _rate_reasons
+
+    document = _derived(_asset_campaign(tmp_path), "e2e_ms=50")
+    assert _rate_reasons(document) == []  # both arms sustain 20 req/s
+    for stage in document["load"]["stages"]:
+        for role in ("baseline", "candidate"):
+            stage[role]["sustainable_rate_rps"] = None
+    assert _rate_reasons(document) == []  # neither sustains any: not worse
+    document["load"]["stages"][1]["baseline"]["sustainable_rate_rps"] = 20.0
+    assert _rate_reasons(document) == [
+        "load (thinking): b sustains none of its rates at the SLO, a 20 req/s"
+    ]

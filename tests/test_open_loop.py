@@ -168,6 +168,8 @@ def test_a_load_stage_has_a_cell_per_rate_and_records_its_arrivals() -> None:
         ("rate = 10\nrequests = 5\nburstiness = 2", "only a gamma arrival has a burstiness"),
         ('rate = 10\nrequests = 5\narrival = "bursty"', "expected one of poisson, constant"),
         ("rate = [2.5, 2.5000001]\nrequests = 5", "two rates spell the same cell name"),
+        ("rate = [10, 10.0, 20]\nrequests = 5", "stages[0].rate: 10.0 is listed twice"),
+        ("rate = 1e-7\nrequests = 5", "stages[0].rate: expected requests per second from"),
         ("rate = 10\nrequests = 5\nmax_in_flight = 0", "max_in_flight: must be 1 to"),
         ("rate = 1000\nduration_s = 2000", "more than 1,000,000 requests"),
         ("rate = 10\nrequests = 5\nconcurrency = 4", "stages[0].concurrency: unknown key"),
@@ -305,3 +307,124 @@ def test_200_requests_per_second_for_10_s_keep_their_schedule(tmp_path: Path) ->
     achieved = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
     assert scheduled_rate == pytest.approx(200, rel=0.05)
     assert achieved == pytest.approx(scheduled_rate, rel=0.02)
+
+
+# -- verify's hold on a load cell ------------------------------------------------------
+
+
+def _issues(document: dict[str, Any]) -> set[tuple[str, str]]:
+    from ledger._internal.runs import check_cell_run
+
+    return {(i.code, i.pointer) for i in check_cell_run(document)}
+
+
+def _load_cell(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    from generate_verify_assets import load_cell_run
+
+    document = load_cell_run()
+    edit(document)
+    return document
+
+
+def _restate(document: dict[str, Any]) -> None:
+    document["cell"]["arrival"]["lateness"] = lateness(document["requests"])
+
+
+def _interrupted(document: dict[str, Any]) -> None:
+    # The second request was cancelled in flight: the third keeps its own due time.
+    del document["requests"][1]
+    document.update(status="incomplete", reason="interrupted by SIGINT")
+    _restate(document)
+
+
+def _early(document: dict[str, Any]) -> None:
+    # Every due time 50 ms later, lateness restated: sent before due, latency flattered.
+    for record in document["requests"]:
+        record["scheduled_ns"] += 50_000_000
+    document["cell"]["arrival"]["start_ns"] += 50_000_000
+    _restate(document)
+
+
+def _warm_up_due(document: dict[str, Any]) -> None:
+    document["requests"][0]["warmup"] = True
+    document["cell"]["warmup"] = 1
+    _restate(document)
+
+
+def _no_due_time(document: dict[str, Any]) -> None:
+    del document["requests"][2]["scheduled_ns"]
+    _restate(document)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: None, set()),
+        (_interrupted, {("run-incomplete", "/status")}),
+        (_early, {("record-inconsistent", f"/requests/{i}/sent_ns") for i in range(3)}),
+        (
+            lambda d: d["cell"]["arrival"]["lateness"].update(threshold_ms=1000.0),
+            {("derived-mismatch", "/cell/arrival/lateness/threshold_ms")},
+        ),
+        (lambda d: d["cell"].pop("arrival"), {("record-inconsistent", "/cell")}),
+        (_no_due_time, {("record-inconsistent", "/requests/2")}),
+        (
+            _warm_up_due,
+            {
+                ("record-inconsistent", "/requests/0/scheduled_ns"),
+                ("record-inconsistent", "/requests"),  # two measured where three were planned
+                ("schedule-mismatch", "/requests/1/scheduled_ns"),
+            },
+        ),
+        (
+            lambda d: d["cell"].update(concurrency=4),
+            {("schedule-mismatch", "/cell/concurrency")},
+        ),
+        (
+            lambda d: d["cell"]["arrival"].update(requests=2),
+            {
+                ("schedule-mismatch", "/cell/requests"),
+                ("schedule-mismatch", "/requests/2/scheduled_ns"),
+            },
+        ),
+    ],
+    ids=[
+        "valid",
+        "interrupted",
+        "sent-before-due",
+        "threshold",
+        "no-arrival",
+        "no-due-time",
+        "warm-up-due",
+        "concurrency",
+        "count",
+    ],
+)
+def test_verify_holds_a_load_cell_to_its_settings(
+    edit: Callable[[dict[str, Any]], None], expected: set[tuple[str, str]]
+) -> None:
+    assert _issues(_load_cell(edit)) == expected
+
+
+def test_a_due_time_on_a_closed_loop_cell_is_refused() -> None:
+    from generate_verify_assets import cell_run
+
+    document = cell_run()
+    document["requests"][0]["scheduled_ns"] = 0
+    assert _issues(document) == {("record-inconsistent", "/requests/0/scheduled_ns")}
+
+
+def test_lateness_at_the_threshold_is_not_limited_and_warm_ups_never_count() -> None:
+    records = [
+        {"warmup": True, "sent_ns": 90_000_000, "scheduled_ns": 0},  # ignored
+        *({"warmup": False, "sent_ns": 1_000_000 + i, "scheduled_ns": i} for i in range(10)),
+    ]
+    found = lateness(records)
+    assert (found["p99_ms"], found["max_ms"], found["limited_by_client"]) == (1.0, 1.0, False)
+
+
+def test_a_schedule_too_long_is_refused_before_it_is_drawn() -> None:
+    with pytest.raises(ValueError, match="more than 1,000,000"):
+        offsets_ns(Arrivals("poisson", 1.0, 0, duration_s=1e12), "c")
+    with pytest.raises(ValueError, match="more than 1,000,000"):
+        offsets_ns(Arrivals("poisson", 1000.0, 0, duration_s=1e6), "c")

@@ -28,6 +28,8 @@ MAX_SCHEDULED = 1_000_000
 """The most requests one open-loop cell may schedule."""
 LATE_THRESHOLD_MS = 1.0
 """Sender lateness p99 above this marks a cell ``limited-by-client``."""
+MAX_IN_FLIGHT = 10_000
+"""The client's own ceiling on requests in flight, when a load stage sets none."""
 
 
 @attrs.frozen
@@ -98,7 +100,10 @@ def offsets_ns(arrivals: Arrivals, cell_id: str) -> list[int]:
     else:
         # Drawn in batches of the mean count until the duration is passed: the stream,
         # and so the schedule, depends only on the settings.
-        batch = max(16, math.ceil((arrivals.duration_s or 0) * arrivals.rate))
+        expected = (arrivals.duration_s or 0) * arrivals.rate
+        if expected > 2 * MAX_SCHEDULED:
+            raise ValueError(f"more than {MAX_SCHEDULED:,} requests in one cell")
+        batch = max(16, min(math.ceil(expected), MAX_SCHEDULED + 1))
         drawn = gaps(batch)
         while drawn.sum() < (arrivals.duration_s or 0):
             if len(drawn) > MAX_SCHEDULED:

@@ -42,6 +42,8 @@ def parse_slo(text: str) -> dict[str, float]:
             raise ValueError(
                 f"{part!r}: expected KEY=NUMBER with KEY one of {', '.join(SLO_KEYS)}, percentile"
             )
+        if key in slo:
+            raise ValueError(f"{key} is given twice")
         try:
             number = float(value)
         except ValueError:
@@ -101,7 +103,7 @@ def cell_query(slo: dict[str, float]) -> str:
 def sustainable(rates: list[float], fractions: list[float], target: float) -> float | None:
     """The largest rate whose fraction, and every lower rate's, is at or above ``target``."""
     found = None
-    for rate, fraction in sorted(zip(rates, fractions, strict=True)):
+    for rate, fraction in sorted(zip(rates, fractions, strict=True), key=lambda p: p[0]):
         if fraction < target:
             break
         found = rate

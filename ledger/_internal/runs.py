@@ -80,7 +80,54 @@ def check_cell_run(document: dict[str, Any]) -> list[Issue]:
                 f"a complete cell holds {measured} measured requests, cell.requests is {wanted}",
             )
         )
-    if "arrival" in document["cell"]:
+    found.extend(_open_loop_issues(document))
+    return found
+
+
+def _open_loop_issues(document: dict[str, Any]) -> list[Issue]:
+    """Due times where they belong: on the measured requests of a load cell, each at or
+    before its send; and a load cell's arrival settings in place."""
+    cell = document["cell"]
+    load = document["stage"]["kind"] == "load"
+    if load != ("arrival" in cell):
+        return [
+            Issue(
+                "record-inconsistent",
+                "/cell",
+                "a load cell without its arrival settings"
+                if load
+                else "arrival settings on a cell that is not a load stage's",
+            )
+        ]
+    found = []
+    for position, record in enumerate(document["requests"]):
+        due = record.get("scheduled_ns")
+        if due is None:
+            if load and not record["warmup"]:
+                found.append(
+                    Issue(
+                        "record-inconsistent",
+                        f"/requests/{position}",
+                        "a measured request of a load cell without its due time",
+                    )
+                )
+        elif not load or record["warmup"]:
+            found.append(
+                Issue(
+                    "record-inconsistent",
+                    f"/requests/{position}/scheduled_ns",
+                    "a due time on a request that was never due (a warm-up, or a closed loop)",
+                )
+            )
+        elif record["sent_ns"] < due:
+            found.append(
+                Issue(
+                    "record-inconsistent",
+                    f"/requests/{position}/sent_ns",
+                    f"sent at {record['sent_ns']}, before it was due at {due}",
+                )
+            )
+    if load:
         found.extend(_schedule_issues(document))
     return found
 
@@ -105,22 +152,34 @@ def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
                 f"the schedule holds {len(offsets)} requests, cell.requests is {cell['requests']}",
             )
         )
-    measured = sorted(
-        (r["index"], position) for position, r in enumerate(document["requests"]) if not r["warmup"]
-    )
-    for order, (_, position) in enumerate(measured):
-        due = document["requests"][position].get("scheduled_ns")
-        expected = stated["start_ns"] + offsets[order] if order < len(offsets) else None
-        if due != expected:
+    cap = stated["max_in_flight"] or arrivals.MAX_IN_FLIGHT
+    if cell["concurrency"] != cap:
+        found.append(
+            Issue(
+                "schedule-mismatch",
+                "/cell/concurrency",
+                f"concurrency {cell['concurrency']}, but at most {cap} were in flight",
+            )
+        )
+    # Measured request i (after the warm-ups) was due at offset i: an interrupted cell
+    # lacks the requests cancelled in flight, so the index decides, not the order.
+    for position, record in enumerate(document["requests"]):
+        if record["warmup"] or record.get("scheduled_ns") is None:
+            continue
+        order = record["index"] - cell["warmup"]
+        expected = stated["start_ns"] + offsets[order] if 0 <= order < len(offsets) else None
+        if record["scheduled_ns"] != expected:
             found.append(
                 Issue(
                     "schedule-mismatch",
                     f"/requests/{position}/scheduled_ns",
-                    f"due at {due}, but the schedule of the cell's settings says {expected}",
+                    f"due at {record['scheduled_ns']}, but the schedule of the cell's settings "
+                    f"says {expected}",
                 )
             )
             break
-    recomputed = arrivals.lateness(document["requests"], stated["lateness"]["threshold_ms"])
+    # The threshold is the ledger's, not the document's: raising it would clear the flag.
+    recomputed = arrivals.lateness(document["requests"])
     for key, value in recomputed.items():
         if stated["lateness"][key] != value:
             found.append(

@@ -72,7 +72,12 @@ CREATE TABLE request_rows_loaded (
 # and, where the server reports its own timings (llama.cpp's ``timings``):
 #   server_prompt_ms         the server's prompt processing time
 #   server_decode_tok_s      the server's generated tokens / its generation seconds
-INSERT_CELL_RUN_ROWS = """
+SET_ASIDE = r"\.interrupted-[0-9]+\.json$"
+"""A cell a resumed run set aside (``<cell>.interrupted-N.json``): kept as evidence of the
+interruption, hashed and checked by verify, but not rows of the cell, which ran again
+whole; pooled with the rerun, its requests would be counted twice."""
+
+INSERT_CELL_RUN_ROWS = f"""
 INSERT INTO request_rows_loaded
 SELECT
     c.campaign_id, c.arm, c.stage.name, c.stage.kind, c.cell.id,
@@ -96,6 +101,7 @@ SELECT
     END,
     r.scheduled_ns
 FROM cell_run_files AS c, unnest(c.requests) AS u(r)
+WHERE NOT regexp_matches(c.artifact, '{SET_ASIDE}')
 """
 
 INSERT_IMPORTED_ROWS = """
@@ -109,7 +115,7 @@ SELECT
 FROM imported_run_files AS c, unnest(c.requests) AS u(r)
 """
 
-CELL_SETTINGS = """
+CELL_SETTINGS = f"""
 CREATE TABLE cell_settings_loaded AS
 SELECT
     campaign_id, arm, stage.name AS stage, stage.kind AS stage_kind, cell.id AS cell,
@@ -121,6 +127,7 @@ SELECT
     metrics.prefix_cache.hit_rate AS prefix_cache_hit_rate, artifact, sha256,
     cell.arrival.rate AS rate
 FROM cell_run_files
+WHERE NOT regexp_matches(artifact, '{SET_ASIDE}')
 """
 
 CELL_SETTINGS_EMPTY = """
