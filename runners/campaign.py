@@ -49,7 +49,7 @@ from runners.plan import (
 )
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
+from runners.stages import CellRun, Prompt, completed_rate, new_origin, request_body, run_cell
 from runners.stats import CellStats, cell_stats
 from runners.workload import (
     TOLERANCE,
@@ -126,6 +126,7 @@ class CampaignRun:
         self.filler = Filler(plan.seed)
         self.workload: dict[tuple[str, str], dict[str, Any]] = {}
         self.cells: dict[tuple[str, str, str], str] = {}
+        self.sweeps: dict[str, dict[str, Any]] = {}
         self.interrupted_files: dict[tuple[str, str, str], list[str]] = {}
         self.outcomes: list[CellOutcome] = []
         self.signal_name: str | None = None
@@ -138,6 +139,46 @@ class CampaignRun:
         """arm -> its container's snapshot before the workload, and when it was taken."""
 
     # -- files ---------------------------------------------------------------------------
+
+    def cells_of(self, stage: Stage) -> list[Cell]:
+        """A stage's cells: a sweep's rate cells once its first arm has found its rates."""
+        if stage.sweep_rates is None:
+            return list(stage.cells)
+        found = self.sweeps.get(stage.name)
+        if found is None:
+            found = self._sweep(stage)
+        return [*stage.cells, *(cell for cell, _ in (found or {}).get("cells", ()))]
+
+    def _sweep(self, stage: Stage) -> dict[str, Any] | None:
+        """The rates of a sweep from its first arm's two probe cells, once both are complete
+        (on disk: a resumed run finds the same rates)."""
+        arm = self.plan.arms[0]
+        measured = []
+        for cell in stage.cells:
+            path = self.folder / self.cell_path(arm, stage, cell)
+            if not path.exists():
+                return None
+            try:
+                document = read_document(path)
+            except (OSError, InvalidArtifact, SchemaError):
+                return None
+            if document.get("status") != "complete":
+                return None
+            measured.append((cell.id, completed_rate(document["requests"])))
+        (sync_id, synchronous), (burst_id, ceiling) = measured
+        cells = stage.sweep_cells(synchronous, ceiling)
+        found: dict[str, Any] = {
+            "synchronous_rps": synchronous,
+            "ceiling_rps": ceiling,
+            "from": {"arm": arm.name, "synchronous": sync_id, "ceiling": burst_id},
+            "cells": cells,
+        }
+        self.sweeps[stage.name] = found
+        for each in self.plan.arms:
+            for cell, _ in cells:
+                if (each.name, stage.name, cell.id) not in self.cells:
+                    self._recover(each, stage, cell)
+        return found
 
     def cell_path(self, arm: Arm, stage: Stage, cell: Cell) -> str:
         return f"{arm.name}/{stage.name}/{cell.id}.json"
@@ -173,7 +214,7 @@ class CampaignRun:
                 self.workload[(entry["stage"], entry["cell"])] = entry
         for arm in self.plan.arms:
             for stage in self.plan.stages:
-                for cell in stage.cells:
+                for cell in self.cells_of(stage):
                     self._recover(arm, stage, cell)
             for step in self.plan.evidence:
                 self._recover_evidence(arm, step)
@@ -255,7 +296,7 @@ class CampaignRun:
     def write_workload(self) -> None:
         cells = []
         for stage in self.plan.stages:
-            for cell in stage.cells:
+            for cell in self.cells_of(stage):
                 entry = self.workload.get((stage.name, cell.id))
                 if entry is not None:
                     cells.append(entry)
@@ -281,7 +322,7 @@ class CampaignRun:
         entries = []
         for arm in self.plan.arms:
             for stage in self.plan.stages:
-                for cell in stage.cells:
+                for cell in self.cells_of(stage):
                     key = (arm.name, stage.name, cell.id)
                     rel = self.cell_path(arm, stage, cell)
                     status = self.cells[key]
@@ -335,11 +376,11 @@ class CampaignRun:
             pending = [
                 (stage, cell)
                 for stage in self.plan.stages
-                for cell in stage.cells
+                for cell in self.cells_of(stage)
                 if self.cells[(arm.name, stage.name, cell.id)] != "complete"
             ]
             for stage in self.plan.stages:
-                for cell in stage.cells:
+                for cell in self.cells_of(stage):
                     if (stage, cell) not in pending:
                         label = f"{arm.name} {stage.name} {cell.id}"
                         self.progress.end_cell(label, None, "skipped")
@@ -397,14 +438,19 @@ class CampaignRun:
                     started_at = evidence.utc_now()
                     await asyncio.to_thread(sampler.start)
                 try:
-                    for _, cell in group:
-                        async with EndpointClient(
-                            base_url,
-                            concurrency=cell.concurrency,
-                            deadlines=self.plan.deadlines,
-                            api_key=api_key,
-                        ) as client:
-                            await self._run_one(client, arm, stage, cell)
+                    cells = [cell for _, cell in group]
+                    if stage.sweep_rates is not None and stage.name not in self.sweeps:
+                        # Run by the first arm: its probe cells first, then the rates they give.
+                        cells = [c for c in cells if c in stage.cells]
+                    for cell in cells:
+                        await self._run_in_client(arm, stage, cell, base_url, api_key)
+                    if stage.sweep_rates is not None and len(cells) < len(self.cells_of(stage)):
+                        for cell in self.cells_of(stage):
+                            if (
+                                cell not in cells
+                                and self.cells[(arm.name, stage.name, cell.id)] != "complete"
+                            ):
+                                await self._run_in_client(arm, stage, cell, base_url, api_key)
                 finally:
                     # Interrupted during the sampled stage, the samples taken still count.
                     if sampler is not None and telemetry is not None:
@@ -420,6 +466,17 @@ class CampaignRun:
         finally:
             if witness is not None:
                 witness.close()
+
+    async def _run_in_client(
+        self, arm: Arm, stage: Stage, cell: Cell, base_url: str, api_key: str | None
+    ) -> None:
+        async with EndpointClient(
+            base_url,
+            concurrency=cell.concurrency,
+            deadlines=self.plan.deadlines,
+            api_key=api_key,
+        ) as client:
+            await self._run_one(client, arm, stage, cell)
 
     async def _context_limit(self, base_url: str, api_key: str | None) -> int | None:
         """The context the endpoint reports (``max_model_len`` of ``/v1/models``, as vLLM,
@@ -707,6 +764,16 @@ class CampaignRun:
                 "start_ns": run.schedule_start_ns or 0,
                 "lateness": lateness(run.records),
             }
+            sweep = self.sweeps.get(stage.name)
+            if sweep is not None:
+                position = next(p for c, p in sweep["cells"] if c.id == cell.id)
+                document["cell"]["arrival"]["sweep"] = {
+                    "synchronous_rps": sweep["synchronous_rps"],
+                    "ceiling_rps": sweep["ceiling_rps"],
+                    "from": sweep["from"],
+                    "position": position,
+                    "of": stage.sweep_rates,
+                }
         return document
 
 

@@ -16,7 +16,14 @@ from typing import Any
 
 import attrs
 
-from ledger._internal.arrivals import MAX_IN_FLIGHT, PROCESSES, Arrivals, offsets_ns
+from ledger._internal.arrivals import (
+    MAX_IN_FLIGHT,
+    MIN_RATE,
+    PROCESSES,
+    Arrivals,
+    offsets_ns,
+    sweep_rate,
+)
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -24,7 +31,7 @@ from runners.tomlfile import read_toml
 from runners.workload import PREFIX_MODES
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
-STAGE_KINDS = ("capacity", "endurance", "load")
+STAGE_KINDS = ("capacity", "endurance", "load", "sweep")
 FUNCTIONAL_KINDS = (
     "preflight",
     "thinking-control",
@@ -61,8 +68,6 @@ MAX_REQUESTS = 1_000_000
 """Requests per cell: a million at 1 ms each is already a quarter of an hour."""
 MAX_RATE = 100_000.0
 """Requests per second a load cell may ask for: beyond what one client process sends."""
-MIN_RATE = 0.001
-"""The lowest rate a cell name spells (``r0_001``): one request in about 17 minutes."""
 MAX_CONCURRENCY = MAX_IN_FLIGHT
 """Requests in flight at once: each holds a connection and a task."""
 MAX_CONTEXT_TARGET = 10_000_000
@@ -114,7 +119,10 @@ class Stage:
     temperature: float
     seed: int
     arrival: dict[str, Any] | None = None
-    """A load stage's arrivals: process, burstiness, duration_s, requests, max_in_flight."""
+    """A load or sweep stage's arrivals: process, burstiness, duration_s, requests,
+    max_in_flight."""
+    sweep_rates: int | None = None
+    """A sweep's number of rates between its synchronous rate and its ceiling."""
 
     def arrivals(self, cell: Cell) -> Arrivals | None:
         """The open-loop schedule settings of a load cell; None for a closed-loop one."""
@@ -156,7 +164,28 @@ class Stage:
         }
         if self.arrival is not None:
             out["arrival"] = dict(self.arrival)
+        if self.sweep_rates is not None:
+            out["rates"] = self.sweep_rates
         return out
+
+    def sweep_cells(self, synchronous_rps: float, ceiling_rps: float) -> list[tuple[Cell, int]]:
+        """A sweep's open-loop cells (with their positions, from 1): its rates spaced evenly
+        between the synchronous rate and the ceiling, both left out, as a rate cell names
+        them (to 0.01 request/s)."""
+        assert self.sweep_rates is not None and self.arrival is not None
+        probe = self.cells[0]
+        cells: list[tuple[Cell, int]] = []
+        for position in range(1, self.sweep_rates + 1):
+            rate = sweep_rate(synchronous_rps, ceiling_rps, position, self.sweep_rates)
+            cell = Cell(
+                probe.context_target,
+                self.arrival["max_in_flight"] or MAX_IN_FLIGHT,
+                probe.thinking,
+                rate,
+            )
+            if all(c.id != cell.id for c, _ in cells):
+                cells.append((cell, position))
+        return cells
 
 
 @attrs.frozen
@@ -509,6 +538,8 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     name = reader.name("name") if "name" in reader.table else kind
     if kind == "load":
         return _load_stage(reader, name, seed)
+    if kind == "sweep":
+        return _sweep_stage(reader, name, seed)
     if kind == "capacity":
         key = "context_targets"
         targets = reader.int_list(key)
@@ -571,24 +602,8 @@ def _sampling(reader: _Reader, seed: int) -> tuple[int, bool, int, float, int]:
     return max_tokens, controlled, warmup, temperature, stage_seed
 
 
-def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
-    """An open-loop stage: one cell per rate, each sending on a schedule from the seed."""
-    target = reader.positive("context_target")
-    if target > MAX_CONTEXT_TARGET:
-        raise reader.error(
-            "context_target", f"{target} tokens is beyond any serving context window"
-        )
-    value = reader.get("rate", (int, float, list), what="requests per second or a list of them")
-    rates = value if isinstance(value, list) else [value]
-    if not rates or not all(
-        type(r) in (int, float) and math.isfinite(r) and MIN_RATE <= r <= MAX_RATE for r in rates
-    ):
-        raise reader.error(
-            "rate", f"expected requests per second from {MIN_RATE} to {MAX_RATE:,}, got {value!r}"
-        )
-    repeated = [r for i, r in enumerate(rates) if r in rates[:i]]
-    if repeated:
-        raise reader.error("rate", f"{repeated[0]} is listed twice")
+def _arrival(reader: _Reader) -> dict[str, Any]:
+    """The arrival settings of a load or sweep stage."""
     process = reader.get("arrival", (str,), "poisson", "poisson, constant or gamma")
     if process not in PROCESSES:
         raise reader.error("arrival", f"expected one of {', '.join(PROCESSES)}, got {process!r}")
@@ -608,16 +623,69 @@ def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
     in_flight = reader.get("max_in_flight", (int,), None, "a whole number")
     if in_flight is not None and not 1 <= in_flight <= MAX_CONCURRENCY:
         raise reader.error("max_in_flight", f"must be 1 to {MAX_CONCURRENCY:,}, got {in_flight}")
-    thinking = reader.bool_list("thinking", False)
-    max_tokens, controlled, warmup, temperature, stage_seed = _sampling(reader, seed)
-    reader.finish()
-    arrival = {
+    return {
         "process": process,
         "burstiness": burstiness,
         "duration_s": None if duration is None else float(duration),
         "requests": requests,
         "max_in_flight": in_flight,
     }
+
+
+MAX_SWEEP_RATES = 32
+"""Rates of one sweep: each is a cell of its own."""
+
+
+def _sweep_stage(reader: _Reader, name: str, seed: int) -> Stage:
+    """A sweep: one request at a time, then all at once, on the plan's first arm; then
+    ``rates`` open-loop cells spaced between the two rates found, run by every arm."""
+    target = reader.positive("context_target")
+    if target > MAX_CONTEXT_TARGET:
+        raise reader.error(
+            "context_target", f"{target} tokens is beyond any serving context window"
+        )
+    count = reader.get("rates", (int,), 5, "a whole number")
+    if not 1 <= count <= MAX_SWEEP_RATES:
+        raise reader.error("rates", f"must be 1 to {MAX_SWEEP_RATES}, got {count}")
+    probe = reader.get("probe_requests", (int,), 20, "a whole number")
+    if not 2 <= probe <= MAX_CONCURRENCY:
+        raise reader.error("probe_requests", f"must be 2 to {MAX_CONCURRENCY:,}, got {probe}")
+    arrival = _arrival(reader)
+    thinking = reader.get("thinking", (bool,), False, "true or false")
+    max_tokens, controlled, warmup, temperature, stage_seed = _sampling(reader, seed)
+    reader.finish()
+    # Measured one at a time (the synchronous rate), then all at once (the ceiling).
+    cells = (Cell(target, 1, thinking), Cell(target, probe, thinking))
+    return Stage(
+        name, "sweep", cells, probe, max_tokens, controlled, warmup, temperature, stage_seed,
+        arrival, count,
+    )  # fmt: skip
+
+
+def _load_stage(reader: _Reader, name: str, seed: int) -> Stage:
+    """An open-loop stage: one cell per rate, each sending on a schedule from the seed."""
+    target = reader.positive("context_target")
+    if target > MAX_CONTEXT_TARGET:
+        raise reader.error(
+            "context_target", f"{target} tokens is beyond any serving context window"
+        )
+    value = reader.get("rate", (int, float, list), what="requests per second or a list of them")
+    rates = value if isinstance(value, list) else [value]
+    if not rates or not all(
+        type(r) in (int, float) and math.isfinite(r) and MIN_RATE <= r <= MAX_RATE for r in rates
+    ):
+        raise reader.error(
+            "rate", f"expected requests per second from {MIN_RATE} to {MAX_RATE:,}, got {value!r}"
+        )
+    repeated = [r for i, r in enumerate(rates) if r in rates[:i]]
+    if repeated:
+        raise reader.error("rate", f"{repeated[0]} is listed twice")
+    arrival = _arrival(reader)
+    thinking = reader.bool_list("thinking", False)
+    max_tokens, controlled, warmup, temperature, stage_seed = _sampling(reader, seed)
+    reader.finish()
+    in_flight = arrival["max_in_flight"]
+    requests = arrival["requests"]
     # The cap on requests in flight is the cell's concurrency: what the concurrency rule
     # of a matched A/B compares. Without one, the client's own ceiling.
     cells = tuple(

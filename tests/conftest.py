@@ -135,7 +135,7 @@ controlled_output = true
 """
 
 
-def run_plan_text(plan_text: str, raw: Path) -> tuple[Any, Path]:
+def run_plan_text(plan_text: str, raw: Path, *, resume: bool = False) -> tuple[Any, Path]:
     """Runs a plan given as TOML text, quietly: (the run's result, its campaign folder)."""
     import os
     import tomllib
@@ -146,7 +146,7 @@ def run_plan_text(plan_text: str, raw: Path) -> tuple[Any, Path]:
 
     plan = parse_plan(tomllib.loads(plan_text))
     with open(os.devnull, "w") as quiet:
-        result = run_plan(plan, raw, progress=LogProgress(quiet))
+        result = run_plan(plan, raw, progress=LogProgress(quiet), resume=resume)
     return result, raw / plan.campaign_id
 
 

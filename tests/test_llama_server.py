@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ledger._internal.arrivals import sweep_rate
 from ledger._internal.jsonio import read_json
 from tests.conftest import CliRun, run_plan_text, verify_json
 from tests.llama_server import LlamaBuild, LlamaServer
@@ -240,9 +241,10 @@ warmup = 1
 def test_an_open_loop_load_stage_with_goodput_at_an_slo(
     server: LlamaServer, tmp_path: Path, cli: CliRun
 ) -> None:
-    """Poisson arrivals at 2 and 6 requests/s for 3 s on two arms of the same server: every
-    request sent on its schedule and answered, verify recomputing the schedule and the
-    lateness, and goodput at a generous SLO that both arms sustain at the higher rate."""
+    """Poisson arrivals at 2 and 6 requests/s for 3 s on two arms of the same server, and a
+    sweep (one request at a time, four at once, two rates between): every request sent on
+    its schedule and answered, verify recomputing the schedules and the lateness, and
+    goodput at a generous SLO that both arms sustain at the higher rate."""
     arms = "".join(
         _arm(name, server, 4).replace("parallel = 4", f'parallel = 4\nrun = "{name}"')
         for name in ("a", "b")
@@ -257,6 +259,14 @@ duration_s = 3
 max_tokens = 8
 controlled_output = true
 warmup = 1
+[[stages]]
+kind = "sweep"
+context_target = 512
+rates = 2
+probe_requests = 4
+duration_s = 2
+max_tokens = 8
+controlled_output = true
 """
     result, campaign = run_plan_text(plan, tmp_path)
     assert result.complete
@@ -264,7 +274,8 @@ warmup = 1
         measured = [r for r in cell["requests"] if not r["warmup"]]
         assert [r["error"] for r in measured] == [None] * len(measured)
         assert len(measured) == cell["cell"]["requests"] >= 3
-        assert all(r["scheduled_ns"] <= r["sent_ns"] for r in measured)
+        if "arrival" in cell["cell"]:  # the sweep's two probes are closed loops
+            assert all(r["scheduled_ns"] <= r["sent_ns"] for r in measured)
     status, report = verify_json(cli, campaign)
     assert status == 0, report["findings"]
     status, _, err = cli(
@@ -273,8 +284,16 @@ warmup = 1
     )  # fmt: skip
     assert status == 0, err
     document = json.loads((campaign / "derived/ab-comparison-a-vs-b.json").read_text())
-    (stage,) = document["load"]["stages"]
+    load, sweep = document["load"]["stages"]
     for role in ("baseline", "candidate"):
-        assert stage[role]["sustainable_rate_rps"] == 6.0
-        assert [r["good_fraction"] for r in stage[role]["rows"]] == [1.0, 1.0]
+        assert load[role]["sustainable_rate_rps"] == 6.0
+        assert [r["good_fraction"] for r in load[role]["rows"]] == [1.0, 1.0]
+        # The sweep's rates lie between what one request at a time and four at once gave.
+        assert len(sweep[role]["rows"]) == 2
+    cells = {c["cell"]["id"]: c["cell"] for c in _cells(campaign) if c["stage"]["name"] == "sweep"}
+    probe = next(c["arrival"]["sweep"] for c in cells.values() if "arrival" in c)
+    assert 0 < probe["synchronous_rps"] < probe["ceiling_rps"]
+    assert sorted(c["arrival"]["rate"] for c in cells.values() if "arrival" in c) == [
+        sweep_rate(probe["synchronous_rps"], probe["ceiling_rps"], i, 2) for i in (1, 2)
+    ]
     assert verify_json(cli, campaign)[0] == 0

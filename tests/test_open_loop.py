@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.arrivals import Arrivals, lateness, offsets_ns
+from ledger._internal.arrivals import Arrivals, lateness, offsets_ns, sweep_rate
 from ledger.database import build
 from ledger.errors import InvalidArtifact
 from runners.client import EndpointClient
 from runners.plan import parse_plan, rate_name
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, new_origin, run_cell
+from runners.stages import CellRun, Prompt, completed_rate, new_origin, run_cell
 from tests.conftest import CliRun, run_plan_text, verify_json
 
 Start = Callable[..., SimulatorProcess]
@@ -125,7 +125,7 @@ seed = 5
 name = "a"
 {arm}
 [[stages]]
-kind = "load"
+kind = "{kind}"
 context_target = 256
 max_tokens = 4
 {stage}
@@ -133,8 +133,9 @@ max_tokens = 4
 SIMULATED = "[arms.simulated]\ndecode_tok_s = 4000.0\nprefill_tok_s = 400000.0"
 
 
-def _plan(stage: str, arm: str = SIMULATED) -> Any:
-    return parse_plan(tomllib.loads(PLAN.format(arm=arm, stage=stage)), source="plan.toml")
+def _plan(stage: str, arm: str = SIMULATED, kind: str = "load") -> Any:
+    text = PLAN.format(arm=arm, stage=stage, kind=kind)
+    return parse_plan(tomllib.loads(text), source="plan.toml")
 
 
 def test_a_load_stage_has_a_cell_per_rate_and_records_its_arrivals() -> None:
@@ -428,3 +429,119 @@ def test_a_schedule_too_long_is_refused_before_it_is_drawn() -> None:
         offsets_ns(Arrivals("poisson", 1.0, 0, duration_s=1e12), "c")
     with pytest.raises(ValueError, match="more than 1,000,000"):
         offsets_ns(Arrivals("poisson", 1000.0, 0, duration_s=1e6), "c")
+
+
+# -- sweeps ----------------------------------------------------------------------------
+
+SWEEP = """
+campaign_id = "2026-12-01-sweep"
+seed = 8
+[[arms]]
+name = "base"
+[arms.simulated]
+decode_tok_s = 4000.0
+prefill_tok_s = 400000.0
+max_running_requests = 4
+[[arms]]
+name = "cand"
+[arms.simulated]
+decode_tok_s = 3000.0
+prefill_tok_s = 400000.0
+max_running_requests = 4
+[[stages]]
+kind = "sweep"
+context_target = 256
+rates = 3
+probe_requests = 8
+duration_s = 1.5
+max_tokens = 8
+controlled_output = true
+"""
+
+
+def test_a_sweep_s_rates_lie_evenly_between_its_synchronous_rate_and_its_ceiling() -> None:
+    assert sweep_rate(10.0, 50.0, 1, 3) == 20.0
+    assert sweep_rate(10.0, 50.0, 3, 3) == 40.0
+    assert sweep_rate(3.333, 7.777, 1, 2) == 4.81  # to 0.01 request/s
+    assert sweep_rate(10.0, 8.0, 2, 3) == 10.0  # a ceiling below: the synchronous rate
+    assert sweep_rate(0.0, 0.0, 1, 1) == 0.001  # nothing answered: the lowest rate named
+    stage = _plan("rates = 3\nprobe_requests = 6\nrequests = 5", kind="sweep").stages[0]
+    assert [c.id for c in stage.cells] == ["ctx256-c1-nothink", "ctx256-c6-nothink"]
+    assert stage.to_json()["rates"] == 3
+    assert [(c.id, p) for c, p in stage.sweep_cells(10.0, 50.0)] == [
+        ("ctx256-r20-nothink", 1), ("ctx256-r30-nothink", 2), ("ctx256-r40-nothink", 3),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("stage", "message"),
+    [
+        ("rates = 0\nrequests = 5", "stages[0].rates: must be 1 to 32"),
+        ("probe_requests = 1\nrequests = 5", "stages[0].probe_requests: must be 2 to"),
+        ("rate = 5\nrequests = 5", "stages[0].rate: unknown key"),
+        ("thinking = [true, false]\nrequests = 5", "stages[0].thinking: expected true or false"),
+    ],
+)
+def test_a_sweep_s_mistakes_are_named(stage: str, message: str) -> None:
+    with pytest.raises(InvalidArtifact, match=re.escape(message)):
+        _plan(stage, kind="sweep")
+
+
+def test_a_sweep_runs_its_probes_then_the_same_rates_on_every_arm(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    result, folder = run_plan_text(SWEEP, tmp_path)
+    assert result.complete
+    cells = {
+        arm: sorted(p.stem for p in (folder / arm / "sweep").glob("*.json"))
+        for arm in ("base", "cand")
+    }
+    assert cells["base"] == cells["cand"]
+    rate_cells = [c for c in cells["base"] if "-r" in c]
+    assert len(rate_cells) == 3 and "ctx256-c1-nothink" in cells["base"]
+    sweeps = []
+    for arm in ("base", "cand"):
+        for name in rate_cells:
+            document = json.loads((folder / arm / "sweep" / f"{name}.json").read_text())
+            sweeps.append(document["cell"]["arrival"]["sweep"])
+            assert document["stage"] == {"name": "sweep", "kind": "sweep"}
+    # One measurement of the first arm chose every arm's rates.
+    assert {s["from"]["arm"] for s in sweeps} == {"base"}
+    assert len({(s["synchronous_rps"], s["ceiling_rps"]) for s in sweeps}) == 1
+    first = sweeps[0]
+    probes = [
+        json.loads((folder / "base/sweep" / f"{c}.json").read_text())
+        for c in ("ctx256-c1-nothink", "ctx256-c8-nothink")
+    ]
+    assert first["synchronous_rps"] == completed_rate(probes[0]["requests"])
+    assert first["ceiling_rps"] == completed_rate(probes[1]["requests"])
+    assert first["ceiling_rps"] > first["synchronous_rps"] > 0
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]
+    status, _, err = cli(
+        "derive", str(folder), "--baseline", "base", "--candidate", "cand",
+        "--differs", "simulated_profile", "--slo", "e2e_ms=60000",
+    )  # fmt: skip
+    assert status == 0, err
+    derived = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
+    (stage,) = derived["load"]["stages"]
+    assert [r["cell"] for r in stage["baseline"]["rows"]] == sorted(
+        rate_cells, key=lambda c: float(c.split("-r")[1].split("-")[0].replace("_", "."))
+    )
+    # A second run of the plan with --resume finds the same rates on disk and runs nothing.
+    again, _ = run_plan_text(SWEEP, tmp_path, resume=True)
+    assert again.complete and {o.status for o in again.cells} == {"skipped"}
+
+
+def test_a_sweep_rate_edited_is_caught() -> None:
+    def edit(document: dict[str, Any]) -> None:
+        document["cell"]["arrival"]["sweep"] = {
+            "synchronous_rps": 10.0, "ceiling_rps": 50.0, "from": {"arm": "a",
+            "synchronous": "ctx1024-c1-nothink", "ceiling": "ctx1024-c8-nothink"},
+            "position": 1, "of": 3,
+        }  # fmt: skip
+
+    # Position 1 of 3 between 10 and 50 is 20 req/s; the cell ran at 20: consistent.
+    assert _issues(_load_cell(edit)) == set()
+    moved = _load_cell(lambda d: (edit(d), d["cell"]["arrival"]["sweep"].update(position=2)))
+    assert _issues(moved) == {("schedule-mismatch", "/cell/arrival/rate")}

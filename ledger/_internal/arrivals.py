@@ -28,6 +28,8 @@ MAX_SCHEDULED = 1_000_000
 """The most requests one open-loop cell may schedule."""
 LATE_THRESHOLD_MS = 1.0
 """Sender lateness p99 above this marks a cell ``limited-by-client``."""
+MIN_RATE = 0.001
+"""The lowest rate a cell name spells (``r0_001``): one request in about 17 minutes."""
 MAX_IN_FLIGHT = 10_000
 """The client's own ceiling on requests in flight, when a load stage sets none."""
 
@@ -151,3 +153,11 @@ def lateness(
         "threshold_ms": threshold_ms,
         "limited_by_client": p99 > threshold_ms,
     }
+
+
+def sweep_rate(synchronous_rps: float, ceiling_rps: float, position: int, count: int) -> float:
+    """Rate ``position`` of ``count`` strictly between the synchronous rate and the ceiling
+    (the synchronous rate throughout when the ceiling is no higher), rounded to 0.01."""
+    top = max(ceiling_rps, synchronous_rps)
+    rate = synchronous_rps + (top - synchronous_rps) * position / (count + 1)
+    return max(round(rate, 2), MIN_RATE)

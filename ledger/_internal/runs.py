@@ -9,11 +9,13 @@ runner, and nothing derived from it can be trusted.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from ledger._internal import arrivals
 from ledger._internal.findings import Issue
 
+_RATE_CELL = re.compile(r"-r[0-9]+(?:_[0-9]+)?-(?:think|nothink)$")
 _ORDER = ("sent_ns", "headers_ns", "first_token_ns", "last_token_ns", "end_ns")
 
 
@@ -88,15 +90,16 @@ def _open_loop_issues(document: dict[str, Any]) -> list[Issue]:
     """Due times where they belong: on the measured requests of a load cell, each at or
     before its send; and a load cell's arrival settings in place."""
     cell = document["cell"]
-    load = document["stage"]["kind"] == "load"
+    # A cell named for a rate (a load stage's, a sweep's) is open-loop; any other is not.
+    load = _RATE_CELL.search(cell["id"]) is not None
     if load != ("arrival" in cell):
         return [
             Issue(
                 "record-inconsistent",
                 "/cell",
-                "a load cell without its arrival settings"
+                "an open-loop cell without its arrival settings"
                 if load
-                else "arrival settings on a cell that is not a load stage's",
+                else "arrival settings on a closed-loop cell",
             )
         ]
     found = []
@@ -108,7 +111,7 @@ def _open_loop_issues(document: dict[str, Any]) -> list[Issue]:
                     Issue(
                         "record-inconsistent",
                         f"/requests/{position}",
-                        "a measured request of a load cell without its due time",
+                        "a measured request of an open-loop cell without its due time",
                     )
                 )
         elif not load or record["warmup"]:
@@ -152,6 +155,21 @@ def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
                 f"the schedule holds {len(offsets)} requests, cell.requests is {cell['requests']}",
             )
         )
+    sweep = stated.get("sweep")
+    if sweep is not None:
+        rate = arrivals.sweep_rate(
+            sweep["synchronous_rps"], sweep["ceiling_rps"], sweep["position"], sweep["of"]
+        )
+        if stated["rate"] != rate or sweep["position"] > sweep["of"]:
+            found.append(
+                Issue(
+                    "schedule-mismatch",
+                    "/cell/arrival/rate",
+                    f"rate {stated['rate']}, but position {sweep['position']} of {sweep['of']} "
+                    f"between {sweep['synchronous_rps']} and {sweep['ceiling_rps']} req/s is "
+                    f"{rate}",
+                )
+            )
     cap = stated["max_in_flight"] or arrivals.MAX_IN_FLIGHT
     if cell["concurrency"] != cap:
         found.append(
