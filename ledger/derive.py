@@ -30,7 +30,7 @@ from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
 from ledger.database import Database, DatabaseError, build, insert_rows
 from ledger.errors import Error, UsageError
-from ledger.schema import document_bytes
+from ledger.schema import document_bytes, read_document
 
 KINDS = ("os", "ab")
 MEDIANS = {
@@ -768,6 +768,8 @@ def derive_into(
     root = Path(folder)
     check_name("arm", baseline)
     check_name("arm", candidate)
+    if slo is None and kind == "ab":
+        slo = plan_slo(root)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
         db = build([root])
@@ -798,6 +800,18 @@ def derive_into(
         checked=(review,),
     )
     return root / name
+
+
+def plan_slo(folder: Path) -> dict[str, float] | None:
+    """The SLO a campaign's run plan states (``[slo]``), if it has one."""
+    path = folder / "run-plan.json"
+    if not path.is_file():
+        return None
+    try:
+        stated = read_document(path).get("slo")
+    except (OSError, Error):
+        return None  # verify reports the plan; the comparison is derived without an SLO
+    return dict(stated) if isinstance(stated, dict) else None
 
 
 def recompute(

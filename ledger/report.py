@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import charts
+from ledger._internal import arrivals, charts
 from ledger._internal.outputs import refuse_other_content
 from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
@@ -139,6 +139,7 @@ class _Builder:
         out.append(("h2", "Headline results"))
         out.extend(self._headlines())
         out.extend(self._performance())
+        out.extend(self._load())
         out.extend(self._server_clock())
         out.extend(self._functional())
         out.extend(self._system())
@@ -440,6 +441,105 @@ class _Builder:
             ("table", ["Arm", "Requests", "Min decode tok/s", "Median", "Max"], rows),
             ("chart", "endurance"),
         ]
+
+    def _load(self) -> list[Block]:
+        """Open-loop stages: latency against rate at the comparison's SLO, goodput, the
+        sustainable rate, and where the client rather than the server set the pace."""
+        load = (self.comparison or {}).get("load")
+        if not isinstance(load, dict):
+            return []
+        slo = load["slo"]
+        metric = next(k for k in ("e2e_ms", "ttft_ms", "tpot_ms") if k in slo)
+        name = {"e2e_ms": "E2E", "ttft_ms": "TTFT", "tpot_ms": "TPOT"}[metric]
+        stem = metric.removesuffix("_ms")
+        arms = [self.comparison["baseline"]["arm"], self.comparison["candidate"]["arm"]]  # type: ignore[index]
+        shown = ", ".join(f"{k} {_fmt(v)}" for k, v in sorted(slo.items()))
+        out: list[Block] = [("h2", "Load and goodput")]
+        out.append(
+            (
+                "p",
+                (
+                    f"Open-loop cells: each request sent when it was due. SLO: {shown}. A "
+                    "request is good when it succeeded and met every threshold, its latencies "
+                    "taken from when it was due (as a user saw them)."
+                ),
+            )
+        )
+        for stage in load["stages"]:
+            where = stage["stage"] + (" (thinking)" if stage["thinking"] else "")
+            sides = [stage["baseline"], stage["candidate"]]
+            rates = sorted({r["rate"] for side in sides for r in side["rows"]})
+            categories = [f"{_fmt(r)} req/s" for r in rates]
+            table = []
+            limited = []
+            series: list[tuple[str, list[float | None]]] = []
+            marks = []
+            for arm, side in zip(arms, sides, strict=True):
+                by_rate = {r["rate"]: r for r in side["rows"]}
+                for q in ("p50", "p99"):
+                    series.append(
+                        (f"{arm} {q}", [by_rate.get(r, {}).get(f"{stem}_{q}_ms") for r in rates])
+                    )
+                for r in side["rows"]:
+                    table.append(
+                        [arm, _fmt(r["rate"]), _fmt(r["achieved_rate_rps"]),
+                         f"{r['good']}/{r['requests']}", _fmt(r["goodput_rps"]),
+                         _fmt(r["ttft_p50_ms"]), _fmt(r["ttft_p99_ms"]), _fmt(r["e2e_p50_ms"]),
+                         _fmt(r["e2e_p99_ms"]), _fmt(r["lateness_p99_ms"])]
+                    )  # fmt: skip
+                    if r["limited_by_client"]:
+                        limited.append(f"{arm} at {_fmt(r['rate'])} req/s")
+                rate = side["sustainable_rate_rps"]
+                interval = side["sustainable_rate_ci95"]
+                text = "none of its rates" if rate is None else f"{_fmt(rate)} req/s"
+                if interval is not None:
+                    text += f" (95% interval {_fmt(interval[0])} to {_fmt(interval[1])})"
+                out.append(("p", f"{where}: {arm} sustains {text} at the SLO."))
+                if rate is not None:
+                    marks.append((rates.index(rate), f"{arm} sustains {_fmt(rate)} req/s"))
+            out.append(
+                (
+                    "table",
+                    ["Arm", "Rate", "Achieved", "Good", "Goodput req/s", "TTFT p50", "TTFT p99",
+                     "E2E p50", "E2E p99", "Late p99 ms"],
+                    table,
+                ),
+            )  # fmt: skip
+            if limited:
+                out.append(
+                    (
+                        "p",
+                        "The client, not the server, set the pace of "
+                        + ", ".join(limited)
+                        + f": its sender was late by more than {_fmt(arrivals.LATE_THRESHOLD_MS)}"
+                        " ms at the 99th percentile. Latency from the due time includes that wait "
+                        "(a user would have had it); part of it is this client's, not the "
+                        "server's.",
+                    )
+                )
+            chart = f"load-{stage['stage']}" + ("-think" if stage["thinking"] else "")
+            title = f"{where}: {name} from the due time against rate (p50 solid, p99 dashed)"
+            unit = "ms"
+            svg = charts.lines(
+                title, unit, categories, series, threshold=(f"SLO {name} {_fmt(slo[metric])} ms",
+                slo[metric]), marks=marks,
+            )  # fmt: skip
+            data = {
+                "schema": GRAPH_SCHEMA,
+                "campaign_id": self.summary["campaign_id"],
+                "chart": chart,
+                "title": title,
+                "unit": unit,
+                "better": "lower",
+                "categories": categories,
+                "series": [{"arm": s, "values": vs} for s, vs in series],
+                "sources": [],
+                "threshold": {"label": f"SLO {name}", "value": slo[metric]},
+                "marks": [{"category": categories[i], "label": label} for i, label in marks],
+            }
+            self.charts.append(Chart(chart, title, svg, data))
+            out.append(("chart", chart))
+        return out
 
     def _chart(
         self,

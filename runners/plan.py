@@ -24,6 +24,7 @@ from ledger._internal.arrivals import (
     offsets_ns,
     sweep_rate,
 )
+from ledger._internal.goodput import parse_slo
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -270,6 +271,9 @@ class Plan:
     arms: tuple[Arm, ...]
     stages: tuple[Stage, ...]
     evidence: tuple[EvidenceStage, ...] = ()
+    slo: dict[str, float] | None = None
+    """Latency objectives of the load stages: ``ledger derive`` uses them unless given
+    ``--slo``."""
 
     def evidence_of(self, kind: str) -> EvidenceStage | None:
         """The plan's stage of that evidence kind, if it has one."""
@@ -286,7 +290,7 @@ class Plan:
             "arms": [a.to_json() for a in self.arms],
             "stages": [s.to_json() for s in self.stages],
             "evidence_stages": [e.to_json() for e in self.evidence],
-        }
+        } | ({"slo": dict(self.slo)} if self.slo is not None else {})
 
 
 class _Reader:
@@ -358,6 +362,21 @@ def _deadlines(reader: _Reader) -> Deadlines:
             values[name] = float(value)
     table.finish()
     return Deadlines(**values)
+
+
+def _slo(reader: _Reader) -> dict[str, float] | None:
+    """The plan's ``[slo]`` table: thresholds in milliseconds and a percentile."""
+    table = reader.get("slo", (dict,), None, "a table")
+    if table is None:
+        return None
+    text = ",".join(f"{k}={v}" for k, v in table.items())
+    bad = [k for k, v in table.items() if isinstance(v, bool) or not isinstance(v, int | float)]
+    if bad:
+        raise reader.error(f"slo.{bad[0]}", f"expected a number, got {table[bad[0]]!r}")
+    try:
+        return parse_slo(text)
+    except ValueError as e:
+        raise reader.error("slo", str(e)) from None
 
 
 def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
@@ -722,6 +741,7 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
     if prefix not in PREFIX_MODES:
         raise reader.error("prefix", f"expected shared or unique, got {prefix!r}")
     deadlines = _deadlines(reader)
+    slo = _slo(reader)
     arms_table = reader.get("arms", (list,), what="[[arms]] tables")
     stages_table = reader.get("stages", (list,), what="[[stages]] tables")
     reader.finish()
@@ -750,7 +770,7 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
             check_context(
                 arm.name, stages, arm.simulated.context_limit, "its profile's context_limit"
             )
-    return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence)
+    return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence, slo)
 
 
 def check_context(arm: str, stages: Sequence[Stage], limit: int, source: str) -> None:

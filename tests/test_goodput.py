@@ -4,12 +4,15 @@ recomputed by verify, and a promotion rule."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ledger._internal.goodput import parse_slo, sustainable, sustainable_interval
+from ledger.errors import InvalidArtifact
+from ledger.hashing import sha256_file
 from ledger.policy import load_policy
 from ledger.promotion import comparison_failures
 from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
@@ -270,3 +273,78 @@ def test_equal_sustainable_rates_meet_the_policy(tmp_path: Path) -> None:
     assert _rate_reasons(document) == [
         "load (thinking): b sustains none of its rates at the SLO, a 20 req/s"
     ]
+
+
+def test_the_report_charts_latency_against_rate_with_the_slo_and_the_sustainable_rate(
+    campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    import shutil
+
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    args = ["--baseline", "base", "--candidate", "cand", "--differs", "simulated_profile"]
+    assert cli("derive", str(folder), *args, "--slo", SLO, "--replace")[0] == 0
+    assert cli("decide", str(folder), "--candidate", "cand")[0] in (0, 1)
+    status, _, err = cli("report", str(folder))
+    assert status == 0, err
+    report = (folder / "report.md").read_text()
+    section = report.split("## Load and goodput", 1)[1].split("\n## ", 1)[0]
+    assert "load: base sustains 30.00 req/s" in section
+    assert "load: cand sustains none of its rates" in section
+    comparison = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
+    rows = [
+        r
+        for side in ("baseline", "candidate")
+        for r in comparison["load"]["stages"][0][side]["rows"]
+    ]
+    limited = [r for r in rows if r["limited_by_client"]]
+    assert ("The client, not the server, set the pace of" in section) == bool(limited)
+    assert section.count("| base |") == 2 and section.count("| cand |") == 2
+    data = json.loads((folder / "report/load-load.json").read_text())
+    assert data["threshold"] == {"label": "SLO E2E", "value": 12.0}
+    assert data["marks"] == [{"category": "30.00 req/s", "label": "base sustains 30.00 req/s"}]
+    assert [s["arm"] for s in data["series"]] == ["base p50", "base p99", "cand p50", "cand p99"]
+    assert data["series"][3]["values"] == [
+        r["e2e_p99_ms"] for r in comparison["load"]["stages"][0]["candidate"]["rows"]
+    ]
+    svg = (folder / "report/load-load.svg").read_text()
+    assert svg.count("<polyline") == 4 and "SLO E2E 12.00 ms" in svg
+    assert verify_json(cli, folder)[0] == 0
+
+
+def test_the_plan_s_slo_is_used_unless_one_is_given(
+    campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    import shutil
+    import tomllib
+
+    from runners.plan import parse_plan
+
+    plan = parse_plan(tomllib.loads(PLAN + "[slo]\ne2e_ms = 12\nttft_ms = 500\npercentile = 50\n"))
+    assert plan.to_json()["slo"] == parse_slo(SLO)
+    assert "slo" not in parse_plan(tomllib.loads(PLAN)).to_json()
+    for text, message in (
+        ('[slo]\ne2e_ms = "12"', "plan: slo.e2e_ms: expected a number, got '12'"),
+        ("[slo]\ne2e = 12", "plan: slo: 'e2e=12': expected KEY=NUMBER"),
+        ("[slo]\npercentile = 90", "plan: slo: an SLO needs at least one of"),
+    ):
+        with pytest.raises(InvalidArtifact, match=re.escape(message)):
+            parse_plan(tomllib.loads(PLAN + text))
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    stated = json.loads((folder / "run-plan.json").read_text())
+    stated["slo"] = parse_slo("e2e_ms=12,percentile=50")
+    (folder / "run-plan.json").write_text(json.dumps(stated))
+    # As a plan with [slo] would have been recorded: its run manifest names its digest.
+    run_manifest = json.loads((folder / "run-manifest.json").read_text())
+    run_manifest["plan"]["sha256"] = sha256_file(folder / "run-plan.json")[0]
+    (folder / "run-manifest.json").write_text(json.dumps(run_manifest))
+    forge_seal(folder)
+    args = ["--baseline", "base", "--candidate", "cand", "--differs", "simulated_profile"]
+    assert cli("derive", str(folder), *args, "--replace")[0] == 0
+    document = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
+    assert document["derivation"]["slo"] == {"e2e_ms": 12.0, "percentile": 50.0}
+    assert cli("derive", str(folder), *args, "--replace", "--slo", "e2e_ms=60000")[0] == 0
+    document = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
+    assert document["derivation"]["slo"] == {"e2e_ms": 60000.0, "percentile": 99.0}
+    assert verify_json(cli, folder)[0] == 0

@@ -1,4 +1,5 @@
-"""Self-contained SVG charts: grouped bars by category, and a strip plot of distributions.
+"""Self-contained SVG charts: grouped bars by category, a strip plot of distributions, and
+lines across ordered categories (latency against rate) with a threshold and marks.
 
 No scripts, no web fonts, no external references: a generic font family and inline
 attributes only, so a chart renders the same offline and its bytes depend only on its data.
@@ -156,3 +157,75 @@ def strips(title: str, unit: str, series: Sequence[tuple[str, Sequence[float]]])
             f'font-size="12" {_FONT}>{escape(name)} (n={len(vs)})</text>'
         )
     return "\n".join([*_frame(title, unit, top, parts), "</svg>"]) + "\n"
+
+
+def lines(
+    title: str,
+    unit: str,
+    categories: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    *,
+    threshold: tuple[str, float] | None = None,
+    marks: Sequence[tuple[int, str]] = (),
+) -> str:
+    """A line per series across equally spaced categories (dashed for every second one:
+    a p99 beside its p50), a dashed red ``threshold`` line across, and each mark (category
+    index, label) as a dotted vertical line labelled at the top."""
+    values = [v for _, vs in series for v in vs if v is not None]
+    if threshold is not None:
+        values.append(threshold[1])
+    top = _nice_max(max(values, default=0.0))
+    plot_w = WIDTH - _LEFT - _RIGHT
+    plot_h = HEIGHT - _TOP - _BOTTOM
+    step = plot_w / max(1, len(categories))
+
+    def x(index: int) -> float:
+        return _LEFT + step * (index + 0.5)
+
+    def y(value: float) -> float:
+        return _TOP + plot_h - plot_h * value / top
+
+    parts = []
+    for c, category in enumerate(categories):
+        parts.append(
+            f'<text x="{_n(x(c))}" y="{HEIGHT - _BOTTOM + 16}" text-anchor="middle" '
+            f'font-size="12" {_FONT}>{escape(category)}</text>'
+        )
+    for s, (name, vs) in enumerate(series):
+        color = _COLORS[(s // 2) % 4]
+        dash = ' stroke-dasharray="6 4"' if s % 2 else ""
+        points = [(c, v) for c, v in enumerate(vs) if v is not None]
+        if len(points) > 1:
+            path = " ".join(f"{_n(x(c))},{_n(y(v))}" for c, v in points)
+            parts.append(
+                f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>'
+            )
+        for c, v in points:
+            parts.append(
+                f'<circle cx="{_n(x(c))}" cy="{_n(y(v))}" r="3" fill="{color}"><title>'
+                f"{escape(name)}, {escape(categories[c])}: {_label(v)} {escape(unit)}"
+                "</title></circle>"
+            )
+    if threshold is not None:
+        label, value = threshold
+        parts.append(
+            f'<line x1="{_LEFT}" y1="{_n(y(value))}" x2="{WIDTH - _RIGHT}" y2="{_n(y(value))}" '
+            'stroke="#c44e52" stroke-width="1.5" stroke-dasharray="4 3"/>'
+        )
+        parts.append(
+            f'<text x="{WIDTH - _RIGHT - 4}" y="{_n(y(value) - 4)}" text-anchor="end" '
+            f'font-size="11" fill="#c44e52" {_FONT}>{escape(label)}</text>'
+        )
+    for index, (marked, label) in enumerate(marks):
+        parts.append(
+            f'<line x1="{_n(x(marked))}" y1="{_TOP}" x2="{_n(x(marked))}" '
+            f'y2="{HEIGHT - _BOTTOM}" stroke="#555555" stroke-width="1" stroke-dasharray="2 3"/>'
+        )
+        parts.append(
+            f'<text x="{_n(x(marked) + 4)}" y="{_TOP + 12 + 13 * index}" font-size="11" '
+            f"{_FONT}>{escape(label)}</text>"
+        )
+    # One colour per pair of series: the legend names it by what the pair shares.
+    names = [name.rsplit(" ", 1)[0] for name, _ in series[::2]]
+    out = _frame(title, unit, top, parts) + _legend(names)
+    return "\n".join([*out, "</svg>"]) + "\n"
