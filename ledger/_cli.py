@@ -390,6 +390,11 @@ def _derive(args: argparse.Namespace) -> int:
         print(f"  {reason}")
     for entry in document.get("unchecked", ()):
         print(f"  not checked, {entry['rule']}: {entry['reason']}")
+    load = document.get("load")
+    if load is not None:
+        source = "--slo" if slo is not None else "the run plan's [slo]"
+        shown = ", ".join(f"{k} {v:g}" for k, v in sorted(load["slo"].items()))
+        print(f"  SLO ({source}): {shown}")
     for stage in document.get("load", {}).get("stages", ()):
         for role in ("baseline", "candidate"):
             found = stage[role]

@@ -809,9 +809,15 @@ def plan_slo(folder: Path) -> dict[str, float] | None:
         return None
     try:
         stated = read_document(path).get("slo")
-    except (OSError, Error):
-        return None  # verify reports the plan; the comparison is derived without an SLO
-    return dict(stated) if isinstance(stated, dict) else None
+    except (OSError, Error) as e:
+        # Derived without the SLO it states, a comparison would quietly lack its goodput.
+        raise DeriveError(f"{path}: {e}") from None
+    if not isinstance(stated, dict):
+        return None
+    try:
+        return goodput.check_slo(stated)
+    except ValueError as e:
+        raise DeriveError(f"{path}: slo: {e}") from None
 
 
 def recompute(

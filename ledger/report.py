@@ -300,8 +300,10 @@ class _Builder:
             )
         )
         latency = []
+        # A metric an arm lacks (no visible content: no TTFT) is absent from its row.
+        missing = {"baseline": None, "candidate": None, "change_percent": None}
         for r in rows:
-            m = r["metrics"]
+            m = {"ttft_p50_ms": missing, "e2e_p50_ms": missing, **r["metrics"]}
             latency.append(
                 [
                     f"{r['stage']} {_fmt(r['context_target'])}",
@@ -345,8 +347,18 @@ class _Builder:
             ("ttft", "ttft_p50_ms", "TTFT p50 by context target", "ms", "lower", 2),
             ("e2e", "e2e_p50_ms", "E2E p50 by context target", "ms", "lower", 2),
         ):
+            if not any(metric in r["metrics"] for r in rows):
+                continue
             series = [
-                (str(arm), [round(float(r["metrics"][metric][role]), digits) for r in rows])
+                (
+                    str(arm),
+                    [
+                        round(float(r["metrics"][metric][role]), digits)
+                        if metric in r["metrics"]
+                        else None
+                        for r in rows
+                    ],
+                )
                 for arm, role in ((b, "baseline"), (c, "candidate"))
             ]
             self._chart(name, title, unit, better, categories, series, sources)
@@ -424,7 +436,7 @@ class _Builder:
             "tok/s",
             "higher",
             [],
-            series,
+            [(a, [*vs]) for a, vs in series],
             sources,
             strip=True,
         )
@@ -449,7 +461,9 @@ class _Builder:
         if not isinstance(load, dict):
             return []
         slo = load["slo"]
-        metric = next(k for k in ("e2e_ms", "ttft_ms", "tpot_ms") if k in slo)
+        metric = next((k for k in ("e2e_ms", "ttft_ms", "tpot_ms") if k in slo), None)
+        if metric is None:
+            return [("h2", "Load and goodput"), ("p", "The comparison's SLO names no threshold.")]
         name = {"e2e_ms": "E2E", "ttft_ms": "TTFT", "tpot_ms": "TPOT"}[metric]
         stem = metric.removesuffix("_ms")
         arms = [self.comparison["baseline"]["arm"], self.comparison["candidate"]["arm"]]  # type: ignore[index]
@@ -465,7 +479,7 @@ class _Builder:
                 ),
             )
         )
-        for stage in load["stages"]:
+        for number, stage in enumerate(load["stages"], start=1):
             where = stage["stage"] + (" (thinking)" if stage["thinking"] else "")
             sides = [stage["baseline"], stage["candidate"]]
             rates = sorted({r["rate"] for side in sides for r in side["rows"]})
@@ -484,8 +498,9 @@ class _Builder:
                     table.append(
                         [arm, _fmt(r["rate"]), _fmt(r["achieved_rate_rps"]),
                          f"{r['good']}/{r['requests']}", _fmt(r["goodput_rps"]),
-                         _fmt(r["ttft_p50_ms"]), _fmt(r["ttft_p99_ms"]), _fmt(r["e2e_p50_ms"]),
-                         _fmt(r["e2e_p99_ms"]), _fmt(r["lateness_p99_ms"])]
+                         _fmt(r["ttft_p50_ms"]), _fmt(r["ttft_p99_ms"]), _fmt(r["tpot_p50_ms"]),
+                         _fmt(r["tpot_p99_ms"]), _fmt(r["e2e_p50_ms"]), _fmt(r["e2e_p99_ms"]),
+                         _fmt(r["lateness_p99_ms"])]
                     )  # fmt: skip
                     if r["limited_by_client"]:
                         limited.append(f"{arm} at {_fmt(r['rate'])} req/s")
@@ -501,7 +516,7 @@ class _Builder:
                 (
                     "table",
                     ["Arm", "Rate", "Achieved", "Good", "Goodput req/s", "TTFT p50", "TTFT p99",
-                     "E2E p50", "E2E p99", "Late p99 ms"],
+                     "TPOT p50", "TPOT p99", "E2E p50", "E2E p99", "Late p99 ms"],
                     table,
                 ),
             )  # fmt: skip
@@ -517,7 +532,8 @@ class _Builder:
                         "server's.",
                     )
                 )
-            chart = f"load-{stage['stage']}" + ("-think" if stage["thinking"] else "")
+            # Numbered, not named after the stage: "x" thinking and a stage "x-think" would meet.
+            chart = f"load-{number}"
             title = f"{where}: {name} from the due time against rate (p50 solid, p99 dashed)"
             unit = "ms"
             svg = charts.lines(
@@ -533,7 +549,7 @@ class _Builder:
                 "better": "lower",
                 "categories": categories,
                 "series": [{"arm": s, "values": vs} for s, vs in series],
-                "sources": [],
+                "sources": [self.ref(self.comparison_path)] if self.comparison_path else [],
                 "threshold": {"label": f"SLO {name}", "value": slo[metric]},
                 "marks": [{"category": categories[i], "label": label} for i, label in marks],
             }
@@ -548,13 +564,13 @@ class _Builder:
         unit: str,
         better: str,
         categories: list[str],
-        series: list[tuple[str, list[float]]],
+        series: list[tuple[str, list[float | None]]],
         sources: list[dict[str, str]],
         *,
         strip: bool = False,
     ) -> None:
         svg = (
-            charts.strips(title, unit, series)
+            charts.strips(title, unit, [(n, [v for v in vs if v is not None]) for n, vs in series])
             if strip
             else charts.bars(title, unit, categories, series)
         )

@@ -166,7 +166,12 @@ class CampaignRun:
                 return None
             measured.append((cell.id, completed_rate(document["requests"])))
         (sync_id, synchronous), (burst_id, ceiling) = measured
-        cells = stage.sweep_cells(synchronous, ceiling)
+        # No probe answered: there is no rate to sweep, only a failed measurement to keep.
+        cells = stage.sweep_cells(synchronous, ceiling) if synchronous > 0 else []
+        if not cells:
+            self.progress.note(
+                f"{arm.name} {stage.name}: no probe request succeeded; the sweep has no rates"
+            )
         found: dict[str, Any] = {
             "synchronous_rps": synchronous,
             "ceiling_rps": ceiling,

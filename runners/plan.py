@@ -24,7 +24,7 @@ from ledger._internal.arrivals import (
     offsets_ns,
     sweep_rate,
 )
-from ledger._internal.goodput import parse_slo
+from ledger._internal.goodput import check_slo
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -369,13 +369,12 @@ def _slo(reader: _Reader) -> dict[str, float] | None:
     table = reader.get("slo", (dict,), None, "a table")
     if table is None:
         return None
-    text = ",".join(f"{k}={v}" for k, v in table.items())
-    bad = [k for k, v in table.items() if isinstance(v, bool) or not isinstance(v, int | float)]
-    if bad:
-        raise reader.error(f"slo.{bad[0]}", f"expected a number, got {table[bad[0]]!r}")
     try:
-        return parse_slo(text)
+        return check_slo(table)
     except ValueError as e:
+        key, sep, message = str(e).partition(": ")
+        if sep and key in table:
+            raise reader.error(f"slo.{key}", message) from None
         raise reader.error("slo", str(e)) from None
 
 

@@ -118,8 +118,11 @@ def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
             assert row["requests"] == len(measured)
             assert row["good"] == _good(cell, 12, 500)
             assert row["good_fraction"] == row["good"] / row["requests"]
-            span = (max(r["end_ns"] for r in measured) - measured[0]["scheduled_ns"]) / 1e9
-            assert row["goodput_rps"] == pytest.approx(row["good"] / span)
+            sent = [r["sent_ns"] for r in measured]
+            achieved = (len(sent) - 1) / ((max(sent) - min(sent)) / 1e9)
+            assert row["achieved_rate_rps"] == pytest.approx(achieved, rel=1e-12)
+            # The good share of the rate achieved: never more than it.
+            assert row["goodput_rps"] == pytest.approx(achieved * row["good_fraction"])
     assert stage["baseline"]["sustainable_rate_rps"] == 30.0
     assert stage["candidate"]["sustainable_rate_rps"] is None
     assert [r["good"] for r in stage["candidate"]["rows"]] == [0, 0]
@@ -300,14 +303,17 @@ def test_the_report_charts_latency_against_rate_with_the_slo_and_the_sustainable
     limited = [r for r in rows if r["limited_by_client"]]
     assert ("The client, not the server, set the pace of" in section) == bool(limited)
     assert section.count("| base |") == 2 and section.count("| cand |") == 2
-    data = json.loads((folder / "report/load-load.json").read_text())
+    data = json.loads((folder / "report/load-1.json").read_text())
     assert data["threshold"] == {"label": "SLO E2E", "value": 12.0}
     assert data["marks"] == [{"category": "30.00 req/s", "label": "base sustains 30.00 req/s"}]
     assert [s["arm"] for s in data["series"]] == ["base p50", "base p99", "cand p50", "cand p99"]
-    assert data["series"][3]["values"] == [
-        r["e2e_p99_ms"] for r in comparison["load"]["stages"][0]["candidate"]["rows"]
+    stage = comparison["load"]["stages"][0]
+    assert [s["values"] for s in data["series"]] == [
+        [r[f"e2e_{q}_ms"] for r in stage[role]["rows"]]
+        for role in ("baseline", "candidate")
+        for q in ("p50", "p99")
     ]
-    svg = (folder / "report/load-load.svg").read_text()
+    svg = (folder / "report/load-1.svg").read_text()
     assert svg.count("<polyline") == 4 and "SLO E2E 12.00 ms" in svg
     assert verify_json(cli, folder)[0] == 0
 
@@ -325,7 +331,7 @@ def test_the_plan_s_slo_is_used_unless_one_is_given(
     assert "slo" not in parse_plan(tomllib.loads(PLAN)).to_json()
     for text, message in (
         ('[slo]\ne2e_ms = "12"', "plan: slo.e2e_ms: expected a number, got '12'"),
-        ("[slo]\ne2e = 12", "plan: slo: 'e2e=12': expected KEY=NUMBER"),
+        ("[slo]\ne2e = 12", "plan: slo.e2e: unknown key"),
         ("[slo]\npercentile = 90", "plan: slo: an SLO needs at least one of"),
     ):
         with pytest.raises(InvalidArtifact, match=re.escape(message)):
@@ -348,3 +354,32 @@ def test_the_plan_s_slo_is_used_unless_one_is_given(
     document = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
     assert document["derivation"]["slo"] == {"e2e_ms": 60000.0, "percentile": 99.0}
     assert verify_json(cli, folder)[0] == 0
+
+
+def test_an_slo_is_checked_key_by_key_in_the_plan_and_where_derive_reads_it(
+    campaign: Path, tmp_path: Path
+) -> None:
+    import shutil
+    import tomllib
+
+    from runners.plan import parse_plan
+
+    for text, message in (
+        ("[slo]\nfoo_ms = 3", "plan: slo.foo_ms: unknown key"),
+        ('[slo]\n"e2e_ms=300,ttft_ms" = 5', "plan: slo.e2e_ms=300,ttft_ms: unknown key"),
+        ("[slo]\ne2e_ms = -1", "plan: slo.e2e_ms: must be a positive number"),
+        ("[slo]\ne2e_ms = true", "plan: slo.e2e_ms: expected a number, got True"),
+        ("[slo]\ne2e_ms = 5\npercentile = 101", "plan: slo.percentile: must be at most 100"),
+    ):
+        with pytest.raises(InvalidArtifact, match=re.escape(message)):
+            parse_plan(tomllib.loads(PLAN + text))
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    stated = json.loads((folder / "run-plan.json").read_text())
+    stated["slo"] = {"percentile": 50}  # no threshold: every request would be good
+    (folder / "run-plan.json").write_text(json.dumps(stated))
+    from ledger.derive import DeriveError, derive_into
+
+    with pytest.raises(DeriveError, match=r"run-plan\.json: .*slo"):
+        derive_into(folder, "base", "cand", differs=["simulated_profile"], replace=True,
+                    reseal_after_review=True)  # fmt: skip

@@ -23,7 +23,7 @@ from ledger.errors import InvalidArtifact
 from runners.client import EndpointClient
 from runners.plan import parse_plan, rate_name
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, completed_rate, new_origin, run_cell
+from runners.stages import CellRun, Prompt, new_origin, run_cell
 from tests.conftest import CliRun, run_plan_text, verify_json
 
 Start = Callable[..., SimulatorProcess]
@@ -471,12 +471,15 @@ def test_a_sweep_s_rates_lie_evenly_between_its_synchronous_rate_and_its_ceiling
     assert [(c.id, p) for c, p in stage.sweep_cells(10.0, 50.0)] == [
         ("ctx256-r20-nothink", 1), ("ctx256-r30-nothink", 2), ("ctx256-r40-nothink", 3),
     ]  # fmt: skip
+    # A server no faster in parallel: one rate, not three cells of the same name.
+    assert [(c.id, p) for c, p in stage.sweep_cells(10.0, 9.0)] == [("ctx256-r10-nothink", 1)]
 
 
 @pytest.mark.parametrize(
     ("stage", "message"),
     [
         ("rates = 0\nrequests = 5", "stages[0].rates: must be 1 to 32"),
+        ("rates = 33\nrequests = 5", "stages[0].rates: must be 1 to 32"),
         ("probe_requests = 1\nrequests = 5", "stages[0].probe_requests: must be 2 to"),
         ("rate = 5\nrequests = 5", "stages[0].rate: unknown key"),
         ("thinking = [true, false]\nrequests = 5", "stages[0].thinking: expected true or false"),
@@ -513,8 +516,10 @@ def test_a_sweep_runs_its_probes_then_the_same_rates_on_every_arm(
         json.loads((folder / "base/sweep" / f"{c}.json").read_text())
         for c in ("ctx256-c1-nothink", "ctx256-c8-nothink")
     ]
-    assert first["synchronous_rps"] == completed_rate(probes[0]["requests"])
-    assert first["ceiling_rps"] == completed_rate(probes[1]["requests"])
+    for probe, rate in zip(probes, (first["synchronous_rps"], first["ceiling_rps"]), strict=True):
+        done = [r for r in probe["requests"] if not r["warmup"] and r["error"] is None]
+        span = (max(r["end_ns"] for r in done) - min(r["sent_ns"] for r in done)) / 1e9
+        assert rate == pytest.approx(len(done) / span, rel=1e-6) and len(done) == 8
     assert first["ceiling_rps"] > first["synchronous_rps"] > 0
     status, report = verify_json(cli, folder)
     assert status == 0, report["findings"]
@@ -541,7 +546,34 @@ def test_a_sweep_rate_edited_is_caught() -> None:
             "position": 1, "of": 3,
         }  # fmt: skip
 
+    def swept(document: dict[str, Any]) -> None:
+        document["stage"] = {"name": "sweep", "kind": "sweep"}
+        edit(document)
+
     # Position 1 of 3 between 10 and 50 is 20 req/s; the cell ran at 20: consistent.
-    assert _issues(_load_cell(edit)) == set()
-    moved = _load_cell(lambda d: (edit(d), d["cell"]["arrival"]["sweep"].update(position=2)))
-    assert _issues(moved) == {("schedule-mismatch", "/cell/arrival/rate")}
+    assert _issues(_load_cell(swept)) == set()
+    for change in ({"position": 2}, {"position": 4, "of": 3}, {"synchronous_rps": 11.0}):
+        moved = _load_cell(lambda d, c=change: (swept(d), d["cell"]["arrival"]["sweep"].update(c)))
+        assert _issues(moved) == {("schedule-mismatch", "/cell/arrival/rate")}, change
+    # A sweep's rate cell must say how its rate was chosen; a load cell must not claim it.
+    unexplained = _load_cell(lambda d: d.update(stage={"name": "sweep", "kind": "sweep"}))
+    assert _issues(unexplained) == {("schedule-mismatch", "/cell/arrival")}
+    assert _issues(_load_cell(edit)) == {("schedule-mismatch", "/cell/arrival")}
+
+
+def test_a_sweep_whose_probes_all_fail_schedules_no_rate(tmp_path: Path, cli: CliRun) -> None:
+    """Nothing answered, so there is no rate to sweep: the probes are kept, no rate cell is
+    invented (a rate of 0.001 req/s would have run for hours)."""
+    plan = SWEEP.replace(
+        "max_running_requests = 4\n[[arms]]",
+        'max_running_requests = 4\nfaults = [{kind = "status", status = 503, rate = 1.0}]\n[[arms]]',
+        1,
+    )
+    _, folder = run_plan_text(plan, tmp_path)
+    assert sorted(p.stem for p in (folder / "base/sweep").glob("*.json")) == [
+        "ctx256-c1-nothink", "ctx256-c8-nothink",
+    ]  # fmt: skip
+    assert sorted(p.stem for p in (folder / "cand/sweep").glob("*.json")) == [
+        "ctx256-c1-nothink", "ctx256-c8-nothink",
+    ]  # fmt: skip
+    assert verify_json(cli, folder)[0] == 0

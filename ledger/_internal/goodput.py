@@ -5,8 +5,8 @@ An SLO names thresholds (``ttft_ms``, ``tpot_ms``, ``e2e_ms``, any of them) and 
 every threshold, its latencies taken from when it was due (as the user saw them: a request
 the client held back waited too); time per output token is the decode gap,
 (last token - first token) / (completion tokens - 1), and a one-token answer has none to
-miss. A cell's good fraction is good / measured; its goodput, good requests per second
-over the cell's span (first due to last end).
+miss. A cell's good fraction is good / measured; its goodput, the good fraction of the
+rate it achieved (good requests per second; never above the achieved rate).
 
 The sustainable rate of an arm's load stage is the largest rate at which the good fraction
 is at or above ``percentile`` / 100 there and at every lower rate; none when the lowest
@@ -26,6 +26,31 @@ import numpy as np
 from ledger._internal import bootstrap
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def check_slo(stated: dict[str, Any]) -> dict[str, float]:
+    """An SLO given as a mapping (a plan's ``[slo]`` table, a derivation's record).
+
+    Raises:
+        ValueError: an unknown key, a value that is not a positive number, no threshold,
+            or a percentile outside (0, 100]; the message names the key.
+    """
+    slo: dict[str, float] = {}
+    for key, value in stated.items():
+        if key not in (*SLO_KEYS, "percentile"):
+            raise ValueError(f"{key}: unknown key (expected {', '.join(SLO_KEYS)}, percentile)")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            # One error type for every invalid SLO, whatever made it so.
+            raise ValueError(f"{key}: expected a number, got {value!r}")  # noqa: TRY004
+        if not 0 < value < float("inf"):
+            raise ValueError(f"{key}: must be a positive number, got {value!r}")
+        slo[key] = float(value)
+    if not any(k in slo for k in SLO_KEYS):
+        raise ValueError(f"an SLO needs at least one of {', '.join(SLO_KEYS)}")
+    slo.setdefault("percentile", 99.0)
+    if slo["percentile"] > 100:
+        raise ValueError(f"percentile: must be at most 100, got {slo['percentile']}")
+    return slo
 
 
 def parse_slo(text: str) -> dict[str, float]:
@@ -83,7 +108,6 @@ def cell_query(slo: dict[str, float]) -> str:
     )
     return f"""
         SELECT arm, stage, cell, count(*) AS requests, count(*) FILTER (WHERE {good}) AS good,
-               (max(end_ns) - min(scheduled_ns)) / 1e9 AS span_s,
                (count(*) - 1) / nullif((max(sent_ns) - min(sent_ns)) / 1e9, 0)
                    AS achieved_rate_rps,
                quantile_cont((sent_ns - scheduled_ns) / 1e6, 0.99) AS lateness_p99_ms,
@@ -146,7 +170,6 @@ def stage_summary(
     out_rows = []
     for row in rows:
         requests, good = int(row["requests"]), int(row["good"])
-        span = row["span_s"]
         out_rows.append(
             {
                 "cell": row["cell"],
@@ -154,7 +177,9 @@ def stage_summary(
                 "requests": requests,
                 "good": good,
                 "good_fraction": good / requests if requests else None,
-                "goodput_rps": good / span if span else None,
+                "goodput_rps": None
+                if requests == 0 or row["achieved_rate_rps"] is None
+                else row["achieved_rate_rps"] * good / requests,
                 "achieved_rate_rps": row["achieved_rate_rps"],
                 "lateness_p99_ms": row["lateness_p99_ms"],
                 "limited_by_client": row["lateness_p99_ms"] is not None

@@ -156,6 +156,16 @@ def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
             )
         )
     sweep = stated.get("sweep")
+    if (sweep is not None) != (document["stage"]["kind"] == "sweep"):
+        found.append(
+            Issue(
+                "schedule-mismatch",
+                "/cell/arrival",
+                "a sweep's rate cell without the record of how its rate was chosen"
+                if sweep is None
+                else "a record of a sweep on a cell that is not a sweep's",
+            )
+        )
     if sweep is not None:
         rate = arrivals.sweep_rate(
             sweep["synchronous_rps"], sweep["ceiling_rps"], sweep["position"], sweep["of"]
