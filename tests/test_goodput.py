@@ -383,3 +383,28 @@ def test_an_slo_is_checked_key_by_key_in_the_plan_and_where_derive_reads_it(
     with pytest.raises(DeriveError, match=r"run-plan\.json: .*slo"):
         derive_into(folder, "base", "cand", differs=["simulated_profile"], replace=True,
                     reseal_after_review=True)  # fmt: skip
+
+
+def test_a_report_of_arms_without_a_visible_token_shows_no_ttft(
+    campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    """An arm that answered only in its reasoning channel has no TTFT: the comparison's
+    rows lack the metric, and the report shows a dash where it would be (it failed)."""
+    import shutil
+
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    args = ["--baseline", "base", "--candidate", "cand", "--differs", "simulated_profile"]
+    assert cli("derive", str(folder), *args, "--replace")[0] == 0
+    path = folder / "derived/ab-comparison-base-vs-cand.json"
+    document = json.loads(path.read_text())
+    for row in document["rows"]:
+        del row["metrics"]["ttft_p50_ms"]
+    path.write_text(json.dumps(document))
+    forge_seal(folder)
+    assert cli("decide", str(folder), "--candidate", "cand")[0] in (0, 1)
+    status, _, err = cli("report", str(folder))
+    assert status == 0, err
+    report = (folder / "report.md").read_text()
+    assert "| load 256 | - / - | - |" in report
+    assert not (folder / "report/ttft.svg").exists() and (folder / "report/e2e.svg").exists()
