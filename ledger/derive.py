@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ledger import manifest
-from ledger._internal import arrivals, bootstrap, goodput
+from ledger._internal import bootstrap, goodput
 from ledger._internal.findings import Issue
 from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
@@ -568,7 +568,7 @@ def _load(
         if found is None:
             continue  # due times without a load cell's settings: verify reports it
         rate, thinking = found
-        row.update(rate=rate, lateness_threshold_ms=arrivals.LATE_THRESHOLD_MS)
+        row["rate"] = rate
         runs.setdefault((row["stage"], thinking), {}).setdefault(row["arm"], []).append(row)
     both = [key for key, found in sorted(runs.items()) if set(found) == set(arms)]
     if not both:

@@ -443,18 +443,12 @@ class CampaignRun:
                     started_at = evidence.utc_now()
                     await asyncio.to_thread(sampler.start)
                 try:
-                    cells = [cell for _, cell in group]
-                    if stage.sweep_rates is not None and stage.name not in self.sweeps:
-                        # Run by the first arm: its probe cells first, then the rates they give.
-                        cells = [c for c in cells if c in stage.cells]
-                    for cell in cells:
+                    for _, cell in group:
                         await self._run_in_client(arm, stage, cell, base_url, api_key)
-                    if stage.sweep_rates is not None and len(cells) < len(self.cells_of(stage)):
+                    if stage.sweep_rates is not None:
+                        # On the first arm the rates are found only by the probes just run.
                         for cell in self.cells_of(stage):
-                            if (
-                                cell not in cells
-                                and self.cells[(arm.name, stage.name, cell.id)] != "complete"
-                            ):
+                            if self.cells[(arm.name, stage.name, cell.id)] != "complete":
                                 await self._run_in_client(arm, stage, cell, base_url, api_key)
                 finally:
                     # Interrupted during the sampled stage, the samples taken still count.

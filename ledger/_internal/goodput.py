@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ledger._internal import bootstrap
+from ledger._internal import bootstrap, sql
+from ledger._internal.arrivals import LATE_THRESHOLD_MS
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
@@ -110,13 +111,10 @@ def cell_query(slo: dict[str, float]) -> str:
         SELECT arm, stage, cell, count(*) AS requests, count(*) FILTER (WHERE {good}) AS good,
                (count(*) - 1) / nullif((max(sent_ns) - min(sent_ns)) / 1e9, 0)
                    AS achieved_rate_rps,
-               quantile_cont((sent_ns - scheduled_ns) / 1e6, 0.99) AS lateness_p99_ms,
+               quantile_cont(lateness_ms, 0.99) AS lateness_p99_ms,
                {percentiles}
         FROM (
-            SELECT *,
-                   ttft_ms + (sent_ns - scheduled_ns) / 1e6 AS ttft_from_schedule_ms,
-                   e2e_ms + (sent_ns - scheduled_ns) / 1e6 AS e2e_from_schedule_ms,
-                   1000 / decode_tok_s AS tpot_ms
+            SELECT *, {sql.SCHEDULED}, 1000 / decode_tok_s AS tpot_ms
             FROM request_rows
             WHERE campaign_id = ? AND arm IN (?, ?) AND NOT warmup AND scheduled_ns IS NOT NULL
         )
@@ -183,7 +181,7 @@ def stage_summary(
                 "achieved_rate_rps": row["achieved_rate_rps"],
                 "lateness_p99_ms": row["lateness_p99_ms"],
                 "limited_by_client": row["lateness_p99_ms"] is not None
-                and row["lateness_p99_ms"] > row["lateness_threshold_ms"],
+                and row["lateness_p99_ms"] > LATE_THRESHOLD_MS,
                 **{
                     f"{name}_{p}_ms": row[f"{name}_{p}_ms"]
                     for name in ("ttft", "tpot", "e2e")
