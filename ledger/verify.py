@@ -8,6 +8,7 @@ artifacts and promotion evidence) run afterwards in this process.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -16,8 +17,9 @@ from typing import Any
 import attrs
 
 from ledger import gate, manifest, promotion, tickets
-from ledger._internal import bundles, jsonio, scan, tree
+from ledger._internal import bundles, jsonio, runs, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
+from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
@@ -413,6 +415,12 @@ def _check_campaign(
         for issue in bundles.check_bundle(campaign.folder):
             add(manifest.BUNDLE_NAME, issue)
 
+    # A cell a resumed run set aside is not the cell: its rerun is.
+    sweeps = [
+        (r.rel, r.sweep) for r in results if r.sweep is not None and not _SET_ASIDE.search(r.rel)
+    ]
+    for rel, issue in runs.check_sweeps(sweeps):
+        add(rel, issue)
     for result in results:
         resolved = True
         for ref in result.references:
@@ -519,6 +527,7 @@ def _check_statement(
     return issues
 
 
+_SET_ASIDE = re.compile(SET_ASIDE)
 _DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})
 
 

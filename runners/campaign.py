@@ -30,7 +30,7 @@ import attrs
 import orjson
 
 from ledger import __version__, manifest
-from ledger._internal.arrivals import lateness
+from ledger._internal.arrivals import completed_rate, lateness
 from ledger._internal.outputs import OutputExists
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.hashing import sha256_file
@@ -49,7 +49,7 @@ from runners.plan import (
 )
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, completed_rate, new_origin, request_body, run_cell
+from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
 from runners.stats import CellStats, cell_stats
 from runners.workload import (
     TOLERANCE,

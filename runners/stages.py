@@ -212,16 +212,6 @@ def metrics_record(before: dict[str, float] | str, after: dict[str, float] | str
     }
 
 
-def completed_rate(records: list[dict[str, Any]]) -> float:
-    """Successful measured requests per second, from the first sent to the last ended: a
-    sweep's synchronous rate (one at a time) and its ceiling (all at once)."""
-    done = [r for r in records if not r["warmup"] and r["error"] is None]
-    if not done:
-        return 0.0
-    span = (max(r["end_ns"] for r in done) - min(r["sent_ns"] for r in done)) / 1e9
-    return round(len(done) / span, 6) if span > 0 else 0.0
-
-
 def new_origin() -> int:
     """The clock reading a cell's record times are relative to."""
     return time.perf_counter_ns()

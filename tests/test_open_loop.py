@@ -20,11 +20,12 @@ import pytest
 from ledger._internal.arrivals import Arrivals, lateness, offsets_ns, sweep_rate
 from ledger.database import build
 from ledger.errors import InvalidArtifact
+from ledger.hashing import sha256_file
 from runners.client import EndpointClient
 from runners.plan import parse_plan, rate_name
 from runners.simulate.serve import SimulatorProcess
 from runners.stages import CellRun, Prompt, new_origin, run_cell
-from tests.conftest import CliRun, run_plan_text, verify_json
+from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
 
 Start = Callable[..., SimulatorProcess]
 
@@ -536,6 +537,25 @@ def test_a_sweep_runs_its_probes_then_the_same_rates_on_every_arm(
     # A second run of the plan with --resume finds the same rates on disk and runs nothing.
     again, _ = run_plan_text(SWEEP, tmp_path, resume=True)
     assert again.complete and {o.status for o in again.cells} == {"skipped"}
+    # A probe edited after the rates were chosen from it: every rate cell says otherwise.
+    probe = folder / "base/sweep/ctx256-c1-nothink.json"
+    document = json.loads(probe.read_text())
+    document["requests"][-1]["end_ns"] += 1_000_000_000
+    probe.write_text(json.dumps(document))
+    manifest = json.loads((folder / "run-manifest.json").read_text())
+    for entry in manifest["cells"]:
+        if entry["artifact"] and entry["artifact"]["path"] == "base/sweep/ctx256-c1-nothink.json":
+            entry["artifact"]["sha256"] = sha256_file(probe)[0]
+    (folder / "run-manifest.json").write_text(json.dumps(manifest))
+    forge_seal(folder)
+    status, report = verify_json(cli, folder)
+    assert status == 1
+    swept = [f for f in report["findings"] if f["pointer"].startswith("/cell/arrival/sweep")]
+    # Every rate cell of both arms (the comparison derived before names the old probe too).
+    assert sorted(f["path"].split(f"{folder.name}/")[1] for f in swept) == sorted(
+        f"{arm}/sweep/{name}.json" for arm in ("base", "cand") for name in rate_cells
+    )
+    assert {f["pointer"] for f in swept} == {"/cell/arrival/sweep/synchronous_rps"}
 
 
 def test_a_sweep_rate_edited_is_caught() -> None:
@@ -577,3 +597,42 @@ def test_a_sweep_whose_probes_all_fail_schedules_no_rate(tmp_path: Path, cli: Cl
         "ctx256-c1-nothink", "ctx256-c8-nothink",
     ]  # fmt: skip
     assert verify_json(cli, folder)[0] == 0
+
+
+def test_a_sweep_s_rates_are_held_to_the_probes_they_came_from() -> None:
+    from ledger._internal.runs import SweepCell, check_sweeps
+
+    probes = [
+        ("a/s/ctx1-c1-nothink.json", SweepCell("a", "s", "ctx1-c1-nothink", 10.0, None)),
+        ("a/s/ctx1-c8-nothink.json", SweepCell("a", "s", "ctx1-c8-nothink", 50.0, None)),
+    ]
+    chosen = (10.0, 50.0, "a", "ctx1-c1-nothink", "ctx1-c8-nothink")
+    rates = [
+        (f"{arm}/s/ctx1-r20-nothink.json", SweepCell(arm, "s", "ctx1-r20-nothink", 19.0, chosen))
+        for arm in ("a", "b")
+    ]
+    assert check_sweeps([*probes, *rates]) == []
+
+    def issues(cells: list[tuple[str, SweepCell]]) -> list[tuple[str, str, str]]:
+        return [(rel, i.pointer, i.message) for rel, i in check_sweeps(cells)]
+
+    # The probe measured another ceiling than the rate cells say.
+    moved = [probes[0], (probes[1][0], SweepCell("a", "s", "ctx1-c8-nothink", 51.0, None))]
+    assert issues([*moved, *rates]) == [
+        (rel, "/cell/arrival/sweep/ceiling_rps",
+         "ceiling_rps 50.0, but a/s/ctx1-c8-nothink measured 51.0")
+        for rel, _ in rates
+    ]  # fmt: skip
+    # The probe is not in the campaign.
+    assert issues([probes[0], *rates])[0][2] == (
+        "its rate came from a/s/ctx1-c8-nothink, which is not here"
+    )
+    # One arm's rates said to come from its own probes: the arms did not run one ladder.
+    own = (10.0, 50.0, "b", "ctx1-c1-nothink", "ctx1-c8-nothink")
+    b_probes = [(rel.replace("a/", "b/"), SweepCell("b", "s", c.cell, c.completed_rps, None))
+                for rel, c in probes]  # fmt: skip
+    mixed = [rates[0], (rates[1][0], SweepCell("b", "s", "ctx1-r20-nothink", 19.0, own))]
+    found = issues([*probes, *b_probes, *mixed])
+    assert [(rel, pointer) for rel, pointer, _ in found] == [
+        (rel, "/cell/arrival/sweep/from") for rel, _ in mixed
+    ]

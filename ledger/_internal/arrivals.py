@@ -161,3 +161,13 @@ def sweep_rate(synchronous_rps: float, ceiling_rps: float, position: int, count:
     top = max(ceiling_rps, synchronous_rps)
     rate = synchronous_rps + (top - synchronous_rps) * position / (count + 1)
     return max(round(rate, 2), MIN_RATE)
+
+
+def completed_rate(records: list[dict[str, Any]]) -> float:
+    """Successful measured requests per second, from the first sent to the last ended: a
+    sweep's synchronous rate (one at a time) and its ceiling (all at once)."""
+    done = [r for r in records if not r["warmup"] and r["error"] is None]
+    if not done:
+        return 0.0
+    span = (max(r["end_ns"] for r in done) - min(r["sent_ns"] for r in done)) / 1e9
+    return round(len(done) / span, 6) if span > 0 else 0.0

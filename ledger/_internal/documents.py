@@ -45,6 +45,8 @@ class DocumentResult:
     """The structured summary, for the checks that need the manifest."""
     campaign_id: str | None = None
     """Its ``campaign_id`` field, when that is a string: the campaign it says it belongs to."""
+    sweep: runs.SweepCell | None = None
+    """A sweep stage's cell, for the check of its rates against its probes."""
 
 
 def change_percent(baseline: float, candidate: float) -> float | None:
@@ -185,6 +187,7 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
     name = str(schema_id)
     found = [Issue("schema-invalid", i.pointer, f"{i.message} ({name})") for i in schema_issues]
     summary: BenchmarkDecisionSummary | None = None
+    sweep: runs.SweepCell | None = None
     if not found and schema_id.kind == "os-comparison":
         found.extend(check_comparison(document, ""))
     elif not found and schema_id.kind == "benchmark-decision-summary":
@@ -201,6 +204,7 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
         found.extend(check_ab_comparison(document))
     elif not found and schema_id.kind == "cell-run":
         found.extend(runs.check_cell_run(document))
+        sweep = runs.sweep_cell(document)
     elif not found and schema_id.kind == "run-manifest":
         found.extend(runs.check_run_manifest(document))
     elif not found and schema_id.kind == "functional-gate":
@@ -209,5 +213,10 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
     references = () if is_manifest or not may_reference else tuple(find_references(document))
     campaign = document.get("campaign_id") if isinstance(document, dict) else None
     return DocumentResult(
-        name, tuple(found), references, summary, campaign if isinstance(campaign, str) else None
+        name,
+        tuple(found),
+        references,
+        summary,
+        campaign if isinstance(campaign, str) else None,
+        sweep,
     )

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from typing import Any
+
+import attrs
 
 from ledger._internal import arrivals
 from ledger._internal.findings import Issue
@@ -241,4 +244,75 @@ def check_run_manifest(document: dict[str, Any]) -> list[Issue]:
                 "run-incomplete", "/complete", f"{pending} of {len(statuses)} cells did not finish"
             )
         )
+    return found
+
+
+@attrs.frozen
+class SweepCell:
+    """What the campaign-level check of a sweep needs from one of its cells."""
+
+    arm: str
+    stage: str
+    cell: str
+    completed_rps: float
+    """Its successful requests per second (what a probe cell measured)."""
+    chosen: tuple[float, float, str, str, str] | None
+    """A rate cell's record of how its rate was chosen: the synchronous rate, the ceiling,
+    and the arm and two probe cells they came from. None for a probe cell."""
+
+
+def sweep_cell(document: dict[str, Any]) -> SweepCell | None:
+    """A sweep stage's cell, as the campaign-level check reads it; None for any other."""
+    if document["stage"]["kind"] != "sweep":
+        return None
+    record = (document["cell"].get("arrival") or {}).get("sweep")
+    chosen = None
+    if record is not None:
+        came = record["from"]
+        chosen = (
+            record["synchronous_rps"], record["ceiling_rps"], came["arm"], came["synchronous"],
+            came["ceiling"],
+        )  # fmt: skip
+    return SweepCell(
+        document["arm"],
+        document["stage"]["name"],
+        document["cell"]["id"],
+        arrivals.completed_rate(document["requests"]),
+        chosen,
+    )
+
+
+def check_sweeps(cells: Sequence[tuple[str, SweepCell]]) -> list[tuple[str, Issue]]:
+    """Each sweep's rate cells against the probe cells their rates came from: the two
+    rates each records must be what those probes measured, and every rate cell of a stage
+    must name the same probes (one measurement chose every arm's rates)."""
+    probes = {(c.arm, c.stage, c.cell): c.completed_rps for _, c in cells if c.chosen is None}
+    named: dict[str, set[tuple[str, str, str]]] = {}
+    found: list[tuple[str, Issue]] = []
+    for rel, cell in cells:
+        if cell.chosen is None:
+            continue
+        synchronous, ceiling, arm, sync_cell, ceiling_cell = cell.chosen
+        named.setdefault(cell.stage, set()).add((arm, sync_cell, ceiling_cell))
+        for key, stated, probe in (
+            ("synchronous_rps", synchronous, sync_cell),
+            ("ceiling_rps", ceiling, ceiling_cell),
+        ):
+            measured = probes.get((arm, cell.stage, probe))
+            if measured is None:
+                message = f"its rate came from {arm}/{cell.stage}/{probe}, which is not here"
+            elif measured != stated:
+                message = f"{key} {stated}, but {arm}/{cell.stage}/{probe} measured {measured}"
+            else:
+                continue
+            found.append((rel, Issue("schedule-mismatch", f"/cell/arrival/sweep/{key}", message)))
+    for stage, sources in sorted(named.items()):
+        if len(sources) > 1:
+            shown = "; ".join(f"{a}: {s}, {c}" for a, s, c in sorted(sources))
+            found.extend(
+                (rel, Issue("schedule-mismatch", "/cell/arrival/sweep/from",
+                            f"the rate cells of sweep {stage} came from different probes ({shown})"))
+                for rel, cell in cells
+                if cell.chosen is not None and cell.stage == stage
+            )  # fmt: skip
     return found

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
+from ledger._internal.runs import SweepCell
 from ledger._internal.sanitizer import Sanitizer
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
@@ -69,6 +70,8 @@ class FileResult(NamedTuple):
     """The structured summary, when the document is one."""
     campaign_id: str | None = None
     """The campaign the document says it belongs to."""
+    sweep: SweepCell | None = None
+    """A sweep stage's cell, for the check of its rates against its probes."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -168,6 +171,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                 document.references,
                 document.summary,
                 document.campaign_id,
+                document.sweep,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
 
