@@ -582,14 +582,7 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     ):
         if max(values) > cap:
             raise reader.error(key, f"{max(values)} is more than {cap:,}; a typo?")
-    controlled = reader.get("controlled_output", (bool,), False, "true or false")
-    warmup = reader.get("warmup", (int,), 0, "a whole number")
-    if not 0 <= warmup <= MAX_REQUESTS:
-        raise reader.error("warmup", f"must be 0 to {MAX_REQUESTS:,}, got {warmup}")
-    temperature = float(reader.get("temperature", (int, float), 0.0, "a number"))
-    if not 0 <= temperature <= 2:
-        raise reader.error("temperature", f"must be between 0 and 2, got {temperature}")
-    stage_seed = reader.get("seed", (int,), seed, "a whole number")
+    _, controlled, warmup, temperature, stage_seed = _sampling(reader, seed)
     reader.finish()
     cells = tuple(
         Cell(t, c, th)

@@ -55,34 +55,26 @@ def check_slo(stated: dict[str, Any]) -> dict[str, float]:
 
 
 def parse_slo(text: str) -> dict[str, float]:
-    """``ttft_ms=500,e2e_ms=5000,percentile=99`` as a mapping.
+    """``ttft_ms=500,e2e_ms=5000,percentile=99`` as a mapping, checked as :func:`check_slo`.
 
     Raises:
-        ValueError: an unknown key, a value that is not a positive number, no threshold,
-            or a percentile outside (0, 100].
+        ValueError: a part that is not KEY=NUMBER with a known key, a key given twice, or
+            what :func:`check_slo` refuses.
     """
-    slo: dict[str, float] = {}
+    stated: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, value = part.partition("=")
         if not sep or key not in (*SLO_KEYS, "percentile"):
             raise ValueError(
                 f"{part!r}: expected KEY=NUMBER with KEY one of {', '.join(SLO_KEYS)}, percentile"
             )
-        if key in slo:
+        if key in stated:
             raise ValueError(f"{key} is given twice")
         try:
-            number = float(value)
+            stated[key] = float(value)
         except ValueError:
             raise ValueError(f"{part!r}: {value!r} is not a number") from None
-        if not number > 0 or number == float("inf"):
-            raise ValueError(f"{part!r}: must be a positive number")
-        slo[key] = number
-    if not any(k in slo for k in SLO_KEYS):
-        raise ValueError(f"an SLO needs at least one of {', '.join(SLO_KEYS)}")
-    slo.setdefault("percentile", 99.0)
-    if slo["percentile"] > 100:
-        raise ValueError(f"percentile must be at most 100, got {slo['percentile']}")
-    return slo
+    return check_slo(stated)
 
 
 def cell_query(slo: dict[str, float]) -> str:
