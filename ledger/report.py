@@ -540,20 +540,12 @@ class _Builder:
                 title, unit, categories, series, threshold=(f"SLO {name} {_fmt(slo[metric])} ms",
                 slo[metric]), marks=marks,
             )  # fmt: skip
-            data = {
-                "schema": GRAPH_SCHEMA,
-                "campaign_id": self.summary["campaign_id"],
-                "chart": chart,
-                "title": title,
-                "unit": unit,
-                "better": "lower",
-                "categories": categories,
-                "series": [{"arm": s, "values": vs} for s, vs in series],
-                "sources": [self.ref(self.comparison_path)] if self.comparison_path else [],
-                "threshold": {"label": f"SLO {name}", "value": slo[metric]},
-                "marks": [{"category": categories[i], "label": label} for i, label in marks],
-            }
-            self.charts.append(Chart(chart, title, svg, data))
+            self._graph(
+                chart, title, unit, "lower", categories, series,
+                [self.ref(self.comparison_path or "")], svg,
+                threshold={"label": f"SLO {name}", "value": slo[metric]},
+                marks=[{"category": categories[i], "label": label} for i, label in marks],
+            )  # fmt: skip
             out.append(("chart", chart))
         return out
 
@@ -574,6 +566,21 @@ class _Builder:
             if strip
             else charts.bars(title, unit, categories, series)
         )
+        self._graph(name, title, unit, better, categories, series, sources, svg)
+
+    def _graph(
+        self,
+        name: str,
+        title: str,
+        unit: str,
+        better: str,
+        categories: list[str],
+        series: list[tuple[str, list[float | None]]],
+        sources: list[dict[str, str]],
+        svg: str,
+        **extra: Any,
+    ) -> None:
+        """A chart's SVG with its graph data; ``extra`` adds optional graph-data fields."""
         # Only what the manifest lists: a graph-data reference names a digest.
         unique = list({s["path"]: s for s in sources if s["path"] and s["sha256"]}.values())
         data = {
@@ -586,6 +593,7 @@ class _Builder:
             "categories": categories,
             "series": [{"arm": arm, "values": vs} for arm, vs in series],
             "sources": unique,
+            **extra,
         }
         self.charts.append(Chart(name, title, svg, data))
 

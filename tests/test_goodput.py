@@ -305,6 +305,7 @@ def test_the_report_charts_latency_against_rate_with_the_slo_and_the_sustainable
     assert section.count("| base |") == 2 and section.count("| cand |") == 2
     data = json.loads((folder / "report/load-1.json").read_text())
     assert data["threshold"] == {"label": "SLO E2E", "value": 12.0}
+    assert [d["path"] for d in data["sources"]] == ["derived/ab-comparison-base-vs-cand.json"]
     assert data["marks"] == [{"category": "30.00 req/s", "label": "base sustains 30.00 req/s"}]
     assert [s["arm"] for s in data["series"]] == ["base p50", "base p99", "cand p50", "cand p99"]
     stage = comparison["load"]["stages"][0]

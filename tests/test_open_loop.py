@@ -215,11 +215,7 @@ def test_a_load_stage_runs_on_its_schedule_and_verifies(tmp_path: Path, cli: Cli
     for path in sorted(folder.glob("*/load/*.json")):
         document = json.loads(path.read_text())
         cell, arrival = document["cell"], document["cell"]["arrival"]
-        offsets = offsets_ns(
-            Arrivals(**{k: arrival[k] for k in ("process", "rate", "seed", "burstiness",
-                                                 "requests", "duration_s", "max_in_flight")}),
-            cell["id"],
-        )  # fmt: skip
+        offsets = offsets_ns(Arrivals.from_json(arrival), cell["id"])
         measured = [r for r in document["requests"] if not r["warmup"]]
         assert cell["requests"] == len(measured) == len(offsets) > 20
         assert [r["scheduled_ns"] for r in measured] == [arrival["start_ns"] + o for o in offsets]

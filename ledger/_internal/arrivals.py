@@ -48,6 +48,11 @@ class Arrivals:
     max_in_flight: int | None = None
     """Requests held back while this many are in flight (sent late, never dropped)."""
 
+    @classmethod
+    def from_json(cls, arrival: dict[str, Any]) -> Arrivals:
+        """The settings a cell artifact's ``arrival`` records (its other fields ignored)."""
+        return cls(**{field.name: arrival[field.name] for field in attrs.fields(cls)})
+
     def to_json(self) -> dict[str, Any]:
         """As recorded in the cell artifact's ``arrival``."""
         return {

@@ -143,10 +143,8 @@ def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
     against its records."""
     cell = document["cell"]
     stated = cell["arrival"]
-    settings = {k: stated[k] for k in ("process", "rate", "seed", "burstiness", "requests",
-                                       "duration_s", "max_in_flight")}  # fmt: skip
     try:
-        offsets = arrivals.offsets_ns(arrivals.Arrivals(**settings), cell["id"])
+        offsets = arrivals.offsets_ns(arrivals.Arrivals.from_json(stated), cell["id"])
     except ValueError as e:
         return [Issue("schedule-mismatch", "/cell/arrival", f"no schedule follows: {e}")]
     found = []
