@@ -192,3 +192,21 @@ def test_any_text_gives_the_same_hits(parts: list[str]) -> None:
 def test_any_document_gives_the_same_redaction(entries: list[tuple[str, str]]) -> None:
     document = {f"{key}{i}": [value, {key: value}] for i, (key, value) in enumerate(entries)}
     _same(document)
+
+
+def test_a_long_text_s_last_detection_answers_only_for_that_text_and_key() -> None:
+    # A log's rescan asks about the text its last redaction left; anything else is
+    # detected afresh, even text of the same length.
+    sanitizer = Sanitizer()
+    filler = "decode prefill batch " * 100
+    clean = filler + "nothing here at all"
+    leaky = filler + "password=hunter2xyz"
+    assert len(clean) == len(leaky)
+    assert sanitizer.detect(clean) == []
+    assert [h.category for h in sanitizer.detect(leaky)] == ["credential"]
+    assert sanitizer.detect(clean) == []
+    assert [h.category for h in sanitizer.detect(clean, "api_key")] == ["credential"]
+    assert sanitizer.detect(clean) == []
+    published = sanitizer.text(leaky)
+    assert "hunter2xyz" not in published
+    assert sanitizer.detect(published) == []

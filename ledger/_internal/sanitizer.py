@@ -189,6 +189,7 @@ class Sanitizer:
         self._placeholders: dict[tuple[str, str], str] = {}
         self._counts: dict[str, int] = {}
         self._memo: dict[tuple[str, str | None], tuple[Hit, ...]] = {}
+        self._last_long: tuple[str, str | None, tuple[Hit, ...]] | None = None
         self._keys: dict[str, bool] = {}
         self._prefilter = prefilter_for(self.rules) if prefilter else None
 
@@ -241,7 +242,14 @@ class Sanitizer:
     def detect(self, text: str, key: str | None = None) -> list[Hit]:
         """Every redactable span of ``text`` (``key``: the JSON key it stands under)."""
         if len(text) > _MEMO_LONGEST:
-            return list(self._prefiltered(text, key))
+            # A log is detected once more after its last redaction, then rescanned: the
+            # rescan asks what that last detection answered, about the same text.
+            last = self._last_long
+            if last is not None and last[1] == key and last[0] == text:
+                return list(last[2])
+            found = self._prefiltered(text, key)
+            self._last_long = (text, key, found)
+            return list(found)
         memo = (text, key)
         found = self._memo.get(memo)
         if found is None:
@@ -316,7 +324,7 @@ class Sanitizer:
                 taken.append((start, end))
                 hits.append(Hit(category, start, end))
 
-        plain = _SHORT_NUMBER.fullmatch(text) or text.lower() in _LITERALS
+        plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
         if key is not None and not taken and not plain and text.strip() and self.secret_key(key):
             add("credential", 0, len(text))
         lower = text.lower()
