@@ -60,10 +60,11 @@ from ledger.database import build
 from ledger import derive as d
 arms = ("baseline", "candidate")
 t0 = time.perf_counter(); db = build([sys.argv[1]]); t1 = time.perf_counter()
-cells = d._cells(db, sys.argv[2], arms); t2 = time.perf_counter()
-keys = [k for k in cells[0] if k in cells[1]]
-d._intervals(db, sys.argv[2], arms, keys, 1); t3 = time.perf_counter()
-d._prompt_evidence(db, sys.argv[2], arms); t4 = time.perf_counter()
+comparison = (sys.argv[2], arms)
+reads = d.reads_of(db, [comparison])
+reads.cells(comparison); t2 = time.perf_counter()
+d._intervals(reads.values(comparison), 1, d.MEDIANS); t3 = time.perf_counter()
+reads.evidence(comparison); t4 = time.perf_counter()
 print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
 """
 

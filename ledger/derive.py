@@ -25,10 +25,11 @@ import numpy as np
 
 from ledger import manifest
 from ledger._internal import bootstrap, goodput
+from ledger._internal.comparison_reads import DuplicateCell, Reads
 from ledger._internal.findings import Issue
 from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
-from ledger.database import Database, DatabaseError, build, insert_rows
+from ledger.database import Database, DatabaseError, build
 from ledger.errors import Error, UsageError
 from ledger.schema import document_bytes, read_document
 
@@ -48,8 +49,6 @@ TOLERANCE = 1e-9
 CACHE_REUSE_GAP = 0.05
 """Prefix-cache hit rates further apart than this make two cells' cache reuse differ."""
 DERIVED_FOLDER = "derived"
-RADIX_GROUPS = int(np.iinfo(np.uint16).max)
-"""The most (cell, arm) groups whose numbers fit the 16 bits of a radix sort."""
 
 
 class DeriveError(Error):
@@ -91,88 +90,13 @@ def _change(baseline: float | None, candidate: float | None) -> float | None:
     return (candidate - baseline) / baseline * 100
 
 
-def _cells(
-    db: Database, campaign: str, arms: tuple[str, str]
-) -> list[dict[tuple[str, str], dict[str, Any]]]:
-    # Only the columns a comparison uses: DuckDB then skips the view's other aggregates.
-    table = db.query(
-        "SELECT c.campaign_id, c.arm, c.stage, c.cell, c.stage_kind, c.context_target, "
-        "c.concurrency, c.thinking, c.n, c.failed, "
-        + ", ".join(f"c.{column}_p50" for column in (*MEDIANS.values(), "first_token_ms"))
-        + ", c.throughput_tok_s, c.median_output_tokens, c.actual_prompt_tokens, "
-        "c.lengths_not_as_requested, s.controlled_output, s.max_tokens, s.temperature, "
-        "s.seed, s.prefix, s.warmup AS warmup_requests, s.identity, s.metrics_available, "
-        "s.prefix_cache_hit_rate, s.artifact, s.sha256, s.status "
-        "FROM cells AS c LEFT JOIN cell_settings AS s USING (campaign_id, arm, stage, cell) "
-        "WHERE c.campaign_id = ? AND c.arm IN (?, ?) ORDER BY c.stage, c.context_target, "
-        "c.concurrency, c.thinking, c.cell",
-        [campaign, *arms],
-    )
-    found: list[dict[tuple[str, str], dict[str, Any]]] = [{}, {}]
-    for row in table.to_json():
-        key = (row["stage"], row["cell"])
-        same = found[arms.index(row["arm"])].get(key)
-        if same is not None:
-            # Their requests would be pooled as one cell's, and either file named its source.
-            raise DeriveError(
-                f"two artifacts hold cell {key[0]}/{key[1]} of arm {row['arm']!r} "
-                f"({', '.join(sorted(str(r['artifact']) for r in (same, row)))}); a cell is "
-                "one artifact"
-            )
-        found[arms.index(row["arm"])][key] = row
-    return found
-
-
-def _values(
-    db: Database,
-    campaign: str,
-    arms: tuple[str, str],
-    keys: list[tuple[str, str]],
-    metrics: dict[str, str],
-) -> dict[tuple[str, int], list[np.ndarray[Any, Any]]]:
-    """Per (metric, arm role): each cell's successful measured values (unsorted), in
-    ``keys`` order. One scan for every metric and both arms; no per-row Python."""
-    con = db.connection
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE wanted (position BIGINT, stage VARCHAR, cell VARCHAR)"
-    )
-    insert_rows(con, "wanted", [(i, s, c) for i, (s, c) in enumerate(keys)])
-    # NULL as NaN: plain float arrays come back instead of masked ones, much cheaper.
-    columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in metrics.values())
-    # numpy's stable sort of 16-bit integers is a radix sort: O(n), where a comparison sort
-    # of 10 million group numbers took a second.
-    kind = "USMALLINT" if 2 * len(keys) <= RADIX_GROUPS else "BIGINT"
-    result = con.execute(
-        f"SELECT (w.position * 2 + (r.arm = ?)::BIGINT)::{kind} AS grp, {columns} "
-        "FROM request_rows AS r JOIN wanted AS w USING (stage, cell) WHERE r.campaign_id = ? "
-        "AND r.arm IN (?, ?) AND r.ok AND NOT r.warmup",
-        [arms[1], campaign, *arms],
-    ).fetchnumpy()
-    group = np.asarray(result["grp"])
-    order = np.argsort(group, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=2 * len(keys)))))
-    out: dict[tuple[str, int], list[np.ndarray[Any, Any]]] = {}
-    for column in metrics.values():
-        values = np.asarray(result[column], dtype=np.float64)[order]
-        for role in (0, 1):
-            cells = []
-            for i in range(len(keys)):
-                part = values[bounds[2 * i + role] : bounds[2 * i + role + 1]]
-                cells.append(part[~np.isnan(part)])
-            out[(column, role)] = cells
-    return out
-
-
 def _intervals(
-    db: Database,
-    campaign: str,
-    arms: tuple[str, str],
-    keys: list[tuple[str, str]],
+    groups: dict[tuple[str, int], list[np.ndarray[Any, Any]]],
     seed: int,
-    metrics: dict[str, str] = MEDIANS,
+    metrics: dict[str, str],
 ) -> dict[str, list[tuple[float, float] | None]]:
-    """Per metric, per row: the bootstrap interval of the change of the median."""
-    groups = _values(db, campaign, arms, keys, metrics)
+    """Per metric, per row: the bootstrap interval of the change of the median, from each
+    column's values per (column, arm role) and row (:meth:`Reads.values`)."""
     # Draws depend only on a cell's size: one draw per distinct size serves every cell and
     # metric of that size; the two arms draw independently.
     positions = []
@@ -205,30 +129,6 @@ def _identity(row: dict[str, Any]) -> dict[str, Any]:
         return {}
     value = json.loads(raw)
     return value if isinstance(value, dict) else {}
-
-
-def _prompt_evidence(
-    db: Database, campaign: str, arms: tuple[str, str]
-) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """Per (stage, cell): measured requests whose prompt digest, whose actual prompt token
-    count, and whose completion token count differ between the arms (or exist on one side
-    only). Imported results have no digests: their lengths are what can be compared, the
-    output's only where the request succeeded on both arms (a failure writes none)."""
-    columns = "stage, cell, request_index, prompt_sha256, prompt_tokens, completion_tokens, ok"
-    rows = db.query(
-        f"WITH a AS (SELECT {columns} FROM request_rows WHERE campaign_id = ? AND arm = ? "
-        f"AND NOT warmup), b AS (SELECT {columns} FROM request_rows WHERE campaign_id = ? "
-        "AND arm = ? AND NOT warmup) "
-        "SELECT coalesce(a.stage, b.stage), coalesce(a.cell, b.cell), "
-        "count(*) FILTER (WHERE a.prompt_sha256 IS DISTINCT FROM b.prompt_sha256 "
-        "OR a.prompt_sha256 IS NULL), "
-        "count(*) FILTER (WHERE a.prompt_tokens IS DISTINCT FROM b.prompt_tokens), "
-        "count(*) FILTER (WHERE coalesce(a.ok AND b.ok, true) "
-        "AND a.completion_tokens IS DISTINCT FROM b.completion_tokens) "
-        "FROM a FULL JOIN b USING (stage, cell, request_index) GROUP BY ALL",
-        [campaign, arms[0], campaign, arms[1]],
-    ).rows
-    return {(r[0], r[1]): (r[2], r[3], r[4]) for r in rows}
 
 
 MATCH_RULES = (
@@ -302,8 +202,7 @@ def _compared(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dic
 
 
 def _match_failures(
-    db: Database,
-    campaign: str,
+    evidence: dict[tuple[str, str], tuple[int, int, int]],
     arms: tuple[str, str],
     pairs: list[tuple[dict[str, Any], dict[str, Any]]],
     declared: Sequence[str],
@@ -314,7 +213,6 @@ def _match_failures(
         failures.append({"rule": rule, "reason": reason})
 
     baseline, candidate = arms
-    evidence = _prompt_evidence(db, campaign, arms)
     for a, b in pairs:
         where = f"{a['stage']}/{a['cell']}"
         digests, tokens, outputs = evidence.get((a["stage"], a["cell"]), (0, 0, 0))
@@ -440,6 +338,12 @@ def _limitations(
     return list(dict.fromkeys(found))
 
 
+def reads_of(db: Database, comparisons: Sequence[tuple[str, tuple[str, str]]]) -> Reads:
+    """What deriving each (campaign, (baseline, candidate)) reads, one query for all."""
+    (first_token,) = FIRST_TOKEN.values()
+    return Reads(db, comparisons, tuple(MEDIANS.values()), (MEDIANS["ttft_p50_ms"], first_token))
+
+
 def derive(
     db: Database,
     campaign: str,
@@ -450,6 +354,7 @@ def derive(
     differs: Sequence[str] = (),
     check_declared: bool = False,
     slo: dict[str, float] | None = None,
+    reads: Reads | None = None,
 ) -> dict[str, Any]:
     """The comparison document (not yet written).
 
@@ -458,6 +363,8 @@ def derive(
             (``ledger derive``; a stated comparison is derived again as it declares).
         slo: latency objectives: each arm's load stages then get goodput per rate and the
             sustainable rate at the SLO (``ledger/_internal/goodput.py``).
+        reads: what :func:`reads_of` read for many comparisons, this one among them
+            (verify's); by default it is read for this one alone.
 
     Raises:
         DeriveError: unknown kind or arm, no cell both arms ran, or (``check_declared``) a
@@ -470,11 +377,16 @@ def derive(
     if baseline == candidate:
         raise DeriveError(f"baseline and candidate are the same arm {baseline!r}")
     arms = (baseline, candidate)
-    cells = _cells(db, campaign, arms)
+    comparison = (campaign, arms)
+    reads = reads or reads_of(db, [comparison])
+    try:
+        cells = reads.cells(comparison)
+    except DuplicateCell as e:
+        raise DeriveError(str(e)) from None
     for arm, found in zip(arms, cells, strict=True):
         if not found:
             raise DeriveError(f"campaign {campaign!r} has no cells of arm {arm!r}")
-    keys = [k for k in cells[0] if k in cells[1]]
+    keys = reads.keys(comparison)
     if not keys:
 
         def named(found: dict[tuple[str, str], Any]) -> str:
@@ -500,12 +412,10 @@ def derive(
                 )
     declared = list(dict.fromkeys(differs)) or (["os"] if kind == "os" else [])
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
-    metrics = dict(MEDIANS)
-    if any(row.get("ttft_ms_p50") is None for pair in pairs for row in pair):
-        # Only then: the draws serve every metric, so one more would move every interval.
-        metrics.update(FIRST_TOKEN)
-    intervals = _intervals(db, campaign, arms, keys, seed, metrics)
-    failures = _match_failures(db, campaign, arms, pairs, declared)
+    columns = reads.columns(comparison)
+    metrics = {m: c for m, c in {**MEDIANS, **FIRST_TOKEN}.items() if c in columns}
+    intervals = _intervals(reads.values(comparison), seed, metrics)
+    failures = _match_failures(reads.evidence(comparison), arms, pairs, declared)
     derivation = {
         "tool": "ledger derive",
         "kind": kind,
@@ -821,7 +731,10 @@ def plan_slo(folder: Path) -> dict[str, float] | None:
 
 
 def recompute(
-    folder: Path, document: dict[str, Any], database: Database | None = None
+    folder: Path,
+    document: dict[str, Any],
+    database: Database | None = None,
+    reads: Reads | None = None,
 ) -> list[Issue]:
     """Derives ``document`` again from the folder's raw rows; a ``derived-mismatch`` issue
     names the first differing field.
@@ -830,6 +743,8 @@ def recompute(
         database: one already built from this folder among others (verify builds one for
             every campaign it recomputes); its rows are keyed by campaign, and the
             document's own ``campaign_id`` must be the folder's.
+        reads: what :func:`reads_of` read from ``database`` for every comparison verify
+            recomputes, this one among them (:func:`comparison_of`).
     """
     derivation = document.get("derivation")
     if not isinstance(derivation, dict):
@@ -837,14 +752,16 @@ def recompute(
     try:
         db = build([folder]) if database is None else database
         try:
+            campaign, (baseline, candidate) = comparison_of(document)
             fresh = derive(
                 db,
-                str(document.get("campaign_id")),
-                str(derivation.get("baseline")),
-                str(derivation.get("candidate")),
+                campaign,
+                baseline,
+                candidate,
                 kind=str(derivation.get("kind")),
                 differs=list(derivation.get("declared_differences") or ()),
                 slo=derivation.get("slo"),
+                reads=reads if database is not None else None,
             )
         finally:
             if database is None:
@@ -862,6 +779,16 @@ def recompute(
             f"{_at(fresh, pointer)!r}",
         )
     ]
+
+
+def comparison_of(document: dict[str, Any]) -> tuple[str, tuple[str, str]]:
+    """The (campaign, (baseline, candidate)) a derived document states."""
+    derivation = document.get("derivation")
+    stated = derivation if isinstance(derivation, dict) else {}
+    return (
+        str(document.get("campaign_id")),
+        (str(stated.get("baseline")), str(stated.get("candidate"))),
+    )
 
 
 def _at(document: Any, pointer: str) -> Any:

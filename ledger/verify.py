@@ -571,8 +571,11 @@ def _recompute_all(recompute: Sequence[tuple[_Campaign, scan.FileResult]]) -> li
         # The shared database holds each campaign under its folder's name: build refuses
         # an artifact whose campaign_id is another's, so a comparison naming another
         # campaign never finds that one's rows in it (it is derived alone, and fails).
+        reads = None
+        if shared is not None:
+            reads = derive.reads_of(shared, [derive.comparison_of(d) for _, _, d in jobs])
         for campaign, result, document in jobs:
-            issues = derive.recompute(campaign.folder, document, shared)
+            issues = derive.recompute(campaign.folder, document, shared, reads)
             findings.extend(
                 Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
                 for issue in issues

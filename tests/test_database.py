@@ -10,6 +10,7 @@ import duckdb
 import pytest
 from generate_verify_assets import cell_run, load_cell_run
 
+from ledger import database
 from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger._internal.outputs import OutputExists
@@ -278,3 +279,65 @@ def test_a_cell_set_aside_by_a_resumed_run_is_not_pooled_with_its_rerun(
         == build([two_arm_campaign]).query("SELECT count(*) FROM cell_settings").rows
     )
     assert derive(db, campaign.name, "windows", "linux", kind="os", differs=["os"])["rows"]
+
+
+SNIFFED = {
+    "plain.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}',
+    "no-campaign.json": b'{"schema": "anvil-serving.manifest/v1"}',
+    "null-campaign.json": b'{"schema": "anvil-serving.manifest/v1", "campaign_id": null}',
+    "escaped.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c\\u00e9\\n"}',
+    "no-schema.json": b'{"campaign_id": "c1"}',
+    "null-schema.json": b'{"schema": null, "campaign_id": "c1"}',
+    "number-schema.json": b'{"schema": 5, "campaign_id": "c1"}',
+    "number-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": 7}',
+    "object-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": {"a": 1}}',
+    "bool-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": true}',
+    "array.json": b'[{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}]',
+    "lines.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "a"}\n{"x": 1}\n',
+    "broken.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": ',
+    "duplicate.json": b'{"schema": "a/v1", "schema": "anvil-serving.cell-run/v1"}',
+    "nan.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1", "x": NaN}',
+    "bom.json": b'\xef\xbb\xbf{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}',
+    "empty.json": b"",
+    "scalar.json": b'"anvil-serving.cell-run/v1"',
+}
+
+
+def test_sniffing_here_finds_what_duckdb_s_reader_finds(tmp_path: Path) -> None:
+    """Small plain documents are sniffed in Python; anything DuckDB's reader might read
+    otherwise (a cast, lines, an array, a parse it tolerates) is still left to it."""
+    files = []
+    for name, data in SNIFFED.items():
+        (tmp_path / name).write_bytes(data)
+        files.append(str(tmp_path / name))
+    big = tmp_path / "big.json"
+    big.write_bytes(
+        b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "big", "pad": "'
+        + b"x" * (database._SNIFF_IN_PYTHON + 1)
+        + b'"}'
+    )
+    files.append(str(big))
+    con = duckdb.connect()
+    for file in files:
+        # Per file: a document DuckDB's reader refuses must still make the build fail.
+        try:
+            expected: object = database._duckdb_schemas(con, [file])
+        except duckdb.Error as e:
+            expected = type(e)
+        try:
+            found: object = database._schemas(con, [file])
+        except duckdb.Error as e:
+            found = type(e)
+        assert found == expected, file
+    readable = [f for f in files if not f.endswith(("broken.json", "empty.json", "nan.json"))]
+    here = database._schemas(con, readable)
+    assert here == database._duckdb_schemas(con, readable)
+    assert str(tmp_path / "number-campaign.json") in here
+    assert here[str(tmp_path / "plain.json")] == ("anvil-serving.cell-run/v1", "c1")
+    assert here[str(big)] == ("anvil-serving.cell-run/v1", "big")
+    sniffed = {name: database._sniff(str(tmp_path / name)) for name in SNIFFED}
+    assert sniffed["plain.json"] == ("anvil-serving.cell-run/v1", "c1")
+    assert sniffed["no-schema.json"] is None
+    left = {name for name, found in sniffed.items() if found is False}
+    assert left >= {"number-campaign.json", "array.json", "lines.json", "duplicate.json"}
+    assert database._sniff(str(big)) is False

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from ledger import derive as derive_module
+from ledger._internal import comparison_reads
 from ledger.database import Database, build, insert_rows
 from ledger.derive import derive
 from ledger.schema import document_bytes
@@ -130,7 +131,7 @@ def test_a_last_cell_without_successes_and_wide_group_numbers(
     row = next(r for r in narrow["rows"] if r["cell"] == last)
     assert row["failed"]["candidate"] == row["n"]["candidate"] > 0
     assert all(m.get("change_ci95") is None for m in row["metrics"].values())
-    monkeypatch.setattr(derive_module, "RADIX_GROUPS", 0)
+    monkeypatch.setattr(comparison_reads, "RADIX_GROUPS", 0)
     assert derive(db, CAMPAIGN, *ARMS) == narrow
 
 
@@ -147,7 +148,11 @@ def test_more_groups_than_sixteen_bits_number() -> None:
         for side, arm in enumerate(ARMS)
     ]  # fmt: skip
     insert_rows(db.connection, "request_rows_loaded", rows)
-    keys = [("capacity", cell) for cell in cells]
-    values = derive_module._values(db, CAMPAIGN, ARMS, keys, {"e2e_p50_ms": "e2e_ms"})
-    assert [list(v) for v in values[("e2e_ms", 0)]] == [[float(i)] for i in range(33_000)]
-    assert [list(v) for v in values[("e2e_ms", 1)]] == [[float(i) + 1] for i in range(33_000)]
+    comparison = (CAMPAIGN, ARMS)
+    reads = derive_module.reads_of(db, [comparison])
+    keys = reads.keys(comparison)
+    assert sorted(keys) == sorted(("capacity", cell) for cell in cells)
+    number = {cell: i for i, cell in enumerate(cells)}
+    values = reads.values(comparison)
+    assert [list(v) for v in values[("e2e_ms", 0)]] == [[float(number[c])] for _, c in keys]
+    assert [list(v) for v in values[("e2e_ms", 1)]] == [[number[c] + 1.0] for _, c in keys]

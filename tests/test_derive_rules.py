@@ -94,19 +94,18 @@ def _row(**fields: Any) -> dict[str, Any]:
 
 
 def _failures(
-    monkeypatch: pytest.MonkeyPatch,
     a: dict[str, Any],
     b: dict[str, Any],
     evidence: tuple[int, int, int] = (0, 0, 0),
     declared: tuple[str, ...] = (),
 ) -> list[tuple[str, str]]:
-    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c1"): evidence})
-    found = derive._match_failures(None, "x", ("base", "cand"), [(a, b)], declared)  # type: ignore[arg-type]
+    evidence_of = {("capacity", "c1"): evidence}
+    found = derive._match_failures(evidence_of, ("base", "cand"), [(a, b)], declared)
     return [(f["rule"], f["reason"]) for f in found]
 
 
-def test_a_matched_pair_has_no_failures(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _failures(monkeypatch, _row(), _row()) == []
+def test_a_matched_pair_has_no_failures() -> None:
+    assert _failures(_row(), _row()) == []
 
 
 @pytest.mark.parametrize(
@@ -135,13 +134,12 @@ def test_a_matched_pair_has_no_failures(monkeypatch: pytest.MonkeyPatch) -> None
     ],
 )  # fmt: skip
 def test_each_match_rule(
-    monkeypatch: pytest.MonkeyPatch,
     a: dict[str, Any],
     b: dict[str, Any],
     evidence: tuple[int, int, int],
     expected: list[tuple[str, str]],
 ) -> None:
-    assert _failures(monkeypatch, _row(**a), _row(**b), evidence) == expected
+    assert _failures(_row(**a), _row(**b), evidence) == expected
 
 
 def _imported(**settings: Any) -> dict[str, Any]:
@@ -181,13 +179,12 @@ def _imported(**settings: Any) -> dict[str, Any]:
     ],
 )  # fmt: skip
 def test_each_match_rule_of_imports(
-    monkeypatch: pytest.MonkeyPatch,
     a: dict[str, Any],
     b: dict[str, Any],
     evidence: tuple[int, int, int],
     expected: list[tuple[str, str]],
 ) -> None:
-    assert _failures(monkeypatch, _imported(**a), _imported(**b), evidence) == expected
+    assert _failures(_imported(**a), _imported(**b), evidence) == expected
 
 
 @pytest.mark.parametrize(
@@ -195,32 +192,28 @@ def test_each_match_rule_of_imports(
     ["dataset_name", "num_prompts", "random_input_len", "random_output_len", "random_range_ratio",
      "random_prefix_len", "sharegpt_output_len", "seed"],
 )  # fmt: skip
-def test_every_dataset_setting_is_a_prompt_rule(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
-    assert _failures(monkeypatch, _imported(**{key: 1}), _imported(**{key: 2})) == [
+def test_every_dataset_setting_is_a_prompt_rule(key: str) -> None:
+    assert _failures(_imported(**{key: 1}), _imported(**{key: 2})) == [
         ("prompt-digests", f"capacity/c1: dataset setting {key} differs (1 vs 2)")
     ]
 
 
-def test_an_import_s_concurrency_is_compared(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_import_s_concurrency_is_compared() -> None:
     a, b = {**_imported(), "concurrency": 2}, _imported()
-    assert _failures(monkeypatch, a, b) == [
-        ("concurrency", "capacity/c1: concurrency differs (2 vs 1)")
-    ]
+    assert _failures(a, b) == [("concurrency", "capacity/c1: concurrency differs (2 vs 1)")]
 
 
-def test_an_import_beside_a_measured_arm_is_judged_as_an_import(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_import_beside_a_measured_arm_is_judged_as_an_import() -> None:
     # The measured arm's digests are not compared with the import's nulls; its settings are.
-    assert _failures(monkeypatch, _row(), _imported(), (10, 0, 0), ("model_id", "tool")) == [
+    assert _failures(_row(), _imported(), (10, 0, 0), ("model_id", "tool")) == [
         ("prompt-digests", "capacity/c1: dataset setting num_prompts differs (null vs 10)"),
         ("concurrency", "capacity/c1: max_concurrency differs (null vs 1)"),
     ]
 
 
-def test_declared_metadata_is_no_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_declared_metadata_is_no_failure() -> None:
     a, b = _imported(metadata={"kv": "fp8"}), _imported(metadata={"kv": "auto"})
-    assert _failures(monkeypatch, a, b, declared=("metadata.kv",)) == []
+    assert _failures(a, b, declared=("metadata.kv",)) == []
 
 
 @pytest.mark.parametrize(
@@ -274,15 +267,15 @@ def test_limitations_of_an_import() -> None:
     ]
 
 
-def test_a_cache_gap_of_exactly_the_limit_still_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_gap_of_exactly_the_limit_still_matches() -> None:
     assert derive.CACHE_REUSE_GAP == 0.05
     a, b = _row(prefix_cache_hit_rate=0.0), _row(prefix_cache_hit_rate=0.05)
-    assert _failures(monkeypatch, a, b) == []
+    assert _failures(a, b) == []
 
 
-def test_declared_differences_are_not_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_declared_differences_are_not_failures() -> None:
     a, b = _row(identity='{"engine": "x"}'), _row(identity='{"engine": "y"}')
-    assert _failures(monkeypatch, a, b, declared=("engine",)) == []
+    assert _failures(a, b, declared=("engine",)) == []
 
 
 @pytest.mark.parametrize(
@@ -369,16 +362,14 @@ def test_label(a: tuple[int, int], b: tuple[int, int], label: str) -> None:
     assert derive._label({"n": a[0], "failed": a[1]}, {"n": b[0], "failed": b[1]}) == label
 
 
-def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(derive, "_prompt_evidence", lambda *_: {("capacity", "c2"): (0, 4, 0)})
+def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes() -> None:
+    evidence = {("capacity", "c2"): (0, 4, 0)}
     pairs = [
         (_row(artifact=None, stage_kind="imported"), _row()),
         (_row(cell="c2"), _row(cell="c2")),
         (_row(cell="c3"), _row(cell="c3")),  # no evidence rows: nothing differs
     ]
-    found = derive._match_failures(None, "x", ("b", "c"), pairs, ())  # type: ignore[arg-type]
+    found = derive._match_failures(evidence, ("b", "c"), pairs, ())
     assert [(f["rule"], f["reason"].split(":")[0]) for f in found] == [
         ("prompt-digests", "capacity/c1"),
         ("prompt-tokens", "capacity/c2"),

@@ -247,9 +247,9 @@ class Sanitizer:
             last = self._last_long
             if last is not None and last[1] == key and last[0] == text:
                 return list(last[2])
-            found = self._prefiltered(text, key)
-            self._last_long = (text, key, found)
-            return list(found)
+            hits = self._prefiltered(text, key)
+            self._last_long = (text, key, hits)
+            return list(hits)
         memo = (text, key)
         found = self._memo.get(memo)
         if found is None:
