@@ -156,7 +156,25 @@ def _targets(
             )
         campaigns.extend((_join(display, child.name), child) for child in children)
         roots.append((display, folder))
-    return campaigns, documents, findings, roots
+    # A campaign reached twice (``verify evidence evidence/x``) is verified once, under
+    # the name it was first reached by: twice, each finding would be counted twice.
+    return (
+        _once(campaigns),
+        [d for d, _ in _once([(d, Path(d)) for d in documents])],
+        findings,
+        _once(roots),
+    )
+
+
+def _once(targets: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    seen: set[Path] = set()
+    out = []
+    for display, path in targets:
+        resolved = path.resolve()
+        if resolved not in seen:
+            seen.add(resolved)
+            out.append((display, path))
+    return out
 
 
 _SIGNATURE_FILES = frozenset({manifest.STATEMENT_NAME, manifest.BUNDLE_NAME})

@@ -197,6 +197,22 @@ def test_parallel_and_serial_verification_agree(tmp_path: Path) -> None:
     assert serial.artifacts == 12 * 16
 
 
+def test_a_campaign_reached_twice_is_verified_once(tmp_path: Path) -> None:
+    campaign = _copy_valid(tmp_path)
+    (campaign / "extra.json").write_bytes(b'{"value": 1}\n')  # a warning to count
+    document = tmp_path / "loose.json"
+    document.write_bytes(b'{"value": 2}\n')
+    once = verify_paths([str(campaign.parent), str(document)])
+    assert once.campaigns == 1 and once.findings
+    for paths in (
+        [str(campaign.parent), str(campaign.parent) + "/", str(document), str(document)],
+        [str(campaign.parent), str(campaign), str(document), f"{tmp_path}/./loose.json"],
+    ):
+        twice = verify_paths(paths)
+        assert (twice.campaigns, twice.artifacts) == (once.campaigns, once.artifacts)
+        assert twice.findings == once.findings
+
+
 def test_text_output_groups_by_campaign(cli: CliRun, tmp_path: Path) -> None:
     campaign = _copy_valid(tmp_path)
     (campaign / "notes.txt").write_text("unsealed\n")
