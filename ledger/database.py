@@ -276,7 +276,11 @@ requests) are left to DuckDB, which does not hold them in memory whole."""
 
 
 def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
-    """file -> (schema, campaign_id) of every JSON document with a schema field."""
+    """file -> (schema, campaign_id) of every JSON artifact with a schema field.
+
+    Raises:
+        DatabaseError: a file is not strict JSON.
+    """
     found: dict[str, tuple[str, Any]] = {}
     rest: list[str] = []
     for file in files:
@@ -289,26 +293,29 @@ def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
     return {file: found[file] for file in files if file in found}
 
 
-def _sniff(file: str) -> tuple[str, str | None] | Literal[False] | None:
-    """A plain document's (schema, campaign_id), None when it has no schema; False when
-    DuckDB must tell (large, not strict JSON, not an object, or fields that are not
-    strings, which its reader casts)."""
+def _sniff(file: str) -> tuple[str, Any] | Literal[False] | None:
+    """An artifact's (schema, campaign_id as it is); None when the file is not one (no
+    schema, or not one JSON object: DuckDB's reader would take an array's items, or each
+    line of a file of lines, as artifacts of their own and pool their rows); False when it
+    is too large to parse here and starts as an object, for DuckDB to tell.
+
+    Raises:
+        DatabaseError: it cannot be read, or is not strict JSON.
+    """
     try:
         with open(file, "rb") as stream:
             data = stream.read(_SNIFF_IN_PYTHON + 1)
-        if len(data) > _SNIFF_IN_PYTHON:
-            return False
+    except OSError as e:
+        raise DatabaseError(f"{file}: {e.strerror or e}") from None
+    if len(data) > _SNIFF_IN_PYTHON:
+        return False if data.lstrip()[:1] == b"{" else None
+    try:
         document = jsonio.parse_strict(data)
-    except (OSError, InvalidArtifact):
-        return False
-    if not isinstance(document, dict):
-        return False
-    schema, campaign_id = document.get("schema"), document.get("campaign_id")
-    if schema is None:
+    except InvalidArtifact as e:
+        raise DatabaseError(f"{file}: {e} (ledger verify lists every such file)") from None
+    if not isinstance(document, dict) or not isinstance(document.get("schema"), str):
         return None
-    if not isinstance(schema, str) or not isinstance(campaign_id, str | None):
-        return False
-    return schema, campaign_id
+    return document["schema"], document.get("campaign_id")
 
 
 def _duckdb_schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
@@ -341,6 +348,11 @@ def _campaign(
         schema, campaign_id = schemas[path]
         rel = files[path]
         kind = schema.removeprefix("anvil-serving.").split("/")[0]
+        if campaign_id is not None and not isinstance(campaign_id, str):
+            raise UsageError(
+                f"{folder / rel}: campaign_id is {json.dumps(campaign_id)}, not a string; "
+                "run ledger verify"
+            )
         if campaign_id is not None and campaign_id != folder.resolve().name:
             # Rows are keyed by the artifacts' own id: a copy under another name would be
             # merged with the original.

@@ -284,60 +284,84 @@ def test_a_cell_set_aside_by_a_resumed_run_is_not_pooled_with_its_rerun(
 SNIFFED = {
     "plain.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}',
     "no-campaign.json": b'{"schema": "anvil-serving.manifest/v1"}',
-    "null-campaign.json": b'{"schema": "anvil-serving.manifest/v1", "campaign_id": null}',
     "escaped.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c\\u00e9\\n"}',
+    "number-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": 7}',
     "no-schema.json": b'{"campaign_id": "c1"}',
     "null-schema.json": b'{"schema": null, "campaign_id": "c1"}',
     "number-schema.json": b'{"schema": 5, "campaign_id": "c1"}',
-    "number-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": 7}',
-    "object-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": {"a": 1}}',
-    "bool-campaign.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": true}',
     "array.json": b'[{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}]',
+    "scalar.json": b'"anvil-serving.cell-run/v1"',
+}
+NOT_JSON = {
     "lines.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "a"}\n{"x": 1}\n',
     "broken.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": ',
     "duplicate.json": b'{"schema": "a/v1", "schema": "anvil-serving.cell-run/v1"}',
     "nan.json": b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1", "x": NaN}',
     "bom.json": b'\xef\xbb\xbf{"schema": "anvil-serving.cell-run/v1", "campaign_id": "c1"}',
     "empty.json": b"",
-    "scalar.json": b'"anvil-serving.cell-run/v1"',
 }
 
 
-def test_sniffing_here_finds_what_duckdb_s_reader_finds(tmp_path: Path) -> None:
-    """Small plain documents are sniffed in Python; anything DuckDB's reader might read
-    otherwise (a cast, lines, an array, a parse it tolerates) is still left to it."""
-    files = []
-    for name, data in SNIFFED.items():
+def test_what_the_database_takes_for_an_artifact(tmp_path: Path) -> None:
+    """One JSON object with a string schema; its campaign_id as it is. An array's items or
+    a file of lines would each be taken as artifacts by DuckDB's reader (and their rows
+    pooled with a cell's own): none is one."""
+    for name, data in {**SNIFFED, **NOT_JSON}.items():
         (tmp_path / name).write_bytes(data)
-        files.append(str(tmp_path / name))
+    con = duckdb.connect()
+    found = database._schemas(con, [str(tmp_path / name) for name in SNIFFED])
+    assert {Path(f).name: v for f, v in found.items()} == {
+        "plain.json": ("anvil-serving.cell-run/v1", "c1"),
+        "no-campaign.json": ("anvil-serving.manifest/v1", None),
+        "escaped.json": ("anvil-serving.cell-run/v1", "c\u00e9\n"),
+        "number-campaign.json": ("anvil-serving.cell-run/v1", 7),
+    }
+    for name in NOT_JSON:
+        with pytest.raises(database.DatabaseError, match=f"^{tmp_path / name}: .+verify"):
+            database._schemas(con, [str(tmp_path / "plain.json"), str(tmp_path / name)])
+
+
+def test_a_large_file_is_left_to_duckdb_unless_it_is_no_object(tmp_path: Path) -> None:
+    pad = b"x" * (database._SNIFF_IN_PYTHON + 1)
     big = tmp_path / "big.json"
     big.write_bytes(
-        b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "big", "pad": "'
-        + b"x" * (database._SNIFF_IN_PYTHON + 1)
-        + b'"}'
+        b' {"schema": "anvil-serving.cell-run/v1", "campaign_id": "big", "p": "%s"}' % pad
     )
-    files.append(str(big))
-    con = duckdb.connect()
-    for file in files:
-        # Per file: a document DuckDB's reader refuses must still make the build fail.
-        try:
-            expected: object = database._duckdb_schemas(con, [file])
-        except duckdb.Error as e:
-            expected = type(e)
-        try:
-            found: object = database._schemas(con, [file])
-        except duckdb.Error as e:
-            found = type(e)
-        assert found == expected, file
-    readable = [f for f in files if not f.endswith(("broken.json", "empty.json", "nan.json"))]
-    here = database._schemas(con, readable)
-    assert here == database._duckdb_schemas(con, readable)
-    assert str(tmp_path / "number-campaign.json") in here
-    assert here[str(tmp_path / "plain.json")] == ("anvil-serving.cell-run/v1", "c1")
-    assert here[str(big)] == ("anvil-serving.cell-run/v1", "big")
-    sniffed = {name: database._sniff(str(tmp_path / name)) for name in SNIFFED}
-    assert sniffed["plain.json"] == ("anvil-serving.cell-run/v1", "c1")
-    assert sniffed["no-schema.json"] is None
-    left = {name for name, found in sniffed.items() if found is False}
-    assert left >= {"number-campaign.json", "array.json", "lines.json", "duplicate.json"}
+    listed = tmp_path / "listed.json"
+    listed.write_bytes(
+        b'[{"schema": "anvil-serving.cell-run/v1", "campaign_id": "l", "p": "%s"}]' % pad
+    )
     assert database._sniff(str(big)) is False
+    assert database._sniff(str(listed)) is None
+    found = database._schemas(duckdb.connect(), [str(big), str(listed)])
+    assert found == {str(big): ("anvil-serving.cell-run/v1", "big")}
+
+
+def _copy(campaign: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(campaign, tmp_path / campaign.name, symlinks=True))
+
+
+def test_a_cell_run_wrapped_in_an_array_is_not_pooled_with_the_cell(
+    tmp_path: Path, cli: CliRun, two_arm_campaign: Path
+) -> None:
+    campaign = _copy(two_arm_campaign, tmp_path)
+    cell = next(campaign.glob("linux/*/*.json"))
+    (campaign / "wrapped.json").write_bytes(b"[" + cell.read_bytes() + b"]")
+    db = build([campaign])
+    artifacts = {r[0] for r in db.query("SELECT DISTINCT artifact FROM request_rows").rows}
+    assert "wrapped.json" not in artifacts and cell.relative_to(campaign).as_posix() in artifacts
+    (campaign / "wrapped.json").write_bytes(b"")
+    code, _, err = cli("sql", "--from", str(campaign), "SELECT 1")
+    assert code == 1 and err.count("\n") == 1 and "wrapped.json: not valid JSON" in err, err
+
+
+def test_a_campaign_id_that_is_no_string_is_named_as_it_is(
+    tmp_path: Path, cli: CliRun, two_arm_campaign: Path
+) -> None:
+    campaign = _copy(two_arm_campaign, tmp_path)
+    cell = next(campaign.glob("linux/*/*.json"))
+    document = json.loads(cell.read_bytes())
+    document["campaign_id"] = 7
+    cell.write_text(json.dumps(document))
+    code, _, err = cli("sql", "--from", str(campaign), "SELECT 1")
+    assert code == 2 and "campaign_id is 7, not a string" in err, err
