@@ -365,3 +365,9 @@ def test_a_campaign_id_that_is_no_string_is_named_as_it_is(
     cell.write_text(json.dumps(document))
     code, _, err = cli("sql", "--from", str(campaign), "SELECT 1")
     assert code == 2 and "campaign_id is 7, not a string" in err, err
+
+
+def test_a_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(database.DatabaseError, match=f"^{missing}: "):
+        database._schemas(duckdb.connect(), [str(missing)])

@@ -156,3 +156,74 @@ def test_more_groups_than_sixteen_bits_number() -> None:
     values = reads.values(comparison)
     assert [list(v) for v in values[("e2e_ms", 0)]] == [[float(number[c])] for _, c in keys]
     assert [list(v) for v in values[("e2e_ms", 1)]] == [[number[c] + 1.0] for _, c in keys]
+
+
+OTHER = "2026-12-02-golden-other"
+
+
+def _two_campaigns() -> Database:
+    """The golden campaign and a second one whose values and one prompt differ."""
+    db = _database(False)
+    con = db.connection
+    con.execute(
+        "INSERT INTO request_rows_loaded SELECT * REPLACE (? AS campaign_id, "
+        "e2e_ms * CASE WHEN arm = 'cand' THEN 1.5 ELSE 0.8 END AS e2e_ms, "
+        "ttft_ms + 3 AS ttft_ms, CASE WHEN arm = 'cand' AND request_index = 5 "
+        "AND cell = 'ctx1024-c40-nothink' THEN 'ff' || prompt_sha256 ELSE prompt_sha256 END "
+        "AS prompt_sha256) FROM request_rows_loaded WHERE campaign_id = ?",
+        [OTHER, CAMPAIGN],
+    )
+    con.execute(
+        "INSERT INTO cell_settings_loaded SELECT * REPLACE (? AS campaign_id) "
+        "FROM cell_settings_loaded WHERE campaign_id = ?",
+        [OTHER, CAMPAIGN],
+    )
+    return db
+
+
+def test_one_read_of_several_comparisons_answers_each_as_alone() -> None:
+    """Verify reads every comparison at once: each must get its own cells, values and
+    prompt evidence, never a neighbour's."""
+    db = _two_campaigns()
+    comparisons = [(CAMPAIGN, ARMS), (OTHER, ARMS), (CAMPAIGN, (ARMS[1], ARMS[0]))]
+    shared = derive_module.reads_of(db, comparisons)
+    for comparison in comparisons:
+        alone = derive_module.reads_of(db, [comparison])
+        assert shared.keys(comparison) == alone.keys(comparison)
+        assert shared.columns(comparison) == alone.columns(comparison)
+        assert shared.evidence(comparison) == alone.evidence(comparison)
+        got, expected = shared.values(comparison), alone.values(comparison)
+        assert sorted(got) == sorted(expected)
+        for column in expected:
+            assert [sorted(v) for v in got[column]] == [sorted(v) for v in expected[column]]
+        campaign, (baseline, candidate) = comparison
+        assert derive(db, campaign, baseline, candidate, reads=shared) == derive(
+            db, campaign, baseline, candidate
+        )
+    # The campaigns really differ, or a mix-up could not show.
+    c40 = ("capacity", "ctx1024-c40-nothink")
+    assert shared.evidence((OTHER, ARMS))[c40][0] == 1
+    assert shared.evidence((CAMPAIGN, ARMS))[c40][0] == 0
+    assert derive(db, OTHER, *ARMS)["rows"] != derive(db, CAMPAIGN, *ARMS)["rows"]
+
+
+def test_warm_up_prompts_are_no_evidence() -> None:
+    db = _database(False)
+    db.connection.execute(
+        "UPDATE request_rows_loaded SET prompt_sha256 = 'ff' || prompt_sha256, "
+        "prompt_tokens = prompt_tokens + 1 WHERE arm = 'cand' AND warmup"
+    )
+    evidence = derive_module.reads_of(db, [(CAMPAIGN, ARMS)]).evidence((CAMPAIGN, ARMS))
+    assert evidence and set(evidence.values()) == {(0, 0, 0)}
+
+
+def test_the_first_token_metric_is_read_only_where_a_cell_lacks_ttft() -> None:
+    db = _database(False)
+    comparison = (CAMPAIGN, ARMS)
+    assert derive_module.reads_of(db, [comparison]).columns(comparison) == tuple(
+        derive_module.MEDIANS.values()
+    )
+    with_ttft = _database(True)
+    assert derive_module.reads_of(with_ttft, [comparison]).columns(comparison)[-1] == (
+        "first_token_ms"
+    )

@@ -210,3 +210,23 @@ def test_a_long_text_s_last_detection_answers_only_for_that_text_and_key() -> No
     published = sanitizer.text(leaky)
     assert "hunter2xyz" not in published
     assert sanitizer.detect(published) == []
+
+
+def test_a_long_text_is_detected_once_for_its_rescan(monkeypatch: pytest.MonkeyPatch) -> None:
+    sanitizer = Sanitizer()
+    calls: list[str] = []
+    original = sanitizer._prefiltered
+
+    def counted(text: str, key: str | None) -> Any:
+        calls.append(text[-12:])
+        return original(text, key)
+
+    monkeypatch.setattr(sanitizer, "_prefiltered", counted)
+    filler = "decode prefill batch " * 100
+    a, b = filler + "first text", filler + "second text"
+    sanitizer.detect(a), sanitizer.detect(b), sanitizer.detect(b)
+    assert calls == [a[-12:], b[-12:]]
+    calls.clear()
+    published = sanitizer.text(filler + "password=hunter2xyz")
+    assert len(calls) == 2  # the text, then what its redaction left
+    assert sanitizer.detect(published) == [] and len(calls) == 2

@@ -249,3 +249,10 @@ def test_an_ipv4_address_is_redacted_whatever_punctuation_follows(
 @pytest.mark.parametrize("text", ["version 1.2.3.4.5", "v1.2.3.4", "1.2.3.4.5.6"])
 def test_a_longer_dotted_number_is_not_an_address(text: str) -> None:
     assert Sanitizer().text(text) == text
+
+
+@pytest.mark.parametrize("value", ["true", "false", "FALSE", "null", "None"])
+def test_a_secret_key_s_literal_values_are_not_credentials(value: str) -> None:
+    sanitizer = Sanitizer()
+    assert sanitizer.detect(value, "api_key") == []
+    assert [h.category for h in sanitizer.detect(value + "y", "api_key")] == ["credential"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger import database, derive, manifest
+from ledger._internal import comparison_reads
 from ledger._internal.jsonio import write_json
 from ledger.derive import derive_into
 from ledger.verify import verify_paths
@@ -107,3 +109,24 @@ def test_a_campaign_the_shared_database_cannot_load_is_derived_alone(tree: Path)
     finally:
         stray.write_bytes(saved)
         forge_seal(stray.parent.parent)
+
+
+def test_verify_reads_every_comparison_in_one_query_each(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    for name in ("_read_cells", "_read_values", "_read_evidence"):
+        original = getattr(comparison_reads.Reads, name)
+
+        def counted(self: comparison_reads.Reads, _name: str = name, _f: Any = original) -> Any:
+            calls.append(_name)
+            return _f(self)
+
+        monkeypatch.setattr(comparison_reads.Reads, name, counted)
+    report = verify_paths([str(tree)], jobs=1)
+    derived = [f for f in report.findings if f.code == "derived-mismatch"]
+    # Three comparisons, the edited one still caught.
+    assert report.campaigns == 3 and [f.path.split("/")[-3] for f in derived] == [
+        f"{EXAMPLE.name}-copy1"
+    ]
+    assert sorted(calls) == ["_read_cells", "_read_evidence", "_read_values"]
