@@ -290,7 +290,7 @@ def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
         elif sniffed is not None:
             found[file] = sniffed
     found.update(_duckdb_schemas(con, rest))
-    return {file: found[file] for file in files if file in found}
+    return found
 
 
 def _sniff(file: str) -> tuple[str, Any] | Literal[False] | None:
