@@ -77,9 +77,9 @@ class CellRun:
     """Where an open-loop schedule's offset 0 lies on the cell clock."""
 
 
-SPIN_NS = 1_200_000
-"""An open-loop sender sleeps until this close to a due time, then yields to the event
-loop until it comes: the loop's timers wake up to a millisecond late."""
+SPIN_NS = 2_000_000
+"""How long before its due time an open-loop request's task starts: the loop's timers wake
+up to a millisecond late, so the task yields to the loop until its time comes instead."""
 
 
 async def run_cell(
@@ -148,17 +148,23 @@ async def _open_loop(
     """Sends each prompt at its due time, on its own task. A request due while
     ``max_in_flight`` are outstanding waits for a slot and is sent late, never dropped.
 
-    Each request is built before it is due, and the garbage collector is paused while the
+    Each task starts shortly before its request is due and sends it itself: a task started
+    at the due time would first wait for everything else the event loop had to run. Each
+    request is built before it is due, and the garbage collector is paused while the
     schedule runs: a collection of a busy client's objects stops the event loop for tens
     of milliseconds, and every request due meanwhile would go out late."""
     slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
-    # The first request is due a few milliseconds from now, so it is not late by
-    # construction.
+    # The first request is due a little after now, so it is not late by construction.
     start = time.perf_counter_ns() + SPIN_NS
     run.schedule_start_ns = start - run.origin_ns
     tasks: set[asyncio.Task[None]] = set()
 
     async def send(prompt: Prompt, due: int) -> None:
+        while time.perf_counter_ns() < due:
+            await asyncio.sleep(0)
+        # Tasks reach this in the order they are due, and the semaphore queues them so.
+        if slots is not None:
+            await slots.acquire()
         try:
             await one(prompt, due - run.origin_ns)
         finally:
@@ -171,13 +177,9 @@ async def _open_loop(
         for prompt, offset in zip(prompts, offsets, strict=True):
             due = start + offset
             prepare(prompt)
-            wait = due - time.perf_counter_ns()
-            if wait > SPIN_NS:
-                await asyncio.sleep((wait - SPIN_NS) / 1e9)
-            while time.perf_counter_ns() < due:
-                await asyncio.sleep(0)
-            if slots is not None:
-                await slots.acquire()
+            wait = due - SPIN_NS - time.perf_counter_ns()
+            if wait > 0:
+                await asyncio.sleep(wait / 1e9)
             task = asyncio.create_task(send(prompt, due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)

@@ -219,6 +219,8 @@ def test_a_load_stage_runs_on_its_schedule_and_verifies(tmp_path: Path, cli: Cli
         measured = [r for r in document["requests"] if not r["warmup"]]
         assert cell["requests"] == len(measured) == len(offsets) > 20
         assert [r["scheduled_ns"] for r in measured] == [arrival["start_ns"] + o for o in offsets]
+        # Each request's task starts before it is due, and still waits for its time.
+        assert all(r["sent_ns"] >= r["scheduled_ns"] for r in measured)
         # A warm-up goes before the schedule, one at a time: it was never due.
         assert ["scheduled_ns" in r for r in document["requests"] if r["warmup"]] == [False]
         assert arrival["lateness"] == lateness(document["requests"])
@@ -283,6 +285,9 @@ def test_latency_from_the_due_time_shows_a_stall_that_the_send_time_hides(
     assert sum(h > 0.5 for h in held) >= 15
     assert sum(d > 1.0 for d in from_due) >= 15
     assert max(from_due) > 1.5
+    # Held back requests leave in the order they were due, each when a slot frees.
+    assert [r["sent_ns"] for r in records] == sorted(r["sent_ns"] for r in records)
+    assert all(r["sent_ns"] >= r["scheduled_ns"] for r in records)
     assert lateness(records)["limited_by_client"] is True
 
 
