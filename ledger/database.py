@@ -8,6 +8,7 @@ through Python: DuckDB reads the JSON artifacts (or the Parquet) itself.
 
 from __future__ import annotations
 
+import collections
 import csv
 import datetime
 import io
@@ -327,6 +328,15 @@ def _duckdb_schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[st
         f"maximum_object_size={_MAX_OBJECT_BYTES})",
         [files],
     ).fetchall()
+    # A large file of JSON lines starts as an object too: DuckDB's reader takes each line
+    # as an artifact. Refused as a small one is (not strict JSON), not pooled.
+    values = collections.Counter(str(f) for f, _, _ in rows)
+    for file, count in values.items():
+        if count > 1:
+            raise DatabaseError(
+                f"{file}: not valid JSON: {count} JSON values, where an artifact is one "
+                "object (ledger verify lists every such file)"
+            )
     return {str(f): (s, c) for f, s, c in rows if isinstance(s, str)}
 
 

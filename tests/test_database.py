@@ -335,6 +335,13 @@ def test_a_large_file_is_left_to_duckdb_unless_it_is_no_object(tmp_path: Path) -
     assert database._sniff(str(listed)) is None
     found = database._schemas(duckdb.connect(), [str(big), str(listed)])
     assert found == {str(big): ("anvil-serving.cell-run/v1", "big")}
+    # A file of lines starts as an object too; DuckDB would read each line as an artifact.
+    lines = tmp_path / "lines.json"
+    line = b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "big", "p": "%s"}' % pad
+    lines.write_bytes(line + b"\n" + line + b"\n")
+    assert database._sniff(str(lines)) is False
+    with pytest.raises(database.DatabaseError, match=f"^{lines}: not valid JSON: 2 JSON values"):
+        database._schemas(duckdb.connect(), [str(big), str(lines)])
 
 
 def _copy(campaign: Path, tmp_path: Path) -> Path:
