@@ -207,6 +207,17 @@ def test_one_read_of_several_comparisons_answers_each_as_alone() -> None:
     assert derive(db, OTHER, *ARMS)["rows"] != derive(db, CAMPAIGN, *ARMS)["rows"]
 
 
+def test_reads_refuse_a_comparison_they_were_not_made_for() -> None:
+    """Unread, a comparison would have no prompt evidence: a check passed for want of rows."""
+    db = _two_campaigns()
+    reads = derive_module.reads_of(db, [(CAMPAIGN, ARMS)])
+    for ask in (reads.cells, reads.values, reads.evidence):
+        with pytest.raises(ValueError, match="not one of the comparisons"):
+            ask((OTHER, ARMS))
+    with pytest.raises(ValueError, match="not one of the comparisons"):
+        derive(db, OTHER, *ARMS, reads=reads)
+
+
 def test_warm_up_prompts_are_no_evidence() -> None:
     db = _database(False)
     db.connection.execute(

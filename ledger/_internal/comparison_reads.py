@@ -69,6 +69,13 @@ class Reads:
         self._split: dict[Comparison, list[dict[CellKey, dict[str, Any]]] | DuplicateCell] = {}
         self._values: dict[Comparison, dict[tuple[str, int], list[np.ndarray[Any, Any]]]] = {}
         self._evidence: dict[Comparison, dict[CellKey, tuple[int, int, int]]] | None = None
+        self._known = set(self._comparisons)
+
+    def _read_for(self, comparison: Comparison) -> None:
+        # A comparison never read would answer as one without cells, values or evidence:
+        # a prompt check that passes for want of rows.
+        if comparison not in self._known:
+            raise ValueError(f"{comparison!r} is not one of the comparisons these reads hold")
 
     def cells(self, comparison: Comparison) -> list[dict[CellKey, dict[str, Any]]]:
         """Per arm, its cells by (stage, cell), in stage, context, concurrency, thinking
@@ -76,7 +83,10 @@ class Reads:
 
         Raises:
             DuplicateCell: two artifacts hold one cell of an arm.
+            ValueError: ``comparison`` is not one these reads were made for (so are the
+                other readers').
         """
+        self._read_for(comparison)
         split = self._split.get(comparison)
         if split is None:
             split = self._split[comparison] = self._split_cells(comparison)
@@ -141,6 +151,7 @@ class Reads:
     def values(self, comparison: Comparison) -> dict[tuple[str, int], list[np.ndarray[Any, Any]]]:
         """Per (column of :meth:`columns`, arm role): each common cell's successful
         measured values (unsorted), in :meth:`keys` order."""
+        self._read_for(comparison)
         if comparison not in self._values:
             self._read_values()
         return self._values[comparison]
@@ -199,6 +210,7 @@ class Reads:
         one side only). Imported results have no digests: their lengths are what can be
         compared, the output's only where the request succeeded on both arms (a failure
         writes none)."""
+        self._read_for(comparison)
         if self._evidence is None:
             self._evidence = self._read_evidence()
         return self._evidence.get(comparison, {})
