@@ -170,17 +170,51 @@ def _limitations(
         found.extend(comparison["limitations"])
         if any(u.rule == "matched-ab" for u in unmet):
             found.append("The A/B comparison is not matched under the policy: descriptive only.")
+    source = _sources(evidence, arm)
+    if source is not None and not evidence.cells.get(arm):
+        found.append(
+            f"Imported from {source} result files: ledger did not send these requests, and "
+            "they carry no functional, quality, GPU or container evidence."
+        )
     found.extend(_telemetry_notes(evidence, arm))
     return list(dict.fromkeys(found))
+
+
+def _sources(evidence: Evidence, arm: str) -> str | None:
+    """The tools an arm's imported runs come from ("vllm 0.15.0"); None for none."""
+    names = []
+    for _, document in evidence.imported.get(arm, ()):
+        source = document["source"]
+        names.append(" ".join(str(p) for p in (source["tool"], source.get("version")) if p))
+    return ", ".join(dict.fromkeys(names)) or None
 
 
 def _identity(evidence: Evidence, arm: str) -> dict[str, Any]:
     cells = evidence.cells.get(arm)
     if not cells:
-        return {"arm": arm}
+        source = _sources(evidence, arm)
+        return {"arm": arm} if source is None else {"arm": arm, "imported_from": source}
     document = cells[0][1]
     identity = {k: v for k, v in document["identity"].items() if k != "schema"}
     return {"arm": arm, "served_model": document["endpoint"]["model"], **identity}
+
+
+def _measurement(evidence: Evidence, arm: str, measured: int) -> dict[str, Any]:
+    source = _sources(evidence, arm)
+    if source is not None and not evidence.cells.get(arm):
+        requests = sum(len(d["requests"]) for _, d in evidence.imported[arm])
+        return {
+            "path": f"imported from {source}",
+            "warm_cold_state": "as the source tool ran it (ledger did not send these requests)",
+            "sample_count": requests,
+            "statistics": _STATISTICS,
+        }
+    return {
+        "path": "simulated endpoint" if _simulated(evidence, arm) else "online-direct",
+        "warm_cold_state": "warm server; warm-up requests recorded and excluded",
+        "sample_count": measured,
+        "statistics": _STATISTICS,
+    }
 
 
 def _evidence_paths(evidence: Evidence, arm: str, evaluation: Evaluation) -> list[str]:
@@ -188,6 +222,7 @@ def _evidence_paths(evidence: Evidence, arm: str, evaluation: Evaluation) -> lis
     telemetry = evidence.stages.get((arm, "telemetry"))
     if telemetry is not None:
         paths.append(telemetry[0])
+    paths.extend(p for p, _ in evidence.imported.get(arm, ()))
     if evaluation.comparison is not None:
         paths.append(evaluation.comparison)
     return list(dict.fromkeys(paths))
@@ -219,7 +254,13 @@ def build_summary(
     if not evaluation.allowed:
         # A promotion leaves nothing to follow up; anything else names what comes next.
         decision["next_gate"] = _next_gate(evaluation)
-    workload: dict[str, Any] = {"plan": "run-plan.json", "manifest": "workload-manifest.json"}
+    workload: dict[str, Any] = (
+        {"plan": "run-plan.json", "manifest": "workload-manifest.json"}
+        if evidence.run_manifest is not None
+        else {}
+    )
+    if evidence.imported:
+        workload["imported"] = sorted(p for runs in evidence.imported.values() for p, _ in runs)
     if comparison is not None:
         workload.update(
             baseline=comparison["baseline"]["arm"], candidate=comparison["candidate"]["arm"]
@@ -230,12 +271,7 @@ def build_summary(
         "complete": bool(run.get("complete")),
         "identity": _identity(evidence, arm),
         "workload": workload,
-        "measurement": {
-            "path": "simulated endpoint" if _simulated(evidence, arm) else "online-direct",
-            "warm_cold_state": "warm server; warm-up requests recorded and excluded",
-            "sample_count": measured,
-            "statistics": _STATISTICS,
-        },
+        "measurement": _measurement(evidence, arm, measured),
         "gates": [g.to_json() for g in evaluation.gates],
         "headline_results": _headlines(comparison),
         "failures": _failures(evaluation.gates),
@@ -262,9 +298,10 @@ def decide(
     """
     root = Path(folder)
     evidence = load_evidence(root)
-    if evidence.run_manifest is None:
+    if evidence.run_manifest is None and not evidence.imported:
         raise DecideError(
-            f"{root}: not a campaign folder written by ledger run (no readable run-manifest.json)"
+            f"{root}: not a campaign folder written by ledger run or ledger import (no "
+            "readable run-manifest.json, no imported run)"
         )
     review = manifest.check_seal(root, "decide", reseal_after_review=reseal_after_review)
     if candidate is not None and candidate not in evidence.arms:

@@ -24,6 +24,7 @@ from ledger.schema import read_document
 
 RUN_MANIFEST = "run-manifest.json"
 APPROVALS_FOLDER = "approvals"
+IMPORTED_SCHEMA = "anvil-serving.imported-run/v1"
 BUNDLE_SUFFIX = manifest.BUNDLE_SUFFIX
 
 RULE_CODES = {
@@ -107,16 +108,19 @@ class Evidence:
     """(path, ab-comparison document)."""
     approvals: list[tuple[str, bytes, dict[str, Any] | None]] = attrs.Factory(list)
     """(path, record bytes, record or None when unreadable)."""
+    imported: dict[str, list[tuple[str, dict[str, Any]]]] = attrs.Factory(dict)
+    """arm -> (path, imported-run document) by path: another tool's runs (``ledger
+    import``), as the campaign's seal lists them."""
     problems: list[str] = attrs.Factory(list)
     """Artifacts that could not be read (their own findings come from verify)."""
 
     @property
     def arms(self) -> list[str]:
         """Every arm the run manifest names, by its cells or by its evidence stages alone
-        (a campaign of functional gates has no cells)."""
+        (a campaign of functional gates has no cells), then every arm imported."""
         manifest = self.run_manifest or {}
         entries = (*manifest.get("cells", ()), *manifest.get("evidence", ()))
-        return list(dict.fromkeys(entry["arm"] for entry in entries))
+        return list(dict.fromkeys([*(entry["arm"] for entry in entries), *self.imported]))
 
 
 def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
@@ -161,6 +165,7 @@ def load_evidence(folder: str | Path) -> Evidence:
             kind = str(document["kind"])
         if document is not None and kind is not None:
             evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
+    _load_imported(evidence)
     derived = root / "derived"
     for path in sorted(derived.glob("*.json")) if derived.is_dir() else ():
         rel = path.relative_to(root).as_posix()
@@ -179,6 +184,20 @@ def load_evidence(folder: str | Path) -> Evidence:
             continue
         evidence.approvals.append((rel, data, _read(root, rel, problems)))
     return evidence
+
+
+def _load_imported(evidence: Evidence) -> None:
+    # The seal names each artifact's schema: the imported runs are found without reading
+    # every file of a campaign (its cell runs may hold millions of requests).
+    if not (evidence.folder / manifest.MANIFEST_NAME).exists():
+        return
+    seal = _read(evidence.folder, manifest.MANIFEST_NAME, evidence.problems) or {}
+    for entry in seal.get("artifacts", ()):
+        if entry.get("schema") != IMPORTED_SCHEMA:
+            continue
+        document = _read(evidence.folder, entry["path"], evidence.problems)
+        if document is not None:
+            evidence.imported.setdefault(document["arm"], []).append((entry["path"], document))
 
 
 def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:
@@ -412,7 +431,7 @@ class Evaluation:
 def pick_candidate(evidence: Evidence, named: str | None) -> tuple[str | None, str | None]:
     """The arm under decision and, when none can be chosen, why."""
     if named is not None:
-        if evidence.run_manifest is not None and named not in evidence.arms:
+        if (evidence.run_manifest is not None or evidence.imported) and named not in evidence.arms:
             return None, f"the campaign has no arm {named!r}"
         return named, None
     candidates = sorted({d["candidate"]["arm"] for _, d in evidence.comparisons})

@@ -186,10 +186,25 @@ def _is_signature(rel: str) -> bool:
 
 
 def _is_public(folder: Path) -> bool:
-    """A published campaign: it has a statement, or a decision summary and no raw run."""
+    """A published campaign: it has a statement, or a decision summary and no raw run (a
+    run's manifest, or a run imported from another tool: a summary decided on imports
+    alone is no publication until ``ledger publish`` makes one, statement and all)."""
     if (folder / manifest.STATEMENT_NAME).exists():
         return True
-    return (folder / manifest.SUMMARY_NAME).exists() and not (folder / "run-manifest.json").exists()
+    if not (folder / manifest.SUMMARY_NAME).exists() or (folder / "run-manifest.json").exists():
+        return False
+    return not _holds_imported_runs(folder)
+
+
+def _holds_imported_runs(folder: Path) -> bool:
+    try:
+        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
+    except (OSError, InvalidArtifact):
+        return False  # its own finding says why
+    artifacts = seal.get("artifacts") if isinstance(seal, dict) else None
+    return isinstance(artifacts, list) and any(
+        isinstance(a, dict) and a.get("schema") == promotion.IMPORTED_SCHEMA for a in artifacts
+    )
 
 
 def verify_paths(

@@ -424,3 +424,55 @@ def test_a_dataset_setting_in_a_vllm_file_is_compared_once(tmp_path: Path) -> No
     assert _failures(_derived(folder)) == [
         ("prompt-digests", f"{VLLM_CELL}: dataset setting seed differs (1 vs 2)")
     ]
+
+
+def test_an_imported_ab_is_decided_reported_and_verified_as_a_raw_campaign(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """Import, derive, decide, report: no dead end. The summary never authorizes promotion
+    (ledger sent none of the requests) and says where its numbers come from."""
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    derive_into(folder, "base", "cand", differs=["metadata.kv_cache_dtype"])
+    status, out, err = cli("decide", str(folder))
+    assert status == 0, err
+    assert "no-promotion; promotion_authorized false" in out.splitlines()[0]
+    summary = read_document(folder / "summary.json")
+    decision = summary["decision"]
+    assert decision["promotion_authorized"] is False and decision["candidate"] == "cand"
+    unmet = {u["rule"] for u in decision["unmet"]}
+    assert {"complete", "required-gates", "reserve", "restoration"} <= unmet
+    assert summary["measurement"]["path"] == "imported from vllm"
+    assert summary["measurement"]["sample_count"] == 500
+    assert summary["identity"] == {"arm": "cand", "imported_from": "vllm"}
+    runs = ["base/imported/ctx4096-c50.json", "cand/imported/ctx4096-c50.json"]
+    assert summary["workload"] == {"imported": runs, "baseline": "base", "candidate": "cand"}
+    assert summary["evidence"] == [runs[1], "derived/ab-comparison-base-vs-cand.json"]
+    assert any(
+        line.startswith("Imported from vllm result files") for line in summary["limitations"]
+    )
+    # A summary beside imported runs is a raw campaign's: their settings hold model paths,
+    # which a publication would redact, and no follow-up ticket is due before publishing.
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]
+    status, _, err = cli("report", str(folder))
+    assert status == 0, err
+    text = (folder / "report.md").read_text()
+    assert "| Measurement path | imported from vllm |" in text
+    first = json.loads(VLLM.read_text())["median_ttft_ms"]
+    assert f"{first:,.2f} / " in text and "(first token, any channel)" in text
+    assert "![First token (any channel) p50 by context target](report/first-token.svg)" in text
+    # Effective prefill is unknown to an import: a dash, not a crash.
+    assert "| imported 4,096 | 4,096 / 4,096 |" in text
+    assert " | - | - | - |" in text
+
+
+def test_a_folder_of_neither_a_run_nor_an_import_is_not_decided(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, _faster_with_fp8))
+    for path in folder.glob("*/imported/*.json"):
+        path.unlink()
+    forge_seal(folder)
+    status, _, err = cli("decide", str(folder))
+    assert status == 1
+    assert err.endswith("(no readable run-manifest.json, no imported run)\n"), err

@@ -612,8 +612,8 @@ def test_decide_refuses_a_folder_without_a_run(tmp_path: Path, cli: CliRun) -> N
     status, _, err = cli("decide", str(tmp_path))
     assert status == 1
     assert err.strip() == (
-        f"error: {tmp_path}: not a campaign folder written by ledger run "
-        "(no readable run-manifest.json)"
+        f"error: {tmp_path}: not a campaign folder written by ledger run or ledger import "
+        "(no readable run-manifest.json, no imported run)"
     )
     assert not (tmp_path / "summary.json").exists()
 
