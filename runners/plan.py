@@ -8,6 +8,7 @@ environment variable that holds it.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from ledger._internal.arrivals import (
     sweep_rate,
 )
 from ledger._internal.goodput import check_slo
+from ledger._internal.outputs import RESERVED_ARMS
 from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
@@ -381,6 +383,9 @@ def _slo(reader: _Reader) -> dict[str, float] | None:
 def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
     reader = _Reader(source, f"arms[{index}]", table)
     name = reader.name("name")
+    if name in RESERVED_ARMS:
+        # Its folder would be the campaign's own: an approval or a derived comparison.
+        raise reader.error("name", f"{name!r} is a campaign's own folder; choose another")
     base_url = reader.get("base_url", (str,), None, "a URL")
     simulated_table = reader.get("simulated", (dict,), None)
     profile = None
@@ -728,6 +733,13 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
     campaign_id = reader.get("campaign_id", (str,), what="YYYY-MM-DD-slug")
     if not _CAMPAIGN_ID.fullmatch(campaign_id):
         raise reader.error("campaign_id", f"must look like 2026-11-29-slug, got {campaign_id!r}")
+    try:
+        # Before anything runs: the seal refuses it, after every cell was measured.
+        datetime.date.fromisoformat(campaign_id[:10])
+    except ValueError:
+        raise reader.error(
+            "campaign_id", f"{campaign_id!r} does not start with a real date"
+        ) from None
     seed = reader.get("seed", (int,), 0, "a whole number")
     prefix = reader.get("prefix", (str,), "shared", "shared or unique")
     if prefix not in PREFIX_MODES:

@@ -85,6 +85,22 @@ def _plan(**overrides: Any) -> dict[str, Any]:
 
 BAD = {
     "campaign_id": (_plan(campaign_id="Nov 29"), "campaign_id: must look like"),
+    # Refused before anything runs: the seal refused it only after every cell was measured.
+    "campaign_month_13": (
+        _plan(campaign_id="2026-13-45-tiny"),
+        "campaign_id: '2026-13-45-tiny' does not start with a real date",
+    ),
+    "campaign_february_30": (
+        _plan(campaign_id="2026-02-30-tiny"),
+        "campaign_id: '2026-02-30-tiny' does not start with a real date",
+    ),
+    **{
+        f"arm_named_{folder}": (
+            _plan(arms=[{"name": folder, "base_url": "http://127.0.0.1:1/v1", "model": "m"}]),
+            rf"arms\[0\].name: '{folder}' is a campaign's own folder",
+        )
+        for folder in ("approvals", "derived", "report")
+    },
     "no_arms": (_plan(arms=[]), "arms: at least one arm"),
     "unknown_top_key": (_plan(colour="red"), "colour: unknown key"),
     "arm_without_url": (
