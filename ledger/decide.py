@@ -349,7 +349,7 @@ def proposal(
     return summary, hashlib.sha256(jsonio.dumps_deterministic(summary)).hexdigest()
 
 
-APPROVAL_SCHEMA = "anvil-serving.approval/v1"
+APPROVAL_SCHEMA = manifest.APPROVAL_SCHEMA
 
 
 def write_approval_record(

@@ -288,6 +288,25 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
     return changes
 
 
+APPROVAL_SCHEMA = "anvil-serving.approval/v1"
+
+
+def _approval_file(root: Path, rel: str) -> bool:
+    """Whether ``rel`` is an approval record or its bundle. Approvals arrive after the seal
+    by design, each with its own signature, which decide and verify check; anything else
+    added under ``approvals/`` (a cell run copied there) breaks the seal like any file."""
+    name = rel.removeprefix(APPROVALS_PREFIX)
+    if name == rel or "/" in name:
+        return False
+    if name.endswith(BUNDLE_SUFFIX):
+        return True
+    try:
+        document = jsonio.read_json(root / rel)
+    except (OSError, InvalidArtifact):
+        return False
+    return isinstance(document, dict) and document.get("schema") == APPROVAL_SCHEMA
+
+
 def check_seal(
     folder: str | Path,
     command: str,
@@ -311,14 +330,11 @@ def check_seal(
         SealBroken: files differ from the seal, or there is no seal and ``require_seal``.
     """
     root = Path(folder)
-    # Approvals arrive after the seal by design, each with its own signature, which decide
-    # and verify check; only a changed or removed one breaks the seal.
     renewed = set(renewing)
     changes = [
         c
         for c in changes_since_seal(root, jobs=jobs)
-        if not (c.change == "added" and c.path.startswith(APPROVALS_PREFIX))
-        and c.path not in renewed
+        if not (c.change == "added" and _approval_file(root, c.path)) and c.path not in renewed
     ]
     unsealed = not (root / MANIFEST_NAME).exists() and not changes
     if unsealed and not require_seal:

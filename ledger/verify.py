@@ -448,6 +448,16 @@ def _check_campaign(
         for issue in bundles.check_bundle(campaign.folder):
             add(manifest.BUNDLE_NAME, issue)
 
+    for rel in _unlisted_runs(by_rel, results):
+        add(
+            rel,
+            Issue(
+                "run-unlisted",
+                "",
+                f"a cell run that {promotion.RUN_MANIFEST} does not list: the database would "
+                "pool its requests with the listed cell's",
+            ),
+        )
     # A cell a resumed run set aside is not the cell: its rerun is.
     sweeps = [
         (r.rel, r.sweep) for r in results if r.sweep is not None and not _SET_ASIDE.search(r.rel)
@@ -504,6 +514,29 @@ def _check_campaign(
             for issue in gate.check_promotion_evidence(summary, _listed_kinds(loaded)):
                 add(result.rel, issue)
     return out
+
+
+def _unlisted_runs(
+    by_rel: dict[str, scan.FileResult], results: Sequence[scan.FileResult]
+) -> list[str]:
+    """Cell runs of a run's campaign that its run manifest does not name (a set-aside
+    interrupted cell is named by none and read by nothing)."""
+    run = by_rel.get(promotion.RUN_MANIFEST)
+    if run is None or not run.parsed or not _is_kind(run.schema, "run-manifest"):
+        return []
+    named = {ref.path for ref in run.references}
+    return [
+        r.rel
+        for r in results
+        if _is_kind(r.schema, "cell-run") and r.rel not in named and not _SET_ASIDE.search(r.rel)
+    ]
+
+
+def _is_kind(schema: str | None, kind: str) -> bool:
+    try:
+        return schema is not None and SchemaId.parse(schema).kind == kind
+    except SchemaError:
+        return False
 
 
 def _check_policy(folder: Path, summary: Any, policy: Policy) -> list[Issue]:

@@ -15,7 +15,7 @@ from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger._internal.outputs import OutputExists
 from ledger.database import build
-from tests.conftest import DATA, ROOT, CliRun, forge_seal
+from tests.conftest import DATA, ROOT, CliRun, forge_seal, verify_json
 
 DATED = "2026-12-01-dated-arm"
 
@@ -378,3 +378,26 @@ def test_a_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "missing.json"
     with pytest.raises(database.DatabaseError, match=f"^{missing}: "):
         database._schemas(duckdb.connect(), [str(missing)])
+
+
+def test_a_cell_run_its_run_manifest_does_not_list_is_a_finding(
+    tmp_path: Path, cli: CliRun, two_arm_campaign: Path
+) -> None:
+    """A copy of a cell under another name, sealed after review, would be pooled with the
+    cell by the database: verify names it. A cell a resumed run set aside is no copy."""
+    campaign = _copy(two_arm_campaign, tmp_path)
+    cell = next(campaign.glob("linux/*/*.json"))
+    copy = cell.with_name("ctx9-c9-nothink.json")
+    set_aside = cell.with_name(cell.stem + ".interrupted-1.json")
+    shutil.copyfile(cell, copy)
+    shutil.copyfile(cell, set_aside)
+    code, _, err = cli("seal", str(campaign), "--reseal-after-review")
+    assert code == 0, err
+    status, report = verify_json(cli, campaign)
+    errors = [(f["code"], f["path"]) for f in report["findings"] if f["severity"] == "error"]
+    assert status == 1
+    assert errors == [("run-unlisted", str(copy))]
+    copy.unlink()
+    code, _, err = cli("seal", str(campaign), "--reseal-after-review")
+    status, report = verify_json(cli, campaign)
+    assert status == 0, report["findings"]

@@ -890,3 +890,26 @@ def test_the_pinned_root_the_policy_names_is_the_one_used(
     assert approval is None and len(reasons) == 1  # a private bundle fails either pinned root
     assert "not signed by an allowed approver" in reasons[0]
     assert asked == [(None, staging)]
+
+
+@pytest.mark.parametrize(
+    "rel", ["approvals/copied-0123456789abcdef.json", "approvals/inner/record.json"]
+)
+def test_only_an_approval_record_may_arrive_after_the_seal(
+    campaign: Path, policy_file: Path, cli: CliRun, rel: str
+) -> None:
+    """Approvals come after the seal by design; a cell run dropped into approvals/ (named
+    like a record, or in a folder of its own) is a change like any other."""
+    cell = next(campaign.glob("candidate/*/*.json"))
+    target = campaign / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cell, target)
+    status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and f"{rel} (added)" in err, err
+    assert not (campaign / "summary.json").exists()
+    # An approval record (not yet signed) is not such a change.
+    target.unlink()
+    status, _, err = cli("approve", str(campaign), "--policy", str(policy_file), "--no-sign")
+    assert status == 0, err
+    status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
+    assert status == 0, err

@@ -135,6 +135,13 @@ CODES: dict[str, tuple[Severity, str]] = {
     "ticket-campaign-unknown": ("error", "a ticket names a campaign the evidence root lacks"),
     # raw runs
     "run-incomplete": ("warning", "a raw run or one of its cells did not finish"),
+    "run-unlisted": (
+        "error",
+        (
+            "a cell run that the campaign's run-manifest.json does not list (a copy would be "
+            "pooled with the cell it copies)"
+        ),
+    ),
     "record-inconsistent": ("error", "a request record or cell contradicts itself"),
     "schedule-mismatch": (
         "error",
