@@ -207,10 +207,11 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
     )
     derive.add_argument(
         "--slo",
+        action="append",
         metavar="KEY=MS,...",
         help="latency objectives for the load stages' goodput and sustainable rate, e.g. "
         "ttft_ms=500,tpot_ms=50,e2e_ms=5000,percentile=99 (keys: ttft_ms, tpot_ms, e2e_ms, "
-        "percentile; default percentile 99)",
+        "percentile; default percentile 99); repeatable, each objective once",
     )
     add_review_flag(derive)
     add_replace_flag(derive, "comparisons")
@@ -369,7 +370,8 @@ def _derive(args: argparse.Namespace) -> int:
         if args.kind != "ab":
             raise UsageError("--slo: goodput is part of an A/B comparison (--kind ab)")
         try:
-            slo = parse_slo(args.slo)
+            # Given twice, both count: the last alone would drop an objective unseen.
+            slo = parse_slo(",".join(args.slo))
         except ValueError as e:
             raise UsageError(f"--slo: {e}") from None
     target = derive_into(

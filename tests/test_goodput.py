@@ -195,6 +195,27 @@ def test_an_slo_needs_a_load_stage_and_a_well_formed_value(
     assert status != 0 and "no load stage" in err and len(err.strip().splitlines()) == 1
 
 
+def test_slo_given_twice_holds_both_objectives(campaign: Path, tmp_path: Path, cli: CliRun) -> None:
+    """Repeated, --slo adds objectives; the last alone would drop the first unseen."""
+    import shutil
+
+    folder = tmp_path / campaign.name
+    shutil.copytree(campaign, folder)
+    args = ["--baseline", "base", "--candidate", "cand", "--differs", "simulated_profile"]
+    status, out, err = cli(
+        "derive", str(folder), *args, "--slo", "e2e_ms=12", "--slo", "ttft_ms=500,percentile=50",
+        "--replace",
+    )  # fmt: skip
+    assert status == 0, err
+    document = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
+    assert document["derivation"]["slo"] == parse_slo(SLO)
+    assert "  SLO (--slo): e2e_ms 12, percentile 50, ttft_ms 500" in out.splitlines()
+    status, _, err = cli(
+        "derive", str(folder), *args, "--slo", "e2e_ms=12", "--slo", "e2e_ms=5", "--replace"
+    )
+    assert status == 2 and err == "error: --slo: e2e_ms is given twice\n", err
+
+
 def _asset_campaign(tmp_path: Path, edit: Any = None) -> Path:
     """Two arms' three-request load cells (the verify asset's), each also in thinking mode;
     ``edit(arm, document)`` changes one before it is written."""
