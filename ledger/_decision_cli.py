@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ledger.errors import InvalidArtifact
@@ -34,7 +35,25 @@ def is_folder(path: str, command: str) -> bool:
     """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
     if os.path.isdir(path):
         return True
-    print(f"ledger {command}: error: {path}: not a folder", file=sys.stderr)
+    reason = "not a folder" if os.path.lexists(path) else "no such folder"
+    print(f"ledger {command}: error: {path}: {reason}", file=sys.stderr)
+    return False
+
+
+def is_campaign_folder(path: str, command: str) -> bool:
+    """Whether ``path`` is a campaign's folder; if not, says so in one line (exit 2): a
+    root of campaigns would otherwise be judged, or reported on, as one campaign."""
+    from ledger._internal import tree
+
+    if not is_folder(path, command):
+        return False
+    if tree.is_campaign(Path(path)):
+        return True
+    print(
+        f"ledger {command}: error: {path}: not a campaign folder (it is not named like one "
+        f"and holds none of {', '.join(tree.CAMPAIGN_MARKERS)})",
+        file=sys.stderr,
+    )
     return False
 
 
@@ -110,7 +129,7 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
 def _report(args: argparse.Namespace) -> int:
     from ledger.report import write_report
 
-    if not is_folder(args.campaign, "report"):
+    if not is_campaign_folder(args.campaign, "report"):
         return 2
     formats = args.formats or ["md"]
     for path in write_report(
@@ -182,6 +201,8 @@ def _gate(args: argparse.Namespace) -> int:
     from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence
     from ledger.verify import verify_paths
 
+    if not is_campaign_folder(args.campaign, "gate"):
+        return 2
     policy = _load(args, "gate")
     if policy is None:
         return 2

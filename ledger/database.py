@@ -14,6 +14,7 @@ import datetime
 import io
 import json
 import math
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -541,7 +542,8 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            raise UsageError(f"{raw}: not a folder (an evidence root, a campaign or an export)")
+            reason = "not a folder" if os.path.lexists(path) else "no such folder"
+            raise UsageError(f"{raw}: {reason} (an evidence root, a campaign or an export)")
         if (path / EXPORT_MARKER).exists():
             for name in _export_campaigns(con, path):
                 _load_once(loaded, name, path.resolve())

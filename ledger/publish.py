@@ -101,7 +101,7 @@ def publish(
     """
     source = Path(raw)
     if not source.is_dir():
-        raise UsageError(f"{raw}: not a folder")
+        raise UsageError(f"{raw}: {'not a folder' if source.exists() else 'no such folder'}")
     campaign = source.resolve().name
     if not tree.CAMPAIGN_NAME.fullmatch(campaign) or not (source / manifest.MANIFEST_NAME).exists():
         raise UsageError(

@@ -192,7 +192,8 @@ def audit(
             return _audit(folder, identity, issuer, trusted_root, staging, tickets, shown)
     folder = Path(source)
     if not folder.is_dir():
-        raise AuditInputError(f"{source}: not a folder or an http(s) URL")
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise AuditInputError(f"{source}: {what}, and not an http(s) URL")
     return _audit(folder, identity, issuer, trusted_root, staging, tickets, str(folder))
 
 

@@ -185,7 +185,11 @@ def test_sql_errors_are_one_line(cli: CliRun, tmp_path: Path, two_arm_campaign: 
     assert err.startswith("error: ") and err.count("\n") == 1
     status, _, err = cli("sql", "--from", str(tmp_path / "missing"), "SELECT 1")
     assert status == 2
-    assert "not a folder" in err
+    assert f"{tmp_path / 'missing'}: no such folder (an evidence root" in err
+    (tmp_path / "file").write_text("")
+    status, _, err = cli("sql", "--from", str(tmp_path / "file"), "SELECT 1")
+    assert status == 2
+    assert f"{tmp_path / 'file'}: not a folder (an evidence root" in err
 
 
 def test_db_build_writes_a_file_once(cli: CliRun, tmp_path: Path, two_arm_campaign: Path) -> None:

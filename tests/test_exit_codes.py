@@ -104,6 +104,9 @@ def test_every_command_exits_as_the_table_says(
     assert "Traceback" not in err
     if (command, kind) not in NOT_NAMING:
         assert path.name in err, err
+    if kind == "missing":
+        # A path that is not there is said to be missing, not to be something else.
+        assert "not a folder" not in err, err
     lines = [line for line in err.splitlines() if line.strip()]
     # verify prints its findings on stdout and a verdict on stderr; everything else one line.
     assert len(lines) == 1, err
@@ -111,3 +114,18 @@ def test_every_command_exits_as_the_table_says(
     # Nothing was written for a command that could not run.
     if status == 2:
         assert not any(out.iterdir()), list(out.iterdir())
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+def test_a_root_of_campaigns_is_not_judged_as_one(cli: CliRun, tmp_path: Path, command: str) -> None:
+    """gate listed every rule as failed for an arm '' of a folder of campaigns, and report
+    asked for it to be sealed (which seal refuses): neither is a campaign."""
+    campaign = tmp_path / "root" / "2026-11-30-a"
+    campaign.mkdir(parents=True)
+    (campaign / "manifest.json").write_text("{}")
+    status, out, err = cli(command, str(tmp_path / "root"))
+    assert status == 2 and out == ""
+    assert err == (
+        f"ledger {command}: error: {tmp_path / 'root'}: not a campaign folder (it is not named "
+        "like one and holds none of manifest.json, SHA256SUMS, summary.json, run-manifest.json)\n"
+    )

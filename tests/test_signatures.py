@@ -198,7 +198,7 @@ def test_audit_of_a_folder_and_unusable_sources(
     assert any(p.startswith("subject 'a.txt'") for p in result.problems)
     status, _, err = cli("audit", str(tmp_path / "nothing"), "--identity", "a", "--issuer", "b")
     assert status == 2
-    assert "not a folder or an http(s) URL" in err
+    assert f"{tmp_path / 'nothing'}: no such folder, and not an http(s) URL" in err
     status, _, err = cli("audit", "http://127.0.0.1:9/x", "--identity", "a", "--issuer", "b")
     assert status == 2
 
