@@ -346,6 +346,10 @@ def test_a_large_file_is_left_to_duckdb_unless_it_is_no_object(tmp_path: Path) -
     assert database._sniff(str(lines)) is False
     with pytest.raises(database.DatabaseError, match=f"^{lines}: not valid JSON: 2 JSON values"):
         database._schemas(duckdb.connect(), [str(big), str(lines)])
+    # The second value counts even when it names no schema.
+    lines.write_bytes(line + b'\n{"other": 1}\n')
+    with pytest.raises(database.DatabaseError, match=f"^{lines}: not valid JSON: 2 JSON values"):
+        database._schemas(duckdb.connect(), [str(lines)])
 
 
 def _copy(campaign: Path, tmp_path: Path) -> Path:

@@ -212,8 +212,10 @@ def test_reads_refuse_a_comparison_they_were_not_made_for() -> None:
     db = _two_campaigns()
     reads = derive_module.reads_of(db, [(CAMPAIGN, ARMS)])
     for ask in (reads.cells, reads.values, reads.evidence):
-        with pytest.raises(ValueError, match="not one of the comparisons"):
-            ask((OTHER, ARMS))
+        # Another campaign, and the same campaign's arms the other way round.
+        for unread in ((OTHER, ARMS), (CAMPAIGN, (ARMS[1], ARMS[0]))):
+            with pytest.raises(ValueError, match="not one of the comparisons"):
+                ask(unread)
     with pytest.raises(ValueError, match="not one of the comparisons"):
         derive(db, OTHER, *ARMS, reads=reads)
 

@@ -117,7 +117,9 @@ def test_every_command_exits_as_the_table_says(
 
 
 @pytest.mark.parametrize("command", ["gate", "report"])
-def test_a_root_of_campaigns_is_not_judged_as_one(cli: CliRun, tmp_path: Path, command: str) -> None:
+def test_a_root_of_campaigns_is_not_judged_as_one(
+    cli: CliRun, tmp_path: Path, command: str
+) -> None:
     """gate listed every rule as failed for an arm '' of a folder of campaigns, and report
     asked for it to be sealed (which seal refuses): neither is a campaign."""
     campaign = tmp_path / "root" / "2026-11-30-a"

@@ -291,6 +291,50 @@ def test_latency_from_the_due_time_shows_a_stall_that_the_send_time_hides(
     assert lateness(records)["limited_by_client"] is True
 
 
+def test_the_open_loop_holds_its_cap_its_order_and_its_lead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sender alone, with a fake request that takes 20 ms: requests due every 1 ms
+    with at most two in flight. Each task starts SPIN_NS before its request is due (never
+    earlier, never at the due time), no request goes out early, the cap holds on its own
+    (the client's pool would hide a broken one), and held-back requests leave in order."""
+    from runners import stages
+
+    lead = 50_000_000  # wide enough that a busy machine cannot push a start past its due
+    monkeypatch.setattr(stages, "SPIN_NS", lead)
+    created: list[int] = []
+    real_create_task = asyncio.create_task
+
+    def create_task(coro: Any) -> asyncio.Task[Any]:
+        created.append(stages.time.perf_counter_ns())
+        return real_create_task(coro)
+
+    monkeypatch.setattr(stages.asyncio, "create_task", create_task)
+    prompts = [Prompt(i, False, [], "0" * 64) for i in range(12)]
+    offsets = [i * 1_000_000 for i in range(12)]
+    run = CellRun(new_origin())
+    calls: list[tuple[int, int, int]] = []  # (index, due on the run clock, called at)
+    in_flight = peak = 0
+
+    async def one(prompt: Prompt, due: int) -> None:
+        nonlocal in_flight, peak
+        calls.append((prompt.index, due, stages.time.perf_counter_ns() - run.origin_ns))
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+
+    asyncio.run(stages._open_loop(prompts, offsets, 2, run, lambda p: None, one))
+    assert peak == 2
+    assert [index for index, _, _ in calls] == list(range(12))
+    assert all(called >= due for _, due, called in calls)
+    assert run.schedule_start_ns is not None
+    dues = [run.origin_ns + run.schedule_start_ns + o for o in offsets]
+    assert len(created) == len(dues)
+    for at, due in zip(created, dues, strict=True):
+        assert due - lead - 1_000_000 <= at < due
+
+
 @pytest.mark.accuracy
 def test_200_requests_per_second_for_10_s_keep_their_schedule(tmp_path: Path) -> None:
     """The issue's accuracy case: Poisson at 200 requests/s for 10 s against the simulator.
