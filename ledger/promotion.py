@@ -486,7 +486,7 @@ def evaluate(
     for kind in policy.required_gates:
         mine = [g for g in gates if g.kind == kind]
         if not mine:
-            fail("required-gates", f"required gate {kind!r}: arm {arm!r} has no {kind} stage")
+            fail("required-gates", f"required gate {kind!r}: {_who(arm)} has no {kind} stage")
         for gate in mine:
             if not gate.passed:
                 fail("required-gates", f"required gate {gate.stage!r} failed: {gate.detail}")

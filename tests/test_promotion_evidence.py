@@ -272,6 +272,14 @@ def test_pick_candidate() -> None:
     assert ("candidate", "A/B comparisons name several candidates (b, c)") in [
         (u.rule, u.reason) for u in unmet
     ]
+    # Every rule is still judged without a candidate, and says so rather than naming an
+    # arm '' (the empty name stood in for none).
+    reasons = [u.reason for u in unmet]
+    assert not any("''" in r for r in reasons), reasons
+    assert (
+        f"required gate {POLICY.required_gates[0]!r}: the candidate (none chosen) has no "
+        f"{POLICY.required_gates[0]} stage"
+    ) in reasons
 
 
 def test_completeness_names_what_is_pending() -> None:
