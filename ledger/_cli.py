@@ -286,6 +286,11 @@ def _publish(args: argparse.Namespace) -> int:
         f"published {published.folder}: {published.artifacts} artifacts, "
         f"{published.redactions} distinct values redacted; private map {published.digest_map}"
     )
+    if published.left_out:
+        print(
+            f"  left out: the raw campaign's report ({len(published.left_out)} files; it names "
+            f"raw digests); run ledger report {published.folder}"
+        )
     return 0
 
 

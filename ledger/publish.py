@@ -44,6 +44,8 @@ class Published:
     """The private raw -> public digest map."""
     artifacts: int
     redactions: int
+    left_out: tuple[str, ...] = ()
+    """The raw campaign's report files, which a publication does not carry."""
 
 
 def _order(references: dict[str, list[str]], paths: list[str]) -> list[str]:
@@ -135,7 +137,15 @@ def publish(
         raise PublishError(f"{source}: {rel}: {issue.message}")
     rules = load_rules()
     sanitizer = Sanitizer(rules)
-    entries = {e.rel: e for e in listing.entries if e.rel not in manifest.SEAL_FILES}
+    # A report of the raw campaign names its raw digests (which confirm a guessed redacted
+    # value) in its evidence index and charts: it stays behind; ``ledger report`` on the
+    # publication writes one with the published digests.
+    reports = sorted(e.rel for e in listing.entries if tree.is_report_file(e.rel))
+    entries = {
+        e.rel: e
+        for e in listing.entries
+        if e.rel not in manifest.SEAL_FILES and not tree.is_report_file(e.rel)
+    }
     # Two passes, one file at a time, so memory is that of the largest file, not of the
     # campaign: the first reads each file for its digest, its kind and its references;
     # the second, children before parents, sanitizes it and writes it out.
@@ -219,7 +229,7 @@ def publish(
         if mapped:
             map_path.unlink(missing_ok=True)
         raise
-    return Published(target, map_path, len(digests), sanitizer.redactions)
+    return Published(target, map_path, len(digests), sanitizer.redactions, tuple(reports))
 
 
 def _kind(rel: str, data: bytes) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import arrivals, charts
+from ledger._internal import arrivals, charts, tree
 from ledger._internal.outputs import refuse_other_content
 from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
@@ -27,7 +27,8 @@ from ledger.promotion import Evidence, load_evidence
 from ledger.schema import document_bytes, read_document
 from ledger.tickets import FOLLOW_UP_NAME
 
-REPORT_FOLDER = "report"
+REPORT_FOLDER = tree.REPORT_FOLDER
+is_report_file = tree.is_report_file
 GRAPH_SCHEMA = "anvil-serving.graph-data/v1"
 FORMATS = ("md", "html")
 
@@ -740,11 +741,6 @@ class _Builder:
             out.append(("h3", "Withheld (operator-private)"))
             out.append(("list", [f"{w.path}: {w.reason}" for w in self.loaded.withheld]))
         return out
-
-
-def is_report_file(path: str) -> bool:
-    """A file ``ledger report`` writes (never in its own evidence index)."""
-    return path in ("report.md", "report.html") or path.startswith(REPORT_FOLDER + "/")
 
 
 def _identity_text(identity: dict[str, Any], arm: str | None = None) -> str:

@@ -309,3 +309,48 @@ def test_references_anywhere_and_however_spelled_are_rewritten(raw: Path, tmp_pa
             "path": cell,
             "sha256": public_digest,
         }
+
+
+def test_a_report_of_the_raw_campaign_stays_behind(raw: Path, tmp_path: Path, cli: CliRun) -> None:
+    """Its evidence index and charts name the raw digests, which confirm a guessed redacted
+    value: the publication carries none of it, and a report of the publication names the
+    published digests."""
+    derived = (
+        "derive",
+        str(raw),
+        "--baseline",
+        "windows",
+        "--candidate",
+        "linux",
+        "--differs",
+        "os",
+    )
+    assert cli(*derived)[0] == 0
+    assert cli("decide", str(raw))[0] == 0
+    status, _, err = cli("report", str(raw), "--format", "md", "--format", "html")
+    assert status == 0, err
+    reports = sorted(
+        p.relative_to(raw).as_posix()
+        for p in raw.rglob("*")
+        if p.is_file() and (p.name.startswith("report.") or p.parent.name == "report")
+    )
+    assert "report.md" in reports and "report.html" in reports and len(reports) > 2
+    status, out, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    public = tmp_path / "public" / raw.name
+    assert out.splitlines()[1] == (
+        f"  left out: the raw campaign's report ({len(reports)} files; it names raw digests); "
+        f"run ledger report {public}"
+    )
+    assert not any((public / rel).exists() for rel in reports)
+    mapping = read_json(tmp_path / "raw" / f"{raw.name}.publish-map.json")
+    changed = {a["raw_sha256"] for a in mapping["artifacts"]} - {
+        a["public_sha256"] for a in mapping["artifacts"]
+    }
+    assert changed and not any(d.encode() in _everything(public) for d in changed)
+    status, _, err = cli("report", str(public))
+    assert status == 0, err
+    index = (public / "report.md").read_text()
+    for artifact in mapping["artifacts"]:
+        if artifact["raw_sha256"] != artifact["public_sha256"]:
+            assert artifact["public_sha256"] in index and artifact["raw_sha256"] not in index

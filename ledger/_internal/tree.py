@@ -152,6 +152,16 @@ CAMPAIGN_MARKERS = ("manifest.json", "SHA256SUMS", "summary.json", "run-manifest
 """Files whose presence makes a folder a campaign folder, whatever its name."""
 
 
+REPORT_FOLDER = "report"
+"""Where ``ledger report`` puts its charts and their graph data."""
+
+
+def is_report_file(path: str) -> bool:
+    """A file ``ledger report`` writes (never in its own evidence index, and never published
+    from a raw campaign: it names the raw digests)."""
+    return path in ("report.md", "report.html") or path.startswith(REPORT_FOLDER + "/")
+
+
 def is_campaign(folder: Path) -> bool:
     """A folder named like a campaign id, or holding a seal, a summary or a run manifest."""
     if CAMPAIGN_NAME.fullmatch(folder.name):
