@@ -160,6 +160,44 @@ SGLANG_DETAILED = REAL / "sglang-bench-serving/sglang-0.5.9-qwen3-8b-c100-output
 VLLM_DETAILED = REAL / "vllm-bench-serve/vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
 
 
+def test_a_file_of_the_other_detailed_tool_is_refused(tmp_path: Path, cli: CliRun) -> None:
+    """Both write the same per-request arrays: a vLLM file imported as SGLang's was filed
+    as "sglang", version null, and an SGLang line as vLLM's, its server flags as metadata."""
+    finite = tmp_path / "sglang.jsonl"
+    finite.write_bytes(
+        SGLANG_DETAILED.read_bytes().splitlines()[0].replace(b"Infinity", b"10.0") + b"\n"
+    )
+    for tool, path, message in (
+        (
+            "sglang",
+            VLLM_DETAILED,
+            (
+                f"error: {VLLM_DETAILED.name}: endpoint_type, mean_e2el_ms, median_e2el_ms are "
+                "what vLLM's bench serve writes, not sglang's: import it as vllm\n"
+            ),
+        ),
+        (
+            "vllm",
+            finite,
+            (
+                "error: sglang.jsonl line 1: accept_length, mean_e2e_latency_ms, "
+                "median_e2e_latency_ms are what SGLang's bench_serving writes, not vllm's: "
+                "import it as sglang\n"
+            ),
+        ),
+    ):
+        raw = tmp_path / f"raw-{tool}"
+        status, _, err = cli(
+            "import", tool, str(path), "--raw-dir", str(raw), "--campaign",
+            "2026-11-29-imports", "--arm", "x",
+        )  # fmt: skip
+        assert (status, err) == (2, message)
+        assert not raw.exists()
+    # Each imports as its own tool.
+    for tool, path in (("vllm", VLLM_DETAILED), ("sglang", finite)):
+        import_files(tool, [path], raw_dir=tmp_path / "ok", campaign="2026-11-29-imports", arm=tool)
+
+
 def _statement(path: Path) -> dict[str, object]:
     """The tool's own first line, read as Python writes it (bare Infinity and all)."""
     line = path.read_bytes().splitlines()[0]

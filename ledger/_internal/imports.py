@@ -287,9 +287,10 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                     )
                 )
                 continue
+            where = f"{name} line {number}" if isinstance(document, list) else name
+            _check_tool(line, tool, where)
             parsed = _Parsed()
             runs.append(parsed)
-            where = f"{name} line {number}" if isinstance(document, list) else name
             if tool == "vllm":
                 line, notes = _vllm_versions(line, where)
                 parsed.warnings += notes
@@ -378,6 +379,37 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             more = f" (and the {len(mine) - 1} other lines alike)" if len(mine) > 1 else ""
             raise InvalidArtifact(mine[0] + more)
     return runs, refused
+
+
+# Keys one of the two tools writes and the other never does (vLLM 0.6 to 0.19, SGLang's
+# bench_serving): the same per-request arrays would otherwise import under the wrong name,
+# with the other tool's settings filed as its own.
+_MARKS = {
+    "vllm": re.compile(
+        r"endpoint_type|model_id|tokenizer_id|start_times|request_goodput:?|"
+        r"(mean|median|std|p[0-9.]+)_e2el_ms"
+    ),
+    "sglang": re.compile(
+        r"server_info|accept_length|total_output_tokens_retokenized|total_input_text_tokens|"
+        r"(mean|median|std|p[0-9.]+)_e2e_latency_ms"
+    ),
+}
+
+
+def _check_tool(line: dict[str, Any], tool: str, where: str) -> None:
+    """Refuses a line that only the other tool writes.
+
+    Raises:
+        InvalidArtifact: it has keys of the other tool and none of ``tool``'s own.
+    """
+    other = "sglang" if tool == "vllm" else "vllm"
+    theirs = sorted(k for k in line if _MARKS[other].fullmatch(k))
+    if theirs and not any(_MARKS[tool].fullmatch(k) for k in line):
+        writer = "SGLang's bench_serving" if other == "sglang" else "vLLM's bench serve"
+        raise InvalidArtifact(
+            f"{where}: {', '.join(theirs[:3])} are what {writer} writes, not {tool}'s: import "
+            f"it as {other}"
+        )
 
 
 _PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els", "start_times")
