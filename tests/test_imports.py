@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.imports import import_files
+from ledger._internal.imports import _slug, import_files
 from ledger.database import build
 from ledger.errors import InvalidArtifact
+from ledger.publish import publish
 from ledger.schema import read_document
 from tests.conftest import ASSETS, DATA, CliRun, verify_json
 
@@ -540,6 +541,41 @@ def _sglang_line(tmp_path: Path, *edits: tuple[bytes, bytes]) -> Path:
     path = tmp_path / "edited.jsonl"
     path.write_bytes(line + b"\n")
     return path
+
+
+@pytest.mark.parametrize(
+    ("tag", "category"),
+    [
+        (b'"gpu01.corp.acme.com"', "endpoint"),
+        (b'"/home/alice/runs/b"', "path"),
+        (b'"hf_abcdefghijklmnopqrstuvwxyz012345"', "credential"),
+    ],
+)
+def test_a_tag_holding_a_private_value_stays_out_of_the_cell_name(
+    tmp_path: Path, cli: CliRun, tag: bytes, category: str
+) -> None:
+    """Publication redacts the tag, but publishes names as they are, and a tag's slug
+    (gpu01-corp-acme-com) no longer reads as what the sanitizer looks for."""
+    source = _sglang_line(tmp_path, (b"Infinity", b"10.0"), (b'"tag": null', b'"tag": ' + tag))
+    status, out, err = cli(
+        "import", "sglang", str(source), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-29-imports", "--arm", "x",
+    )  # fmt: skip
+    assert status == 0, err
+    (path,) = (tmp_path / "raw" / "2026-11-29-imports" / "x").glob("*/*.json")
+    assert path.name == "ctx494-c100-r10.json"
+    assert out.splitlines()[0] == f"imported {path}"
+    assert err == (
+        f"warning: edited.jsonl: the tag holds a {category}: it is left out of the cell name, "
+        "which is published as it is\n"
+    )
+    assert read_document(path)["source"]["settings"]["tag"] == json.loads(tag)
+    published = publish(tmp_path / "raw" / "2026-11-29-imports", tmp_path / "public")
+    tag_text = json.loads(tag)
+    for file in published.folder.rglob("*"):
+        assert _slug(tag_text) not in file.name
+        if file.is_file():
+            assert tag_text.encode() not in file.read_bytes()
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,10 @@ def test_masked_gpu_identifiers(value: str, masked: bool) -> None:
         ("signingKey", True),
         ("key", False),
         ("monkey_business", False),
+        # A time or a mode of tokens names no credential (an import's definitions).
+        ("first_token_ms", False),
+        ("first_token_ns", False),
+        ("token_ms_secret", True),
     ],
 )
 def test_secret_key_names(key: str, secret: bool) -> None:
@@ -488,3 +492,47 @@ def test_a_short_private_host_is_redacted_as_a_whole_value(value: str) -> None:
 )
 def test_a_literal_ending_a_sentence_is_no_credential(text: str) -> None:
     assert Sanitizer().text(text) == text
+
+
+def test_a_path_keeps_the_separator_after_it_and_one_placeholder() -> None:
+    """The trailing ';' or ',' was taken into the path and deleted with it, and the same
+    path got a placeholder of its own for each separator."""
+    text = "model: /workspace/m; next: 1\nmodel: /workspace/m, next\nmodel: /workspace/m\n"
+    assert Sanitizer().text(text) == (
+        "model: <redacted:path:1>; next: 1\nmodel: <redacted:path:1>, next\n"
+        "model: <redacted:path:1>\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tokenizer_mode=auto",
+        "tokenizer_id: Qwen/Qwen3-8B",
+        "tbo_token_distribution_threshold=0.48",
+        "max_tokens=128",
+    ],
+)
+def test_settings_named_after_tokens_are_no_credentials(text: str) -> None:
+    assert Sanitizer().text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("token=abcd1234efgh", "token=<redacted:credential:1>"),
+        ("auth_token: s3cr3tvalue", "auth_token: <redacted:credential:1>"),
+        ("tokenizer_secret=abcd1234efgh", "tokenizer_secret=<redacted:credential:1>"),
+        ("token: 1234.5678abc", "token: <redacted:credential:1>"),
+    ],
+)
+def test_a_token_setting_is_still_a_credential(text: str, expected: str) -> None:
+    assert Sanitizer().text(text) == expected
+
+
+def test_an_import_s_definitions_are_published_as_they_are() -> None:
+    definitions = {
+        "first_token_ms": "vllm ttfts: request start to the first chunk of any channel",
+        "e2e_ms": "vllm e2els",
+    }
+    assert Sanitizer().document({"definitions": definitions}) == {"definitions": definitions}

@@ -784,6 +784,14 @@ def _slug(value: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")[:40].strip("-")
 
 
+def _private(text: str) -> str | None:
+    """The category of the first thing the sanitizer would redact in ``text``, if any."""
+    from ledger._internal.sanitizer import Sanitizer
+
+    hits = Sanitizer().detect(text)
+    return hits[0].category if hits else None
+
+
 def _cell(
     run: _Parsed,
     tool: str,
@@ -821,7 +829,17 @@ def _cell(
         cell_id += f"-r{shown}"
     tag = run.settings.get("tag")
     if isinstance(tag, str) and _slug(tag):
-        cell_id += f"-{_slug(tag)}"
+        held = _private(tag)
+        if held is None:
+            cell_id += f"-{_slug(tag)}"
+        else:
+            # Publication redacts the tag, but names are published as they are, and its
+            # slug (gpu01-corp-acme-com) no longer reads as what the sanitizer looks for.
+            named = ", ".join(source["name"] for source in sources)
+            run.warnings.append(
+                f"{named}: the tag holds a {held}: it is left out of the cell name, which is "
+                "published as it is"
+            )
     base, copy = cell_id, 1
     while f"{arm}/{stage}/{cell_id}.json" in taken:
         # The same settings twice in one file (SGLang appends every run): kept apart.

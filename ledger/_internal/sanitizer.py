@@ -28,7 +28,7 @@ CATEGORIES = ("credential", "gpu", "endpoint", "path")
 RULES_FILE = Path(__file__).resolve().parent.parent / "_rules" / "sanitizer-v1.json"
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _TOKEN_EDGE = re.compile(r"[^\s\"'<>,;()\[\]{}=]+")
-_SHORT_NUMBER = re.compile(r"[0-9]{1,12}")
+_SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _HEX = re.compile(r"[0-9a-fA-F]")
 _LITERALS = frozenset({"true", "false", "null", "none"})
 _SHORTEST = 3
