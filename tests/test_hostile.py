@@ -756,11 +756,21 @@ def test_an_interrupted_demo_stops_with_130_or_143(
     ("edit", "message"),
     [
         (lambda d: d.update(ttfts=d["ttfts"][:-1]), "has 5 entries for 4 requests (ttfts)"),
+        (
+            lambda d: d.update(generated_texts=d["generated_texts"][1:]),
+            "generated_texts has 4 entries for 5 requests (ttfts)",
+        ),
         (lambda d: d["output_lens"].__setitem__(2, -5), "output_lens[2] is -5"),
         (lambda d: d.update(max_concurrency=-4), "max_concurrency is -4"),
         (lambda d: d.update(max_concurrency=0), "max_concurrency is 0"),
     ],
-    ids=["ttfts-short", "negative-tokens", "negative-concurrency", "zero-concurrency"],
+    ids=[
+        "ttfts-short",
+        "texts-short",
+        "negative-tokens",
+        "negative-concurrency",
+        "zero-concurrency",
+    ],
 )
 def test_malformed_imports_are_refused(
     cli: CliRun, tmp_path: Path, edit: object, message: str

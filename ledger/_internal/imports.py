@@ -412,7 +412,17 @@ def _check_tool(line: dict[str, Any], tool: str, where: str) -> None:
         )
 
 
-_PER_REQUEST = ("ttfts", "itls", "input_lens", "output_lens", "errors", "e2els", "start_times")
+_PER_REQUEST = (
+    "ttfts",
+    "itls",
+    "input_lens",
+    "output_lens",
+    "errors",
+    "e2els",
+    "start_times",
+    # Shorter, each later text's digest would be filed under the request before it.
+    "generated_texts",
+)
 _VLLM_KEYS = frozenset(
     {
         "backend", "endpoint_type", "label", "model_id", "tokenizer_id", "date", "num_prompts",
