@@ -686,3 +686,26 @@ def test_an_empty_json_file_is_refused_by_either_reader(tmp_path: Path, tool: st
     blank.write_text("   \n")
     with pytest.raises(InvalidArtifact, match="not valid JSON"):
         import_files(tool, [blank], raw_dir=tmp_path, campaign="2026-11-29-imports", arm="a")
+
+
+@pytest.mark.parametrize("tool", ["aiperf", "sglang"])
+def test_a_broken_line_of_a_jsonl_file_is_named_by_its_line(
+    tmp_path: Path, cli: CliRun, tool: str
+) -> None:
+    """The parser counts within the one line it is given: it said 'line 1' of any line."""
+    source = (
+        AIPERF / "profile_export.jsonl"
+        if tool == "aiperf"
+        else REAL / "sglang-bench-serving/sglang-2024-12-llama33-70b-aggregate-7runs.jsonl"
+    )
+    lines = source.read_bytes().splitlines()[:3]
+    assert len(lines) == 3
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_bytes(b"\n".join([*lines[:-1], lines[-1][:50]]) + b"\n")
+    status, _, err = cli(
+        "import", tool, str(truncated), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-29-imports", "--arm", "x",
+    )  # fmt: skip
+    assert status == 2
+    assert err.startswith(f"error: {truncated}: line {len(lines)} of the file: not valid JSON"), err
+    assert not (tmp_path / "raw").exists()

@@ -667,10 +667,16 @@ def _load(path: Path, data: bytes, tool: str) -> tuple[Any, list[str]]:
     for number, line in enumerate(lines, 1):
         if jsonl and not line.strip():
             continue
-        if tool == "sglang":
-            document, found = jsonio.parse_with_nonfinite(line)
-        else:
-            document, found = jsonio.parse_strict(line), []
+        try:
+            if tool == "sglang":
+                document, found = jsonio.parse_with_nonfinite(line)
+            else:
+                document, found = jsonio.parse_strict(line), []
+        except InvalidArtifact as e:
+            if not jsonl:
+                raise
+            # The parser counts within the line it was given: name the file's line.
+            raise InvalidArtifact(f"line {number} of the file: {e}") from None
         documents.append(document)
         tokens += [f"line {number}: {pointer}" if len(lines) > 1 else pointer for pointer in found]
     return (documents if jsonl else documents[0]), tokens
