@@ -709,3 +709,27 @@ def test_a_broken_line_of_a_jsonl_file_is_named_by_its_line(
     assert status == 2
     assert err.startswith(f"error: {truncated}: line {len(lines)} of the file: not valid JSON"), err
     assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.parametrize("tool", ["vllm", "sglang"])
+@pytest.mark.parametrize(
+    ("source", "owner"),
+    [
+        (AIPERF / "profile_export.jsonl", "aiperf"),
+        (REAL / "llmperf_groq_70b/individual_groq_70b.json", "llmperf"),
+    ],
+)
+def test_another_tool_s_requests_are_named_as_its_own(
+    tmp_path: Path, cli: CliRun, tool: str, source: Path, owner: str
+) -> None:
+    """They have no per-request arrays either, but rerunning vLLM or SGLang with other
+    flags, as that refusal advises, is the wrong way to go."""
+    status, _, err = cli(
+        "import", tool, str(source), "--raw-dir", str(tmp_path / "raw"), "--campaign",
+        "2026-11-29-imports", "--arm", "x",
+    )  # fmt: skip
+    assert status == 2
+    assert err == (
+        f"error: {source.name}: line 1 is one request of {owner}'s, not a {tool} result: "
+        f"import it as {owner}\n"
+    )

@@ -278,6 +278,13 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
             if not isinstance(line, dict):
                 raise InvalidArtifact(f"{name}: line {number} is not a JSON object")
             if "ttfts" not in line or "itls" not in line:
+                other = _per_request_tool(line)
+                if other is not None:
+                    # Advice to rerun this tool would send the user the wrong way.
+                    raise InvalidArtifact(
+                        f"{name}: line {number} is one request of {other}'s, not a {tool} "
+                        f"result: import it as {other}"
+                    )
                 refused.append(
                     f"{name}: line {number} has no per-request arrays (ttfts, itls); "
                     + (
@@ -394,6 +401,16 @@ _MARKS = {
         r"(mean|median|std|p[0-9.]+)_e2e_latency_ms"
     ),
 }
+
+
+def _per_request_tool(line: dict[str, Any]) -> str | None:
+    """The tool whose per-request record ``line`` is, when it is one (llmperf's
+    ``individual_*.json`` items, AIPerf's ``profile_export.jsonl`` lines)."""
+    if "ttft_s" in line and "end_to_end_latency_s" in line:
+        return "llmperf"
+    if isinstance(line.get("metadata"), dict) and isinstance(line.get("metrics"), dict):
+        return "aiperf"
+    return None
 
 
 def _check_tool(line: dict[str, Any], tool: str, where: str) -> None:
