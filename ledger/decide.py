@@ -157,6 +157,20 @@ def _failures(gates: tuple[GateResult, ...]) -> list[str]:
     return [f"{g.arm} {g.stage}: {g.detail}" for g in gates if not g.passed]
 
 
+def _imported_failures(evidence: Evidence, arm: str) -> list[str]:
+    # An import has no gates: its failed requests are its failures.
+    out = []
+    for _, document in evidence.imported.get(arm, ()):
+        failed = sum(1 for r in document["requests"] if not r["ok"])
+        if failed:
+            out.append(
+                f"{arm} {document['stage']}/{document['cell']['id']}: {failed} of "
+                f"{len(document['requests'])} requests failed ({document['source']['tool']} "
+                "recorded them)"
+            )
+    return out
+
+
 def _limitations(
     evidence: Evidence, arm: str, comparison: dict[str, Any] | None, unmet: tuple[Unmet, ...]
 ) -> list[str]:
@@ -274,7 +288,7 @@ def build_summary(
         "measurement": _measurement(evidence, arm, measured),
         "gates": [g.to_json() for g in evaluation.gates],
         "headline_results": _headlines(comparison),
-        "failures": _failures(evaluation.gates),
+        "failures": _failures(evaluation.gates) + _imported_failures(evidence, arm),
         "limitations": _limitations(evidence, arm, comparison, evaluation.unmet),
         "decision": decision,
         "evidence": _evidence_paths(evidence, arm, evaluation),

@@ -14,6 +14,7 @@ import pytest
 from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger.database import build
+from ledger.decide import decide
 from ledger.derive import DeriveError, derive_into
 from ledger.policy import load_policy
 from ledger.promotion import comparison_failures
@@ -349,12 +350,19 @@ def test_failed_requests_are_failures_not_other_output_lengths(tmp_path: Path) -
             document["ttfts"][i], document["itls"][i], document["output_lens"][i] = 0.0, [], 0
         document["completed"], document["failed"] = 498, 2
 
-    document = _derived(_campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, fail_two)))
+    folder = _campaign(tmp_path, "vllm", VLLM, _vllm_copy(tmp_path, fail_two))
+    document = _derived(folder)
     assert _failures(document) == []
     assert (
         f"{VLLM_CELL}: 2 of 500 requests failed on cand, excluded from timing statistics"
         in document["limitations"]
     )
+    # An import has no gates: its failed requests are the summary's failures (the report
+    # said "None recorded").
+    summary = decide(folder, load_policy()).summary
+    assert summary["failures"] == [
+        f"cand {VLLM_CELL}: 2 of 500 requests failed (vllm recorded them)"
+    ]
 
 
 def test_sglang_server_flags_are_its_identity(tmp_path: Path) -> None:
@@ -456,6 +464,7 @@ def test_an_imported_ab_is_decided_reported_and_verified_as_a_raw_campaign(
     assert any(
         line.startswith("Imported from vllm result files") for line in summary["limitations"]
     )
+    assert summary["failures"] == []
     # A summary beside imported runs is a raw campaign's: their settings hold model paths,
     # which a publication would redact, and no follow-up ticket is due before publishing.
     status, report = verify_json(cli, folder)
