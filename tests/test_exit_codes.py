@@ -131,3 +131,10 @@ def test_a_root_of_campaigns_is_not_judged_as_one(
         f"ledger {command}: error: {tmp_path / 'root'}: not a campaign folder (it is not named "
         "like one and holds none of manifest.json, SHA256SUMS, summary.json, run-manifest.json)\n"
     )
+    (tmp_path / "file.json").write_text("{}")
+    status, out, err = cli(command, str(tmp_path / "file.json"))
+    assert (status, out, err) == (
+        2,
+        "",
+        f"ledger {command}: error: {tmp_path / 'file.json'}: not a folder\n",
+    )

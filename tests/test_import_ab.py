@@ -17,7 +17,7 @@ from ledger.database import build
 from ledger.decide import decide
 from ledger.derive import DeriveError, derive_into
 from ledger.policy import load_policy
-from ledger.promotion import comparison_failures
+from ledger.promotion import comparison_failures, evaluate, load_evidence
 from ledger.schema import read_document
 from tests.conftest import DATA, CliRun, forge_seal, verify_json
 
@@ -473,8 +473,16 @@ def test_an_imported_ab_is_decided_reported_and_verified_as_a_raw_campaign(
     assert status == 0, err
     text = (folder / "report.md").read_text()
     assert "| Measurement path | imported from vllm |" in text
-    first = json.loads(VLLM.read_text())["median_ttft_ms"]
-    assert f"{first:,.2f} / " in text and "(first token, any channel)" in text
+    metric = read_document(folder / "derived/ab-comparison-base-vs-cand.json")["rows"][0][
+        "metrics"
+    ]["first_token_p50_ms"]
+    assert metric["baseline"] == pytest.approx(json.loads(VLLM.read_text())["median_ttft_ms"])
+    row = next(line for line in text.splitlines() if "(first token, any channel)" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == (
+        f"{metric['baseline']:,.2f} / {metric['candidate']:,.2f} (first token, any channel)"
+    )
+    assert cells[2].startswith(f"{metric['change_percent']:+.1f}%")
     assert "![First token (any channel) p50 by context target](report/first-token.svg)" in text
     # Effective prefill is unknown to an import: a dash, not a crash.
     assert "| imported 4,096 | 4,096 / 4,096 |" in text
@@ -491,3 +499,34 @@ def test_a_folder_of_neither_a_run_nor_an_import_is_not_decided(
     status, _, err = cli("decide", str(folder))
     assert status == 1
     assert err.endswith("(no readable run-manifest.json, no imported run)\n"), err
+
+
+def test_every_imported_run_of_an_arm_counts_and_any_arm_may_be_decided(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    def versioned(document: dict[str, Any]) -> None:
+        _faster_with_fp8(document)
+        document["version"] = "0.15.0"
+
+    raw = tmp_path / "raw"
+    import_files("vllm", [VLLM], raw_dir=raw, campaign=CAMPAIGN, arm="base")
+    one = _vllm_copy(tmp_path, versioned)
+    two = tmp_path / "second" / "candidate.json"
+    two.parent.mkdir()
+    two.write_bytes(one.read_bytes())
+    import_files("vllm", [one, two], raw_dir=raw, campaign=CAMPAIGN, arm="cand")
+    folder = raw / CAMPAIGN
+    status, _, err = cli("decide", str(folder), "--candidate", "cand")
+    assert status == 0, err
+    summary = read_document(folder / "summary.json")
+    assert summary["identity"] == {"arm": "cand", "imported_from": "vllm 0.15.0"}
+    assert summary["measurement"]["sample_count"] == 1000
+    assert len(summary["workload"]["imported"]) == 3
+    evaluation = evaluate(load_evidence(folder), load_policy(), candidate="nope")
+    assert evaluation.candidate is None
+    assert ("candidate", "the campaign has no arm 'nope'") in [
+        (u.rule, u.reason) for u in evaluation.unmet
+    ]
+    status, _, err = cli("decide", str(folder), "--candidate", "base")
+    assert status == 0, err
+    assert read_document(folder / "summary.json")["decision"]["candidate"] == "base"

@@ -101,6 +101,15 @@ BAD = {
         )
         for folder in ("approvals", "derived", "report")
     },
+    "second_arm_named_derived": (
+        _plan(
+            arms=[
+                {"name": "a", "base_url": "http://127.0.0.1:1/v1", "model": "m"},
+                {"name": "derived", "base_url": "http://127.0.0.1:1/v1", "model": "m"},
+            ]
+        ),
+        r"arms\[1\].name: 'derived' is a campaign's own folder",
+    ),
     "no_arms": (_plan(arms=[]), "arms: at least one arm"),
     "unknown_top_key": (_plan(colour="red"), "colour: unknown key"),
     "arm_without_url": (

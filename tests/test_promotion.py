@@ -913,3 +913,21 @@ def test_only_an_approval_record_may_arrive_after_the_seal(
     assert status == 0, err
     status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
     assert status == 0, err
+
+
+def test_an_approval_record_nested_or_unreadable_breaks_the_seal(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    """Only a record directly under approvals/ (or its bundle) comes after the seal."""
+    assert cli("approve", str(campaign), "--policy", str(policy_file), "--no-sign")[0] == 0
+    record = next(campaign.glob("approvals/*.json"))
+    nested = campaign / "approvals" / "inner" / record.name
+    nested.parent.mkdir()
+    shutil.copyfile(record, nested)
+    status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and f"approvals/inner/{record.name} (added)" in err, err
+    shutil.rmtree(nested.parent)
+    for content in (b"not json", b'{"schema": ['):
+        (campaign / "approvals" / "x.json").write_bytes(content)
+        status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
+        assert status == 1 and "approvals/x.json (added)" in err, err
