@@ -181,7 +181,7 @@ def test_ticket_command(repo: Path, cli: CliRun) -> None:
     )
     assert status == 0 and out.strip() == f"ticket: {repo / 'tickets' / '2026-09-17-retry-plan.md'}"
     status, _, err = cli("ticket", "new", str(repo / "nowhere"))
-    assert status == 2 and "not a folder" in err
+    assert status == 2 and err.strip().endswith("nowhere: no such folder")
     status, report = verify_json(cli, repo / "evidence")
     # The campaign was signed: its new ticket changed what the signature covered, so the
     # bundle no longer signs its statement until 'ledger sign' runs again.
