@@ -397,6 +397,8 @@ def _derive(args: argparse.Namespace) -> int:
         print(f"  {reason}")
     for entry in document.get("unchecked", ()):
         print(f"  not checked, {entry['rule']}: {entry['reason']}")
+    from ledger._internal.goodput import sustained_text
+
     load = document.get("load")
     if load is not None:
         source = "--slo" if slo is not None else "the run plan's [slo]"
@@ -404,11 +406,7 @@ def _derive(args: argparse.Namespace) -> int:
         print(f"  SLO ({source}): {shown}")
     for stage in document.get("load", {}).get("stages", ()):
         for role in ("baseline", "candidate"):
-            found = stage[role]
-            rate, interval = found["sustainable_rate_rps"], found["sustainable_rate_ci95"]
-            shown = "none of its rates" if rate is None else f"{rate:g} req/s"
-            if interval is not None:
-                shown += f" (95 % interval {interval[0]:g} to {interval[1]:g})"
+            shown = sustained_text(stage[role], lambda value: f"{value:g}")
             where = stage["stage"] + (" (thinking)" if stage["thinking"] else "")
             print(f"  {where}: {document[role]['arm']} sustains {shown} at the SLO")
     return 0

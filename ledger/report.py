@@ -20,6 +20,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import arrivals, charts, tree
+from ledger._internal.goodput import sustained_text
 from ledger._internal.outputs import refuse_other_content
 from ledger.database import Database, Table, build
 from ledger.errors import Error, InvalidArtifact, SchemaError
@@ -524,10 +525,7 @@ class _Builder:
                     if r["limited_by_client"]:
                         limited.append(f"{arm} at {_fmt(r['rate'])} req/s")
                 rate = side["sustainable_rate_rps"]
-                interval = side["sustainable_rate_ci95"]
-                text = "none of its rates" if rate is None else f"{_fmt(rate)} req/s"
-                if interval is not None:
-                    text += f" (95% interval {_fmt(interval[0])} to {_fmt(interval[1])})"
+                text = sustained_text(side, _fmt)
                 out.append(("p", f"{where}: {arm} sustains {text} at the SLO."))
                 if rate is not None:
                     marks.append((rates.index(rate), f"{arm} sustains {_fmt(rate)} req/s"))

@@ -128,7 +128,7 @@ def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
     assert [r["good"] for r in stage["candidate"]["rows"]] == [0, 0]
     assert stage["candidate"]["sustainable_rate_ci95"] == [0.0, 0.0]
     assert out.splitlines()[-2:] == [
-        f"  load: base sustains 30 req/s (95 % interval {stage['baseline']['sustainable_rate_ci95'][0]:g} to 30) at the SLO",
+        f"  load: base sustains at least 30 req/s, the highest rate it ran (95 % interval {stage['baseline']['sustainable_rate_ci95'][0]:g} to 30) at the SLO",
         "  load: cand sustains none of its rates (95 % interval 0 to 0) at the SLO",
     ]  # fmt: skip
     status, report = verify_json(cli, campaign)
@@ -313,7 +313,10 @@ def test_the_report_charts_latency_against_rate_with_the_slo_and_the_sustainable
     assert status == 0, err
     report = (folder / "report.md").read_text()
     section = report.split("## Load and goodput", 1)[1].split("\n## ", 1)[0]
-    assert "load: base sustains 30.00 req/s" in section
+    assert (
+        "load: base sustains at least 30.00 req/s, the highest rate it ran (95 % interval"
+        in section
+    )
     assert "load: cand sustains none of its rates" in section
     comparison = json.loads((folder / "derived/ab-comparison-base-vs-cand.json").read_text())
     rows = [
@@ -430,3 +433,20 @@ def test_a_report_of_arms_without_a_visible_token_shows_no_ttft(
     report = (folder / "report.md").read_text()
     assert "| load 256 | - / - | - |" in report
     assert not (folder / "report/ttft.svg").exists() and (folder / "report/e2e.svg").exists()
+
+
+def test_a_sustained_rate_that_is_the_highest_tried_is_a_lower_bound() -> None:
+    """Nothing above the highest rate was tried: it is sustained "at least"."""
+    from ledger._internal.goodput import sustained_text
+
+    rows = [{"rate": 10.0}, {"rate": 20.0}, {"rate": 40.0}]
+
+    def side(rate: float | None, ci: list[float] | None) -> dict[str, Any]:
+        return {"rows": rows, "sustainable_rate_rps": rate, "sustainable_rate_ci95": ci}
+
+    number = "{:g}".format
+    assert sustained_text(side(20.0, [10.0, 40.0]), number) == ("20 req/s (95 % interval 10 to 40)")
+    assert sustained_text(side(40.0, [20.0, 40.0]), number) == (
+        "at least 40 req/s, the highest rate it ran (95 % interval 20 to 40)"
+    )
+    assert sustained_text(side(None, None), number) == "none of its rates"

@@ -19,6 +19,7 @@ percentiles taken at rates the stage ran (0 for none). Draws come from numpy's l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -144,6 +145,21 @@ def sustainable_interval(
     low = float(np.percentile(values, 2.5, method="lower"))
     high = float(np.percentile(values, 97.5, method="higher"))
     return [low, high]
+
+
+def sustained_text(side: dict[str, Any], number: Callable[[float], str]) -> str:
+    """What an arm's side of a load stage sustains at the SLO, in words: "at least" when it
+    is the highest rate the arm ran (nothing higher was tried, so that is a lower bound)."""
+    rate, interval = side["sustainable_rate_rps"], side["sustainable_rate_ci95"]
+    if rate is None:
+        text = "none of its rates"
+    elif rate >= max(row["rate"] for row in side["rows"]):
+        text = f"at least {number(rate)} req/s, the highest rate it ran"
+    else:
+        text = f"{number(rate)} req/s"
+    if interval is not None:
+        text += f" (95 % interval {number(interval[0])} to {number(interval[1])})"
+    return text
 
 
 def seed_of(campaign: str, arm: str, stage: str) -> int:
