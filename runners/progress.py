@@ -172,14 +172,15 @@ class RichProgress:
         if self._task is not None:
             self._bar.remove_task(self._task)
             self._task = None
-        line = f"{label}: already complete" if stats is None else f"{label}: {status}: "
-        if stats is not None:
-            line += _stats_text(stats)
-        # Plain text: a '[' in a label is no markup, and numbers keep their bytes.
-        self._console.print(line, markup=False, highlight=False)
+        detail = "already complete" if stats is None else f"{status}: {_stats_text(stats)}"
+        self._line(f"{label}: {detail}")
 
     def note(self, text: str) -> None:
-        self._console.print(text)
+        self._line(text)
+
+    def _line(self, text: str) -> None:
+        # Plain text: a '[' in a label or a path is no markup, and numbers keep their bytes.
+        self._console.print(text, markup=False, highlight=False)
 
     def close(self) -> None:
         self._bar.stop()
