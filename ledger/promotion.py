@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import functional, tree, verdicts
+from ledger._internal import functional, jsonio, tree, verdicts
 from ledger._internal.findings import Issue
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.policy import Policy
@@ -186,18 +186,30 @@ def load_evidence(folder: str | Path) -> Evidence:
     return evidence
 
 
+def imported_runs(folder: Path) -> list[str]:
+    """The paths a campaign's seal lists as runs imported from another tool. The seal names
+    each artifact's schema: they are found without reading every file of the campaign (its
+    cell runs may hold millions of requests). Empty when the seal cannot be read (its own
+    finding says why)."""
+    try:
+        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
+    except (OSError, InvalidArtifact):
+        return []
+    artifacts = seal.get("artifacts") if isinstance(seal, dict) else None
+    return [
+        entry["path"]
+        for entry in (artifacts if isinstance(artifacts, list) else ())
+        if isinstance(entry, dict)
+        and entry.get("schema") == IMPORTED_SCHEMA
+        and isinstance(entry.get("path"), str)
+    ]
+
+
 def _load_imported(evidence: Evidence) -> None:
-    # The seal names each artifact's schema: the imported runs are found without reading
-    # every file of a campaign (its cell runs may hold millions of requests).
-    if not (evidence.folder / manifest.MANIFEST_NAME).exists():
-        return
-    seal = _read(evidence.folder, manifest.MANIFEST_NAME, evidence.problems) or {}
-    for entry in seal.get("artifacts", ()):
-        if entry.get("schema") != IMPORTED_SCHEMA:
-            continue
-        document = _read(evidence.folder, entry["path"], evidence.problems)
+    for path in imported_runs(evidence.folder):
+        document = _read(evidence.folder, path, evidence.problems)
         if document is not None:
-            evidence.imported.setdefault(document["arm"], []).append((entry["path"], document))
+            evidence.imported.setdefault(document["arm"], []).append((path, document))
 
 
 def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:

@@ -193,18 +193,7 @@ def _is_public(folder: Path) -> bool:
         return True
     if not (folder / manifest.SUMMARY_NAME).exists() or (folder / "run-manifest.json").exists():
         return False
-    return not _holds_imported_runs(folder)
-
-
-def _holds_imported_runs(folder: Path) -> bool:
-    try:
-        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
-    except (OSError, InvalidArtifact):
-        return False  # its own finding says why
-    artifacts = seal.get("artifacts") if isinstance(seal, dict) else None
-    return isinstance(artifacts, list) and any(
-        isinstance(a, dict) and a.get("schema") == promotion.IMPORTED_SCHEMA for a in artifacts
-    )
+    return not promotion.imported_runs(folder)
 
 
 def verify_paths(
