@@ -549,7 +549,14 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
                 _load_once(loaded, name, path.resolve())
             sources.exports.append(path.resolve())
             continue
-        for folder in tree.campaign_folders(path):
+        folders = tree.campaign_folders(path)
+        if not folders:
+            # Verify calls it no-campaign; loading nothing would answer every query empty.
+            raise UsageError(
+                f"{raw}: no campaign folder here (a campaign holds manifest.json, SHA256SUMS, "
+                "summary.json or run-manifest.json, or is named YYYY-MM-DD-words)"
+            )
+        for folder in folders:
             _load_once(loaded, folder.resolve().name, folder.resolve())
             listing = tree.list_campaign(folder)
             jsons = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}

@@ -410,3 +410,20 @@ def test_a_cell_run_its_run_manifest_does_not_list_is_a_finding(
     code, _, err = cli("seal", str(campaign), "--reseal-after-review")
     status, report = verify_json(cli, campaign)
     assert status == 0, report["findings"]
+
+
+def test_a_folder_with_no_campaign_is_refused_not_read_as_empty(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """Verify calls it no-campaign; loaded as nothing, every query answered empty."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.json").write_text('{"schema": "anvil-serving.cell-run/v1"}')
+    for argv in (
+        ("sql", "--from", str(folder), "SELECT count(*) FROM request_rows"),
+        ("export", "--from", str(folder), "--parquet", str(tmp_path / "out")),
+    ):
+        status, out, err = cli(*argv)
+        assert (status, out) == (2, ""), err
+        assert err.startswith(f"error: {folder}: no campaign folder here"), err
+    assert not (tmp_path / "out").exists()
