@@ -105,10 +105,16 @@ def publish(
     if not source.is_dir():
         raise UsageError(f"{raw}: {'not a folder' if source.exists() else 'no such folder'}")
     campaign = source.resolve().name
-    if not tree.CAMPAIGN_NAME.fullmatch(campaign) or not (source / manifest.MANIFEST_NAME).exists():
+    if not (source / manifest.MANIFEST_NAME).exists():
         raise UsageError(
             f"{raw}: not a sealed campaign folder (a campaign is named YYYY-MM-DD-words and "
             "holds manifest.json); publish one campaign at a time"
+        )
+    if not tree.CAMPAIGN_NAME.fullmatch(campaign):
+        # Its name becomes the publication's folder and the statement's campaign id.
+        raise UsageError(
+            f"{raw}: {campaign!r} is no campaign id (YYYY-MM-DD, then lower-case words "
+            "joined by '-'); rename the folder"
         )
     target = Path(out) / campaign
     map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"

@@ -354,3 +354,17 @@ def test_a_report_of_the_raw_campaign_stays_behind(raw: Path, tmp_path: Path, cl
     for artifact in mapping["artifacts"]:
         if artifact["raw_sha256"] != artifact["public_sha256"]:
             assert artifact["public_sha256"] in index and artifact["raw_sha256"] not in index
+
+
+def test_a_sealed_folder_whose_name_is_no_campaign_id_is_named_as_such(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    renamed = raw.parent / raw.name.upper()
+    raw.rename(renamed)
+    status, _, err = cli("publish", str(renamed), "--out", str(tmp_path / "public"))
+    assert status == 2
+    assert err == (
+        f"error: {renamed}: {renamed.name!r} is no campaign id (YYYY-MM-DD, then lower-case "
+        "words joined by '-'); rename the folder\n"
+    )
+    assert not (tmp_path / "public").exists()
