@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger import manifest
+from ledger.database import build
 from ledger.report import write_report
 from ledger.schema import read_document
 from runners.demo import DemoResult, plan_text, print_result, run_demo
@@ -116,6 +117,19 @@ def test_report_is_deterministic_and_traceable(demo: DemoResult, tmp_path: Path)
         assert f"report/{chart}.svg" in text
     endurance = read_document(copy / "report/endurance.json")
     assert [len(s["values"]) for s in endurance["series"]] == [20, 20]
+    # Twenty requests an arm: the table's median is the mean of the middle two, as DuckDB's.
+    medians = (
+        build([copy])
+        .query(
+            "SELECT arm, median(decode_tok_s) FROM requests WHERE stage = 'endurance' "
+            "AND NOT warmup AND ok AND decode_tok_s IS NOT NULL GROUP BY arm"
+        )
+        .rows
+    )
+    assert len(medians) == 2
+    for arm, median in medians:
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| {arm} | 20 | ")]
+        assert row.split(" | ")[3] == f"{median:,.2f}", row
     html = (copy / "report.html").read_text()
     assert "<script" not in html.lower()
     assert not re.search(r"(?:src|href)=\"https?:", html)
