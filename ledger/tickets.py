@@ -197,6 +197,11 @@ def new_ticket(
     target = (Path(tickets) if tickets else tickets_folder_for(folder)) / f"{ticket_id}.md"
     if target.exists():
         raise OutputExists(f"{target} exists")
+    inside = folder / TICKETS_FOLDER / f"{ticket_id}.md"
+    if inside.exists():
+        # Written before with another tickets folder: the campaign's sealed copy would be
+        # replaced, and no longer be the copy of the ticket people work on.
+        raise OutputExists(f"{inside} exists (ticket {ticket_id} was opened before)")
     link = folder / FOLLOW_UP_NAME
     ids: list[str] = []
     if link.exists():

@@ -56,6 +56,14 @@ def test_a_ticket_written_from_a_decision(repo: Path) -> None:
     )
     with pytest.raises(OutputExists, match="exists"):
         new_ticket(folder, slug="host-memory", created="2026-11-29")
+    # Another tickets folder: the campaign's sealed copy of the ticket was replaced, and
+    # the two copies disagreed with nothing to say so.
+    copy = folder / "tickets" / "2026-09-17-host-memory.md"
+    published = copy.read_bytes()
+    elsewhere = repo / "elsewhere"
+    with pytest.raises(OutputExists, match=f"^{copy} exists \\(ticket 2026-09-17-host-memory"):
+        new_ticket(folder, slug="host-memory", created="2026-12-06", tickets=elsewhere)
+    assert copy.read_bytes() == published and not elsewhere.exists()
     with pytest.raises(UsageError, match="slug must be"):
         new_ticket(folder, slug="Host Memory")
 
