@@ -198,7 +198,7 @@ def _decide(args: argparse.Namespace) -> int:
 
 def _gate(args: argparse.Namespace) -> int:
     from ledger import manifest
-    from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence
+    from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence, pick_candidate
     from ledger.verify import verify_paths
 
     if not is_campaign_folder(args.campaign, "gate"):
@@ -206,8 +206,15 @@ def _gate(args: argparse.Namespace) -> int:
     policy = _load(args, "gate")
     if policy is None:
         return 2
-    report = verify_paths([args.campaign], jobs=args.jobs, policy=policy)
     evidence = load_evidence(args.campaign)
+    if args.candidate is not None:
+        picked, why = pick_candidate(evidence, args.candidate)
+        if picked is None:
+            # A name the campaign lacks is a mistyped argument, not a rule to list as unmet.
+            arms = ", ".join(evidence.arms)
+            print(f"ledger gate: error: {args.campaign}: {why} (arms: {arms})", file=sys.stderr)
+            return 2
+    report = verify_paths([args.campaign], jobs=args.jobs, policy=policy)
     summary_path = os.path.join(args.campaign, manifest.SUMMARY_NAME)
     summary_bytes = None
     if os.path.exists(summary_path):

@@ -530,3 +530,10 @@ def test_every_imported_run_of_an_arm_counts_and_any_arm_may_be_decided(
     status, _, err = cli("decide", str(folder), "--candidate", "base")
     assert status == 0, err
     assert read_document(folder / "summary.json")["decision"]["candidate"] == "base"
+    # The gate takes a name the campaign lacks for a mistyped argument: one line, exit 2,
+    # not every rule listed as unmet for a candidate of none.
+    status, out, err = cli("gate", str(folder), "--candidate", "nope")
+    assert (status, out) == (2, "")
+    assert (
+        err == f"ledger gate: error: {folder}: the campaign has no arm 'nope' (arms: base, cand)\n"
+    )
