@@ -283,7 +283,7 @@ class _Builder:
             }
             table.append(
                 [
-                    f"{r['stage']} {_fmt(r['context_target'])}",
+                    _target(r, rows),
                     f"{_fmt(r['actual_prompt_tokens']['baseline'], 0)} / {_fmt(r['actual_prompt_tokens']['candidate'], 0)}",
                     _fmt(m["decode_tok_s_p50"]["baseline"]),
                     _fmt(m["decode_tok_s_p50"]["candidate"]),
@@ -319,7 +319,7 @@ class _Builder:
             note = " (first token, any channel)" if first != "ttft_p50_ms" else ""
             latency.append(
                 [
-                    f"{r['stage']} {_fmt(r['context_target'])}",
+                    _target(r, rows),
                     f"{_fmt(m[first]['baseline'])} / {_fmt(m[first]['candidate'])}{note}",
                     _change(m[first]),
                     f"{_fmt(m['e2e_p50_ms']['baseline'])} / {_fmt(m['e2e_p50_ms']['candidate'])}",
@@ -745,6 +745,18 @@ class _Builder:
             out.append(("h3", "Withheld (operator-private)"))
             out.append(("list", [f"{w.path}: {w.reason}" for w in self.loaded.withheld]))
         return out
+
+
+def _target(row: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """A performance row's label: stage and context target, with the concurrency and the
+    thinking mode where the stage's rows differ in them (else two rows read alike)."""
+    label = f"{row['stage']} {_fmt(row['context_target'])}"
+    mine = [r for r in rows if r["stage"] == row["stage"]]
+    if len({r.get("concurrency") for r in mine}) > 1:
+        label += f" c{row.get('concurrency')}"
+    if len({r.get("thinking") for r in mine}) > 1:
+        label += " thinking" if row.get("thinking") else " no thinking"
+    return label
 
 
 def _identity_text(identity: dict[str, Any], arm: str | None = None) -> str:
