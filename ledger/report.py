@@ -889,6 +889,10 @@ def write_report(
     if not (root / manifest.MANIFEST_NAME).exists():
         raise ReportError(f"{root}: no manifest.json; seal the campaign first")
     review = manifest.check_seal(root, "report", reseal_after_review=reseal_after_review)
+    if replace:
+        # A format rendered before is rendered again: left as it was, it would report an
+        # earlier decision beside this one, both sealed as the campaign's report.
+        formats = [f for f in FORMATS if f in formats or (root / f"report.{f}").exists()]
     builder = _Builder(root)
     blocks = builder.blocks()
     files: dict[str, bytes] = {}

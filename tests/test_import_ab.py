@@ -518,6 +518,8 @@ def test_every_imported_run_of_an_arm_counts_and_any_arm_may_be_decided(
     folder = raw / CAMPAIGN
     status, _, err = cli("decide", str(folder), "--candidate", "cand")
     assert status == 0, err
+    assert cli("report", str(folder), "--format", "md", "--format", "html")[0] == 0
+    assert f"{CAMPAIGN}: cand" in (folder / "report.html").read_text()
     summary = read_document(folder / "summary.json")
     assert summary["identity"] == {"arm": "cand", "imported_from": "vllm 0.15.0"}
     assert summary["measurement"]["sample_count"] == 1000
@@ -530,6 +532,14 @@ def test_every_imported_run_of_an_arm_counts_and_any_arm_may_be_decided(
     status, _, err = cli("decide", str(folder), "--candidate", "base")
     assert status == 0, err
     assert read_document(folder / "summary.json")["decision"]["candidate"] == "base"
+    # Rendered again as markdown alone, the HTML of the earlier decision is rendered too:
+    # left as it was, two reports of two decisions would be sealed side by side.
+    status, out, err = cli("report", str(folder), "--format", "md", "--replace")
+    assert status == 0, err
+    assert f"report: {folder / 'report.html'}" in out.splitlines()
+    for name in ("report.md", "report.html"):
+        text = (folder / name).read_text()
+        assert f"{CAMPAIGN}: base" in text and f"{CAMPAIGN}: cand" not in text, name
     # The gate takes a name the campaign lacks for a mistyped argument: one line, exit 2,
     # not every rule listed as unmet for a candidate of none.
     status, out, err = cli("gate", str(folder), "--candidate", "nope")
