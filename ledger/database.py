@@ -207,7 +207,9 @@ class Database:
         """Writes Hive-partitioned Parquet (``campaign_id=.../arm=...``) readable unchanged by
         DuckDB over object storage, Spark or Trino; ``build`` reads it back."""
         target = Path(folder)
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        if target.exists() and not target.is_dir():
+            raise OutputExists(f"{target} is a file; export writes a new folder")
+        if target.exists() and any(target.iterdir()):
             raise OutputExists(f"{target} is not an empty folder; export writes a new one")
         empty = target.exists()
         if empty:

@@ -146,6 +146,9 @@ def test_export_is_partitioned_deterministic_and_reads_back(
     assert build([tmp_path / "one"]).query(query) == db.query(query)
     with pytest.raises(OutputExists, match="not an empty folder"):
         db.export_parquet(tmp_path / "one")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputExists, match="file is a file; export writes a new folder"):
+        db.export_parquet(tmp_path / "file")
 
 
 def test_an_export_from_before_the_server_columns_still_reads(
