@@ -208,8 +208,18 @@ class _Builder:
                     f"Decode p50 of {self.candidate} against {self.baseline} changed "
                     f"{min(changes):+.1f}% to {max(changes):+.1f}% across {len(changes)} cells."
                 )
-            matched = "matched" if self.comparison.get("matched") else "not matched"
-            sentences.append(f"The A/B comparison is {matched}.")
+            unmet_rules = {u.get("rule") for u in self.decision.get("unmet") or []}
+            if not self.comparison.get("matched"):
+                sentences.append("The A/B comparison is not matched.")
+            elif "matched-ab" in unmet_rules:
+                # Derive's checks hold, the policy's stricter ones (samples per cell, the
+                # rules an import cannot check) do not: the limitations say which.
+                sentences.append(
+                    "The A/B comparison is matched as derived, but not under the policy: "
+                    "descriptive only."
+                )
+            else:
+                sentences.append("The A/B comparison is matched.")
         unmet = self.decision.get("unmet") or []
         if unmet:
             sentences.append(

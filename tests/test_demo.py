@@ -108,6 +108,8 @@ def test_report_is_deterministic_and_traceable(demo: DemoResult, tmp_path: Path)
     ):
         assert heading in text, heading
     assert "| capacity 16,384 |" in text
+    # The policy counts the demo's comparison as matched (its gate says ok matched-ab).
+    assert "The A/B comparison is matched. Promotion is not authorized." in text
     digests = {a.path: a.sha256 for a in manifest.read_manifest(copy / "manifest.json").artifacts}
     for chart in ("decode", "prefill", "ttft", "e2e", "endurance"):
         data = read_document(copy / "report" / f"{chart}.json")

@@ -473,6 +473,11 @@ def test_an_imported_ab_is_decided_reported_and_verified_as_a_raw_campaign(
     assert status == 0, err
     text = (folder / "report.md").read_text()
     assert "| Measurement path | imported from vllm |" in text
+    # Derive matched the arms; the policy enforces the checks an import cannot make.
+    assert (
+        "The A/B comparison is matched as derived, but not under the policy: descriptive only."
+        in text
+    )
     metric = read_document(folder / "derived/ab-comparison-base-vs-cand.json")["rows"][0][
         "metrics"
     ]["first_token_p50_ms"]
