@@ -368,3 +368,30 @@ def test_a_sealed_folder_whose_name_is_no_campaign_id_is_named_as_such(
         "words joined by '-'); rename the folder\n"
     )
     assert not (tmp_path / "public").exists()
+
+
+def test_a_numeric_secret_is_redacted_and_caught_if_pasted_afterwards(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    path = "linux/capacity/ctx256-c1-nothink.json"
+    document = read_json(raw / path)
+    document["identity"]["environment"]["ADMIN_API_KEY"] = 12345678901234
+    write_json(raw / path, document)
+    run_manifest = read_json(raw / "run-manifest.json")
+    for cell in run_manifest["cells"]:
+        cell["artifact"]["sha256"] = sha256_file(raw / cell["artifact"]["path"])[0]
+    write_json(raw / "run-manifest.json", run_manifest)
+    forge_seal(raw)
+    public = publish(raw, tmp_path / "public").folder
+    environment = read_json(public / path)["identity"]["environment"]
+    assert environment["ADMIN_API_KEY"].startswith("<redacted:credential:")
+    assert b"12345678901234" not in _everything(public)
+    published = read_json(public / path)
+    published["identity"]["environment"]["ADMIN_API_KEY"] = 98765432109876
+    write_json(public / path, published)
+    forge_seal(public)
+    status, report = verify_json(cli, public)
+    assert status == 1
+    assert ("private-data", "/identity/environment/ADMIN_API_KEY") in [
+        (f["code"], f["pointer"]) for f in report["findings"]
+    ]

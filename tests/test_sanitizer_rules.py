@@ -536,3 +536,37 @@ def test_an_import_s_definitions_are_published_as_they_are() -> None:
         "e2e_ms": "vllm e2els",
     }
     assert Sanitizer().document({"definitions": definitions}) == {"definitions": definitions}
+
+
+def test_a_long_number_under_a_secret_key_is_a_credential() -> None:
+    """A numeric key or account secret was published as it was: only strings were read.
+    Shorter numbers (counts, ports, timeouts) and numbers under other keys stay numbers."""
+    document = {
+        "admin_api_key": 12345678901234,
+        "password": -12345678901234,
+        "auth_timeout": 300,
+        "token_count": 12345678901234,
+        "sent_ns": 99999999999999,
+        "flag": True,
+        "nested": [{"client_secret": 10**15}],
+    }
+    sanitizer = Sanitizer()
+    assert sorted(sanitizer.scan(document)) == [
+        ("/admin_api_key", "credential"),
+        ("/nested/0/client_secret", "credential"),
+        ("/password", "credential"),
+    ]
+    cleaned = sanitizer.document(document)
+    assert cleaned == {
+        "admin_api_key": "<redacted:credential:1>",
+        "auth_timeout": 300,
+        "flag": True,
+        "nested": [{"client_secret": "<redacted:credential:2>"}],
+        "password": "<redacted:credential:3>",
+        "sent_ns": 99999999999999,
+        "token_count": 12345678901234,
+    }
+    assert list(sanitizer.scan(cleaned)) == []
+    assert Sanitizer().document({"admin_api_key": 999_999_999_999}) == {
+        "admin_api_key": 999_999_999_999
+    }

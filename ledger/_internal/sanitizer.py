@@ -16,7 +16,7 @@ import ipaddress
 import itertools
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ _TOKEN_EDGE = re.compile(r"[^\s\"'<>,;()\[\]{}=]+")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _HEX = re.compile(r"[0-9a-fA-F]")
 _LITERALS = frozenset({"true", "false", "null", "none"})
+_LONG_NUMBER = 10**12
+"""A whole number this large or larger under a secret-like key is a credential (a numeric
+key or account secret): shorter ones are counts, ports and timeouts, as in text."""
 _SHORTEST = 3
 """No detector matches fewer characters (``::1``); a secret key's value is checked anyway."""
 _PASSES = 4
@@ -191,6 +194,7 @@ class Sanitizer:
         self._memo: dict[tuple[str, str | None], tuple[Hit, ...]] = {}
         self._last_long: tuple[str, str | None, tuple[Hit, ...]] | None = None
         self._keys: dict[str, bool] = {}
+        self._secret_keys: dict[str, bool] = {}
         self._prefilter = prefilter_for(self.rules) if prefilter else None
 
     # -- detection ----------------------------------------------------------------------
@@ -270,6 +274,18 @@ class Sanitizer:
         if found is None:
             found = self._keys[key] = self.secret_key(key) or self._gpu_key(key)
         return found
+
+    def _long_secret(self, value: int, key: str | None) -> bool:
+        """Whether a whole number is one a secret-like key makes a credential."""
+        if key is None or -_LONG_NUMBER < value < _LONG_NUMBER:
+            return False
+        found = self._secret_keys.get(key)
+        if found is None:
+            found = self._secret_keys[key] = self.secret_key(key)
+        return found
+
+    def _numbers(self) -> _Numbers:
+        return _Numbers(self._secret_keys, self._long_secret)
 
     def detect_all(self, items: list[tuple[str, str | None]]) -> list[tuple[Hit, ...]]:
         """:meth:`detect` of each (text, key), the texts scanned by the prefilter as one."""
@@ -413,7 +429,7 @@ class Sanitizer:
         """The JSON value sanitized, keys too (``value`` itself when nothing is redacted).
         Every string is detected first, all of them scanned by the prefilter as one."""
         items: list[tuple[str, str | None]] = []
-        _strings(value, key, items)
+        _strings(value, key, items, self._numbers())
         found = self.detect_all(items)
         if not any(found):
             return value
@@ -441,6 +457,14 @@ class Sanitizer:
                 self._rebuild(item, key, found, f"{pointer}/{index}")
                 for index, item in enumerate(value)
             ]
+        if (
+            type(value) is int
+            and (value >= _LONG_NUMBER or value <= -_LONG_NUMBER)
+            and self._long_secret(value, key)
+        ):
+            hits = next(found)
+            # Published as its placeholder, a string: the number itself is the secret.
+            return self._clean(str(value), hits, key) if hits else value
         return value
 
     def scan(
@@ -448,7 +472,7 @@ class Sanitizer:
     ) -> Iterator[tuple[str, str]]:
         """(JSON pointer, category) of every remaining hit: the fail-closed check."""
         items: list[tuple[str, str | None]] = []
-        _strings(value, key, items)
+        _strings(value, key, items, self._numbers())
         if not any(self.detect_all(items)):
             return iter(())
         return self._scan(value, pointer, key)
@@ -456,6 +480,9 @@ class Sanitizer:
     def _scan(self, value: Any, pointer: str, key: str | None) -> Iterator[tuple[str, str]]:
         if isinstance(value, str):
             for hit in self.detect(value, key):
+                yield pointer, hit.category
+        elif type(value) is int and self._long_secret(value, key):
+            for hit in self.detect(str(value), key):
                 yield pointer, hit.category
         elif isinstance(value, dict):
             for k in sorted(value):
@@ -477,18 +504,38 @@ def _plain(value: list[Any]) -> bool:
     return _SCALARS.issuperset(map(type, value))
 
 
-def _strings(value: Any, key: str | None, out: list[tuple[str, str | None]]) -> None:
+@attrs.frozen
+class _Numbers:
+    """Which keys make a long whole number a credential: those decided so far, and how to
+    decide another (one dictionary lookup a number, not a call)."""
+
+    known: dict[str, bool]
+    decide: Callable[[int, str | None], bool]
+
+
+def _strings(
+    value: Any, key: str | None, out: list[tuple[str, str | None]], numbers: _Numbers
+) -> None:
     """Every string of a JSON value with the key it stands under, keys themselves too
-    (under no key), in the order :meth:`Sanitizer.document` rebuilds it."""
+    (under no key), and each long whole number a secret-like key makes a credential, as
+    text, in the order :meth:`Sanitizer.document` rebuilds it."""
     if isinstance(value, str):
         out.append((value, key))
+    elif type(value) is int:
+        # Most numbers are small: the key is looked at only for a long one.
+        if value >= _LONG_NUMBER or value <= -_LONG_NUMBER:
+            secret = numbers.known.get(key) if key is not None else False
+            if secret is None:
+                secret = numbers.decide(value, key)
+            if secret:
+                out.append((str(value), key))
     elif isinstance(value, dict):
         for k in sorted(value):
             out.append((k, None))
-            _strings(value[k], k, out)
+            _strings(value[k], k, out, numbers)
     elif isinstance(value, list) and not _plain(value):
         for item in value:
-            _strings(item, key, out)
+            _strings(item, key, out, numbers)
 
 
 def _split(
