@@ -143,7 +143,8 @@ def _labels(
     decision_labels = []
     if failed:
         decision_labels.append("rejected")
-    elif complete and gates:
+    elif complete and gates and not evidence.problems:
+        # An artifact that cannot be read (a truncated cell) is evidence nobody verified.
         decision_labels.extend(["verified", "challenger"])
     decision_labels.append("no-promotion")
     return evidence_labels, decision_labels

@@ -931,3 +931,18 @@ def test_an_approval_record_nested_or_unreadable_breaks_the_seal(
         (campaign / "approvals" / "x.json").write_bytes(content)
         status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
         assert status == 1 and "approvals/x.json (added)" in err, err
+
+
+def test_a_campaign_with_an_unreadable_artifact_is_not_labelled_verified(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    """A truncated baseline cell: verify reports it, and decide no longer calls the
+    campaign verified (it did, as the candidate's own gates all passed)."""
+    cell = next(campaign.glob("baseline/capacity/*.json"))
+    cell.write_bytes(cell.read_bytes()[:100])
+    status, _, err = cli(
+        "decide", str(campaign), "--policy", str(policy_file), "--reseal-after-review"
+    )
+    assert status == 0, err
+    decision = json.loads((campaign / "summary.json").read_text())["decision"]
+    assert decision["decision_labels"] == ["no-promotion"]
