@@ -18,13 +18,13 @@ import attrs
 from ledger import manifest
 from ledger._internal import functional, jsonio, tree, verdicts
 from ledger._internal.findings import Issue
+from ledger._internal.imports import IMPORTED_SCHEMA
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.policy import Policy
 from ledger.schema import read_document
 
 RUN_MANIFEST = "run-manifest.json"
 APPROVALS_FOLDER = "approvals"
-IMPORTED_SCHEMA = "anvil-serving.imported-run/v1"
 BUNDLE_SUFFIX = manifest.BUNDLE_SUFFIX
 
 RULE_CODES = {
@@ -566,7 +566,7 @@ def check_approvals(
         return None, ["the policy names no approver; no promotion can be approved under it"]
     reasons = []
     for rel, data, record in evidence.approvals:
-        if record is None or record.get("schema") != "anvil-serving.approval/v1":
+        if record is None or record.get("schema") != manifest.APPROVAL_SCHEMA:
             continue
         if record["campaign_id"] != evidence.campaign_id or record["candidate"] != arm:
             reasons.append(f"{rel}: approves another campaign or arm")

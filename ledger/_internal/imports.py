@@ -819,9 +819,9 @@ def _slug(value: str) -> str:
 
 def _private(text: str) -> str | None:
     """The category of the first thing the sanitizer would redact in ``text``, if any."""
-    from ledger._internal.sanitizer import Sanitizer
+    from ledger._internal.scan import detector
 
-    hits = Sanitizer().detect(text)
+    hits = detector().detect(text)
     return hits[0].category if hits else None
 
 
