@@ -20,6 +20,8 @@ from ledger._internal.tomlio import parse_toml, read_toml
 from ledger.errors import InvalidArtifact
 
 POLICY_SCHEMA = "anvil-serving.promotion-policy/v1"
+_SHOWN = 5
+"""Schema problems a policy error names; the rest are counted."""
 PINNED_ROOTS = ("production", "staging")
 
 
@@ -120,7 +122,7 @@ def parse_policy(data: dict[str, Any], *, source: str, base: Path | None = None)
     """Checks a policy mapping against its schema and builds it.
 
     Raises:
-        InvalidArtifact: the first problem, with its JSON pointer.
+        InvalidArtifact: its problems, each with its JSON pointer.
     """
     if data.get("schema") != POLICY_SCHEMA:
         raise InvalidArtifact(
@@ -128,8 +130,11 @@ def parse_policy(data: dict[str, Any], *, source: str, base: Path | None = None)
         )
     problems = schema.issues(data, schema.SchemaId.parse(POLICY_SCHEMA))
     if problems:
-        first = problems[0]
-        raise InvalidArtifact(f"{source}: {first.pointer or '/'}: {first.message}")
+        # Every problem at once, on one line: a policy is edited by hand, and fixing one
+        # error at a time costs a run per error.
+        shown = "; ".join(f"{p.pointer or '/'}: {p.message}" for p in problems[:_SHOWN])
+        more = f" (and {len(problems) - _SHOWN} more)" if len(problems) > _SHOWN else ""
+        raise InvalidArtifact(f"{source}: {shown}{more}")
     approval = data["approval"]
     quality = data.get("quality") or {}
     root = approval["trusted_root"]

@@ -95,6 +95,23 @@ def test_bad_policies_are_one_line_errors(tmp_path: Path, edit: object, message:
     assert str(raised.value).startswith(str(path))
 
 
+def test_every_problem_of_a_policy_is_named_on_one_line(tmp_path: Path) -> None:
+    text = DEFAULT_TEXT.replace("reserve_min_free_mib = 3072", 'reserve_min_free_mib = "lots"')
+    text = text.replace("min_samples_per_cell = 10", "min_samples_per_cell = 0")
+    with pytest.raises(InvalidArtifact) as raised:
+        load_policy(_write(tmp_path, text))
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "/reserve_min_free_mib" in message and "/matched_ab/min_samples_per_cell" in message
+    assert "more)" not in message
+    # Past five, the rest are counted rather than listed.
+    for rule in ("equal_prompts", "equal_sampling", "equal_concurrency", "controlled_output"):
+        text = text.replace(f"{rule} = true", f'{rule} = "yes"')
+    with pytest.raises(InvalidArtifact, match=r"\(and 1 more\)$") as raised:
+        load_policy(_write(tmp_path, text))
+    assert str(raised.value).count("; ") == 4
+
+
 def test_commands_refuse_an_unusable_policy(
     tmp_path: Path, cli: CliRun, two_arm_campaign: Path
 ) -> None:
