@@ -97,16 +97,45 @@ def _utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _first_difference(a: Any, b: Any, pointer: str = "") -> str:
+def _first_difference(a: Any, b: Any, pointer: str = "", named: str = "") -> str:
+    """Where two plans first differ: the pointer into ``run-plan.json``, and what the plan
+    file calls it (``stage 'capacity', requests``) with both values when they are short."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
             if a.get(key, ...) != b.get(key, ...):
-                return _first_difference(a.get(key), b.get(key), f"{pointer}/{key}")
+                where = f"{named}, {key}" if named else key
+                return _first_difference(
+                    a.get(key, ...), b.get(key, ...), f"{pointer}/{key}", where
+                )
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for index, (x, y) in enumerate(zip(a, b, strict=True)):
             if x != y:
-                return _first_difference(x, y, f"{pointer}/{index}")
-    return pointer or "/"
+                return _first_difference(x, y, f"{pointer}/{index}", _item(named, index, x))
+    if isinstance(a, list) and isinstance(b, list):
+        a, b = f"{len(a)} entries", f"{len(b)} entries"
+    else:
+        a, b = _short(a), _short(b)
+    said = f"{named}: {a} in the run, {b} now" if named else "the plan"
+    return f"{said} ({pointer or '/'} of run-plan.json)"
+
+
+_PLURALS = {"stages": "stage", "arms": "arm", "evidence_stages": "evidence stage", "cells": "cell"}
+
+
+def _item(named: str, index: int, item: Any) -> str:
+    """A list item as the plan names it: ``arm 'candidate'``, else its position."""
+    label = item.get("name", item.get("id")) if isinstance(item, dict) else None
+    head, _, last = named.rpartition(", ")
+    if isinstance(label, str) and last in _PLURALS:
+        return f"{head}, " * bool(head) + f"{_PLURALS[last]} {label!r}"
+    return f"{named}[{index}]"
+
+
+def _short(value: Any) -> str:
+    if value is ...:
+        return "absent"
+    shown = orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 class _Interrupted(Exception):
@@ -204,8 +233,8 @@ class CampaignRun:
             wanted = self.plan.to_json()
             if recorded != wanted:
                 raise RunnerError(
-                    f"{plan_path}: the plan differs from the one this run started with "
-                    f"(first difference at {_first_difference(recorded, wanted)})"
+                    f"{plan_path}: the plan differs from the one this run started with: "
+                    f"{_first_difference(recorded, wanted)}"
                 )
         self.folder.mkdir(parents=True, exist_ok=True)
         # Temporary files of atomic writes that a SIGKILL interrupted: never a whole

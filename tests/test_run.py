@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import signal
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from ledger.schema import read_document
-from runners.campaign import run_plan
+from runners.campaign import _first_difference, run_plan
 from runners.plan import load_plan
 from runners.progress import LogProgress
 from tests.conftest import ROOT, CliRun, verify_json
@@ -148,6 +149,8 @@ def test_resume_refuses_a_changed_plan(tmp_path: Path, key: str, cli: CliRun) ->
     status, _, err = cli("run", str(changed), "--raw-dir", str(tmp_path), "--resume")
     assert status == 1
     assert "plan differs" in err and "/stages/0/requests" in err
+    # Named as the plan file names it, with both values.
+    assert "stage 'capacity', requests: 4 in the run, 5 now" in err
 
 
 def test_missing_key_variable_is_one_line(
@@ -373,3 +376,31 @@ def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read(
     assert header.endswith("first token - server prompt ms  server decode tok/s")
     assert first.split()[-2:] == ["-", "-"]
     assert second.split()[-2:] == ["3.2", "85.5"] and "9/10" in second
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda p: p["arms"][1].update(model="other"), "arm 'b', model: \"m\" in the run"),
+        (
+            lambda p: p["stages"][0]["cells"][1].update(concurrency=8),
+            "stage 'capacity', cell 'ctx2', concurrency: 4 in the run, 8 now",
+        ),
+        (lambda p: p["stages"].append({"name": "x"}), "stages: 1 entries in the run, 2 entries"),
+        (lambda p: p.pop("seed"), "seed: 7 in the run, absent now (/seed of run-plan.json)"),
+    ],
+)
+def test_a_changed_plan_is_described_as_the_plan_file_names_it(edit: Any, said: str) -> None:
+    recorded = {
+        "arms": [{"name": "a", "model": "m"}, {"name": "b", "model": "m"}],
+        "seed": 7,
+        "stages": [
+            {
+                "name": "capacity",
+                "cells": [{"id": "ctx1", "concurrency": 4}, {"id": "ctx2", "concurrency": 4}],
+            }
+        ],
+    }
+    wanted = copy.deepcopy(recorded)
+    edit(wanted)
+    assert said in _first_difference(recorded, wanted)
