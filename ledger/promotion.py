@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import functional, jsonio, tree, verdicts
+from ledger._internal import functional, jsonio, runs, tree, verdicts
 from ledger._internal.findings import Issue
 from ledger._internal.imports import IMPORTED_SCHEMA
 from ledger.errors import InvalidArtifact, SchemaError
@@ -24,6 +24,7 @@ from ledger.policy import Policy
 from ledger.schema import read_document
 
 RUN_MANIFEST = "run-manifest.json"
+RUN_PLAN = "run-plan.json"
 APPROVALS_FOLDER = "approvals"
 BUNDLE_SUFFIX = manifest.BUNDLE_SUFFIX
 
@@ -100,6 +101,8 @@ class Evidence:
     folder: Path
     campaign_id: str
     run_manifest: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    """run-plan.json: the cells every arm was to run."""
     cells: dict[str, list[tuple[str, dict[str, Any]]]] = attrs.Factory(dict)
     """arm -> (path, cell-run document) in run-manifest order."""
     stages: dict[tuple[str, str], tuple[str, dict[str, Any]]] = attrs.Factory(dict)
@@ -113,6 +116,9 @@ class Evidence:
     import``), as the campaign's seal lists them."""
     problems: list[str] = attrs.Factory(list)
     """Artifacts that could not be read (their own findings come from verify)."""
+    withheld: frozenset[str] = frozenset()
+    """Paths the seal declares withheld: a comparison drawn from one cannot be derived
+    again here."""
 
     @property
     def arms(self) -> list[str]:
@@ -138,6 +144,21 @@ def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
         return None
 
 
+def _owned(folder: Path, entry: dict[str, Any], problems: list[str]) -> dict[str, Any] | None:
+    """A run manifest entry's artifact, when it is the entry's own arm, stage and cell:
+    the run manifest is as easy to edit as anything, the artifact's own fields are what
+    its digest holds."""
+    rel = entry["artifact"]["path"]
+    document = _read(folder, rel, problems)
+    if document is None:
+        return None
+    mismatch = runs.owner_mismatch(entry, runs.owner_of(document))
+    if mismatch is not None:
+        problems.append(f"{rel}: {mismatch}")
+        return None
+    return document
+
+
 def load_evidence(folder: str | Path) -> Evidence:
     """Reads the evidence of a campaign folder (never raises for a bad artifact)."""
     root = Path(folder)
@@ -145,20 +166,27 @@ def load_evidence(folder: str | Path) -> Evidence:
     problems = evidence.problems
     if (root / RUN_MANIFEST).exists():
         evidence.run_manifest = _read(root, RUN_MANIFEST, problems)
+    if (root / RUN_PLAN).exists():
+        evidence.plan = _read(root, RUN_PLAN, problems)
     manifest = evidence.run_manifest or {}
+    planned = evidence.plan if evidence.run_manifest is not None else None
+    for arm, stage, cell in runs.unlisted_planned_cells(manifest, planned):
+        problems.append(
+            f"{RUN_MANIFEST}: no entry for {arm}/{stage}/{cell}, which {RUN_PLAN} plans"
+        )
     for entry in manifest.get("cells", ()):
         evidence.cells.setdefault(entry["arm"], [])
         artifact = entry.get("artifact")
         if artifact is None:
             continue
-        document = _read(root, artifact["path"], problems)
+        document = _owned(root, entry, problems)
         if document is not None:
             evidence.cells[entry["arm"]].append((artifact["path"], document))
     for entry in manifest.get("evidence", ()):
         artifact = entry.get("artifact")
         if artifact is None:
             continue
-        document = _read(root, artifact["path"], problems)
+        document = _owned(root, entry, problems)
         schema = str((document or {}).get("schema"))
         kind = _KIND_OF_SCHEMA.get(schema)
         if schema == functional.SCHEMA and document is not None:
@@ -166,6 +194,7 @@ def load_evidence(folder: str | Path) -> Evidence:
         if document is not None and kind is not None:
             evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
     _load_imported(evidence)
+    evidence.withheld = frozenset(_withheld(root))
     derived = root / "derived"
     for path in sorted(derived.glob("*.json")) if derived.is_dir() else ():
         rel = path.relative_to(root).as_posix()
@@ -205,6 +234,21 @@ def imported_runs(folder: Path) -> list[str]:
     ]
 
 
+def _withheld(folder: Path) -> list[str]:
+    """The paths the seal declares withheld (none when it cannot be read: its own finding
+    says why)."""
+    try:
+        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
+    except (OSError, InvalidArtifact):
+        return []
+    entries = seal.get("withheld") if isinstance(seal, dict) else None
+    return [
+        entry["path"]
+        for entry in (entries if isinstance(entries, list) else ())
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str)
+    ]
+
+
 def _load_imported(evidence: Evidence) -> None:
     for path in imported_runs(evidence.folder):
         document = _read(evidence.folder, path, evidence.problems)
@@ -221,6 +265,12 @@ def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:
     for entry in (evidence.run_manifest or {}).get("cells", ()):
         if entry["arm"] == arm:
             planned[entry["stage"]] = planned.get(entry["stage"], 0) + 1
+    # A planned cell the run manifest lacks is a cell not complete, not one fewer cell.
+    run_manifest = evidence.run_manifest
+    plan = evidence.plan if run_manifest is not None else None
+    for missing_arm, stage, _ in runs.unlisted_planned_cells(run_manifest or {}, plan):
+        if missing_arm == arm:
+            planned[stage] = planned.get(stage, 0) + 1
     for _, document in evidence.cells.get(arm, ()):
         kinds[document["stage"]["name"]] = document["stage"]["kind"]
     gates = []
@@ -238,7 +288,7 @@ def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:
             f"{count} cell{'s' if count != 1 else ''}, {completed}/{requests} requests completed"
         )
         if incomplete:
-            detail += f", {incomplete} cells not complete"
+            detail += f", {incomplete} cell{'s' if incomplete != 1 else ''} not complete"
         gates.append(
             GateResult(
                 arm,
@@ -531,7 +581,7 @@ def _check_comparisons(evidence: Evidence, policy: Policy, arm: str, fail: Any) 
             f"no A/B comparison with {_who(arm)} as the candidate (ledger derive --kind ab)",
         )
         return None
-    judged = [(p, comparison_failures(d, policy)) for p, d in mine]
+    judged = [(p, [*comparison_failures(d, policy), *_unchecked(d, evidence)]) for p, d in mine]
     for path, reasons in judged:
         if not reasons:
             return path
@@ -539,6 +589,20 @@ def _check_comparisons(evidence: Evidence, policy: Policy, arm: str, fail: Any) 
     for reason in reasons:
         fail("matched-ab", f"{path}: {reason}")
     return path
+
+
+def _unchecked(comparison: dict[str, Any], evidence: Evidence) -> list[str]:
+    """Why a comparison cannot stand for a promotion however it reads: it compares no
+    cell, or it is drawn from a withheld cell run, so no one can derive it again."""
+    if not comparison["rows"]:
+        return ["it compares no cell"]
+    sources = sorted(
+        {s["path"] for row in comparison["rows"] for s in row.get("sources") or ()}
+        & evidence.withheld
+    )
+    if sources:
+        return [f"drawn from withheld {', '.join(sources)}: it cannot be derived again"]
+    return []
 
 
 def _check_reserve(evidence: Evidence, policy: Policy, arm: str, fail: Any) -> None:

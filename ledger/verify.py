@@ -447,6 +447,8 @@ def _check_campaign(
                 "pool its requests with the listed cell's",
             ),
         )
+    for issue in _run_manifest_issues(campaign.folder, by_rel):
+        add(promotion.RUN_MANIFEST, issue)
     # A cell a resumed run set aside is not the cell: its rerun is.
     sweeps = [
         (r.rel, r.sweep) for r in results if r.sweep is not None and not _SET_ASIDE.search(r.rel)
@@ -460,7 +462,7 @@ def _check_campaign(
             if problem is not None:
                 resolved = False
                 add(result.rel, problem)
-        if resolved and result.references and result.schema in _DERIVED_SCHEMAS:
+        if resolved and result.schema in _DERIVED_SCHEMAS:
             recompute.append((campaign, result))
         summary = result.summary
         if (
@@ -519,6 +521,31 @@ def _unlisted_runs(
         for r in results
         if _is_kind(r.schema, "cell-run") and r.rel not in named and not _SET_ASIDE.search(r.rel)
     ]
+
+
+def _run_manifest_issues(folder: Path, by_rel: dict[str, scan.FileResult]) -> list[Issue]:
+    """A run manifest against the plan and the artifacts it lists (what decide and gate
+    read it for: which arm, stage and cell each artifact is)."""
+    run = by_rel.get(promotion.RUN_MANIFEST)
+    if run is None or not _intact(run) or not _is_kind(run.schema, "run-manifest"):
+        return []
+    try:
+        document = jsonio.read_json(folder / promotion.RUN_MANIFEST)
+    except (OSError, InvalidArtifact):
+        return []  # changed since it was checked: its worker's findings stand
+    plan_result = by_rel.get(promotion.RUN_PLAN)
+    plan = None
+    if plan_result is not None and _intact(plan_result):
+        try:
+            plan = jsonio.read_json(folder / promotion.RUN_PLAN)
+        except (OSError, InvalidArtifact):
+            plan = None
+    owners = {r.rel: r.owner for r in by_rel.values() if _intact(r)}
+    return runs.run_manifest_issues(document, plan, owners)
+
+
+def _intact(result: scan.FileResult) -> bool:
+    return result.parsed and not any(CODES[i.code][0] == "error" for i in result.issues)
 
 
 def _is_kind(schema: str | None, kind: str) -> bool:

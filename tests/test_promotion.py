@@ -946,3 +946,100 @@ def test_a_campaign_with_an_unreadable_artifact_is_not_labelled_verified(
     assert status == 0, err
     decision = json.loads((campaign / "summary.json").read_text())["decision"]
     assert decision["decision_labels"] == ["no-promotion"]
+
+
+def _point_at_baseline_reserve(campaign: Path) -> None:
+    run_path = campaign / "run-manifest.json"
+    run = json.loads(run_path.read_text())
+    (entry,) = [e for e in run["evidence"] if (e["arm"], e["kind"]) == ("candidate", "reserve")]
+    baseline = next(e for e in run["evidence"] if (e["arm"], e["kind"]) == ("baseline", "reserve"))
+    entry["artifact"] = dict(baseline["artifact"])
+    run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+    (campaign / "candidate" / "reserve.json").unlink()
+    forge_seal(campaign)
+
+
+def _drop_cell(campaign: Path) -> None:
+    rel = f"candidate/{CELL}"
+    run_path = campaign / "run-manifest.json"
+    run = json.loads(run_path.read_text())
+    run["cells"] = [e for e in run["cells"] if (e["artifact"] or {}).get("path") != rel]
+    run_path.write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+    (campaign / rel).unlink()
+    forge_seal(campaign)
+
+
+def _strip_sources(campaign: Path) -> None:
+    path = campaign / "derived" / "ab-comparison-baseline-vs-candidate.json"
+    document = json.loads(path.read_text())
+    for row in document["rows"]:
+        row["sources"] = []
+    path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    forge_seal(campaign)
+
+
+def _withhold_a_source(campaign: Path) -> None:
+    from ledger import manifest as seals
+
+    (campaign / "baseline" / CELL).unlink()
+    seals.seal(campaign, withhold=[f"baseline/{CELL}"], check=False, jobs=1)
+
+
+@pytest.mark.parametrize(
+    ("forge", "code", "rule", "reason"),
+    [
+        (
+            _point_at_baseline_reserve,
+            "run-manifest-mismatch",
+            "reserve",
+            (
+                "listed for arm 'candidate', stage 'reserve', but the artifact says arm "
+                "'baseline', stage 'reserve'"
+            ),
+        ),
+        (
+            _drop_cell,
+            "run-manifest-mismatch",
+            "required-gates",
+            (
+                "no entry for arm 'candidate', stage 'capacity', cell 'ctx256-c1-nothink', "
+                "which run-plan.json plans"
+            ),
+        ),
+        (_strip_sources, "derived-mismatch", None, "derived again from the raw rows"),
+        (_withhold_a_source, None, "matched-ab", "it cannot be derived again"),
+    ],
+    ids=[
+        "another-arms-reserve",
+        "failing-cell-dropped-with-its-entry",
+        "sources-stripped",
+        "source-withheld",
+    ],
+)
+def test_run_manifest_and_comparison_forgeries_are_refused(
+    campaign: Path,
+    policy_file: Path,
+    sigstore: PrivateSigstore,
+    cli: CliRun,
+    forge: Any,
+    code: str | None,
+    rule: str | None,
+    reason: str,
+) -> None:
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, policy).evaluation.allowed
+    status, _, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 0
+    forge(campaign)
+    status, out, _ = cli("gate", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and "promotion NOT allowed" in out
+    if rule is not None:
+        assert f"FAIL {rule}" in out
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    messages = [f["message"] for f in report["findings"] if f["code"] == code]
+    if code is not None:
+        assert status == 1 and any(reason in m for m in messages), report["findings"]
+    else:
+        assert reason in out

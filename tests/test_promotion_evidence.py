@@ -222,8 +222,10 @@ def test_unreadable_and_escaping_artifacts_are_problems_not_evidence(
     assert list(evidence.stages) == []  # a cell run is no evidence stage
     assert evidence.comparisons == []  # nor an A/B comparison
     problems = sorted(p.split(":")[0] for p in evidence.problems)
+    # The cell run listed as a telemetry stage is another arm's artifact: a problem too.
     assert problems == sorted(["../outside.json", cells[2]["artifact"]["path"],
-                               "linux/broken.json"])  # fmt: skip
+                               "linux/broken.json", "linux/cell-copy.json"])  # fmt: skip
+    assert any("says arm 'windows', stage 'capacity'" in p for p in evidence.problems)
     assert sum("leads out of the campaign folder" in p for p in evidence.problems) == 1
 
 
@@ -345,3 +347,13 @@ def test_between_equally_close_comparisons_the_first_path_is_reported() -> None:
     evaluation = evaluate(evidence, POLICY, candidate="b")
     assert evaluation.comparison == "derived/1.json"
     assert [u.reason for u in evaluation.unmet if u.rule == "matched-ab"] == ["derived/1.json: zzz"]
+
+
+def test_a_comparison_of_no_cell_or_of_a_withheld_run_cannot_stand() -> None:
+    evidence = Evidence(Path("."), "x", withheld=frozenset({"b/c1.json"}))
+    row = {"sources": [{"path": "a/c1.json"}, {"path": "b/c1.json"}]}
+    assert promotion._unchecked({"rows": []}, evidence) == ["it compares no cell"]
+    assert promotion._unchecked({"rows": [row]}, evidence) == [
+        "drawn from withheld b/c1.json: it cannot be derived again"
+    ]
+    assert promotion._unchecked({"rows": [row]}, Evidence(Path("."), "x")) == []

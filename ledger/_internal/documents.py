@@ -15,6 +15,18 @@ from ledger.errors import SchemaError
 from ledger.hashing import is_hex_digest
 from ledger.models import BenchmarkDecisionSummary, structure
 
+_OWNED = frozenset(
+    {
+        "cell-run",
+        "gpu-reserve",
+        "gpu-telemetry",
+        "container-restoration",
+        "startup-attempt",
+        "functional-gate",
+    }
+)
+"""The kinds a run manifest lists under an arm and stage."""
+
 CHANGE_TOLERANCE = 1e-9
 """Relative tolerance of a recomputed change_percent."""
 
@@ -47,6 +59,8 @@ class DocumentResult:
     """Its ``campaign_id`` field, when that is a string: the campaign it says it belongs to."""
     sweep: runs.SweepCell | None = None
     """A sweep stage's cell, for the check of its rates against its probes."""
+    owner: runs.Owner | None = None
+    """The arm, stage and cell a cell run or evidence stage says it is."""
 
 
 def change_percent(baseline: float, candidate: float) -> float | None:
@@ -219,4 +233,5 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
         summary,
         campaign if isinstance(campaign, str) else None,
         sweep,
+        runs.owner_of(document) if schema_id.kind in _OWNED else None,
     )

@@ -142,6 +142,13 @@ CODES: dict[str, tuple[Severity, str]] = {
             "pooled with the cell it copies)"
         ),
     ),
+    "run-manifest-mismatch": (
+        "error",
+        (
+            "run-manifest.json lists an artifact under another arm, stage or cell than the "
+            "artifact names, or lacks a cell run-plan.json plans"
+        ),
+    ),
     "record-inconsistent": ("error", "a request record or cell contradicts itself"),
     "schedule-mismatch": (
         "error",

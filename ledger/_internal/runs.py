@@ -314,3 +314,85 @@ def check_sweeps(cells: Sequence[tuple[str, SweepCell]]) -> list[tuple[str, Issu
                 if cell.chosen is not None and cell.stage == stage
             )  # fmt: skip
     return found
+
+
+Owner = tuple[str, str, str | None]
+"""(arm, stage, cell) of a run's artifact; the cell is None for an evidence stage's."""
+
+
+def owner_of(document: Any) -> Owner | None:
+    """Whose artifact a cell run or evidence stage says it is; None when it names none."""
+    if not isinstance(document, dict) or not isinstance(document.get("arm"), str):
+        return None
+    stage = document.get("stage")
+    if isinstance(stage, dict):  # a cell run: its stage by name, and its cell
+        cell = document.get("cell")
+        name, cell_id = stage.get("name"), cell.get("id") if isinstance(cell, dict) else None
+        if isinstance(name, str) and isinstance(cell_id, str):
+            return document["arm"], name, cell_id
+        return None
+    return (document["arm"], stage, None) if isinstance(stage, str) else None
+
+
+def entry_owner(entry: dict[str, Any]) -> Owner:
+    """Whose artifact a run manifest's entry (under ``cells`` or ``evidence``) lists."""
+    cell = entry.get("cell")
+    return str(entry["arm"]), str(entry["stage"]), cell if isinstance(cell, str) else None
+
+
+def owner_mismatch(entry: dict[str, Any], owner: Owner | None) -> str | None:
+    """Why a listed artifact is not the entry's (another arm's reserve reading listed as the
+    candidate's would pass its gate), or None when it is."""
+    listed = entry_owner(entry)
+    if owner == listed:
+        return None
+    said = "names no arm and stage" if owner is None else f"says {_owner_words(owner)}"
+    return f"listed for {_owner_words(listed)}, but the artifact {said}"
+
+
+def _owner_words(owner: Owner) -> str:
+    arm, stage, cell = owner
+    return f"arm {arm!r}, stage {stage!r}" + (f", cell {cell!r}" if cell is not None else "")
+
+
+def unlisted_planned_cells(run_manifest: dict[str, Any], plan: Any) -> list[Owner]:
+    """Cells the plan names for an arm that the run manifest does not list: a cell dropped
+    from both the folder and the run manifest would leave its stage's gate passing. (A
+    sweep's rate cells are found while it runs; its probe cells are planned.)"""
+    if not isinstance(plan, dict):
+        return []
+    listed = {entry_owner(entry) for entry in run_manifest.get("cells", ())}
+    missing: list[Owner] = []
+    for arm in plan.get("arms") or ():
+        for stage in plan.get("stages") or ():
+            for cell in stage.get("cells") or ():
+                owner = (str(arm.get("name")), str(stage.get("name")), str(cell.get("id")))
+                if owner not in listed:
+                    missing.append(owner)
+    return missing
+
+
+def run_manifest_issues(
+    run_manifest: dict[str, Any], plan: Any, owners: dict[str, Owner | None]
+) -> list[Issue]:
+    """The run manifest against the plan and against the artifacts it lists (``owners``:
+    path -> what the artifact says it is, for those that could be read)."""
+    found = [
+        Issue(
+            "run-manifest-mismatch",
+            "/cells",
+            f"no entry for {_owner_words(owner)}, which run-plan.json plans",
+        )
+        for owner in unlisted_planned_cells(run_manifest, plan)
+    ]
+    for section in ("cells", "evidence"):
+        for index, entry in enumerate(run_manifest.get(section, ())):
+            artifact = entry.get("artifact")
+            if not isinstance(artifact, dict) or artifact.get("path") not in owners:
+                continue
+            mismatch = owner_mismatch(entry, owners[artifact["path"]])
+            if mismatch is not None:
+                found.append(
+                    Issue("run-manifest-mismatch", f"/{section}/{index}/artifact/path", mismatch)
+                )
+    return found

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
-from ledger._internal.runs import SweepCell
+from ledger._internal.runs import Owner, SweepCell
 from ledger._internal.sanitizer import Sanitizer
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
@@ -72,6 +72,8 @@ class FileResult(NamedTuple):
     """The campaign the document says it belongs to."""
     sweep: SweepCell | None = None
     """A sweep stage's cell, for the check of its rates against its probes."""
+    owner: Owner | None = None
+    """The arm, stage and cell a cell run or evidence stage says it is."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -172,6 +174,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                 document.summary,
                 document.campaign_id,
                 document.sweep,
+                document.owner,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
 
