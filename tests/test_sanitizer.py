@@ -256,3 +256,37 @@ def test_a_secret_key_s_literal_values_are_not_credentials(value: str) -> None:
     sanitizer = Sanitizer()
     assert sanitizer.detect(value, "api_key") == []
     assert [h.category for h in sanitizer.detect(value + "y", "api_key")] == ["credential"]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_a_value_after_a_secret_flag_in_an_argv_is_a_credential(prefilter: bool) -> None:
+    # docker inspect records a container's command as a list, flag and value apart.
+    argv = ["serve", "--model", "org/m", "--api-key", "Tr0ub4dor-and-3-horses", "--port", "8000",
+            "--max-tokens", "512", "--token", "-", "--db_password", "hunter2hunter2"]  # fmt: skip
+    sanitizer = Sanitizer(prefilter=prefilter)
+    assert list(sanitizer.scan({"command": argv})) == [
+        ("/command/4", "credential"),
+        ("/command/12", "credential"),
+    ]
+    cleaned = sanitizer.document({"command": argv})["command"]
+    assert cleaned[4].startswith("<redacted:credential:") and cleaned[12].startswith("<redacted:")
+    # The flags themselves, other values, and a flag's "-" (standard input) stay.
+    kept = [i for i in range(len(argv)) if i not in (4, 12)]
+    assert [cleaned[i] for i in kept] == [argv[i] for i in kept]
+    assert list(sanitizer.scan({"command": cleaned})) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('--api-key "Tr0ub4dor-and-3"', "Tr0ub4dor-and-3"),
+        ("--api-key 'Tr0ub4dor-and-3'", "Tr0ub4dor-and-3"),
+        ("--api_key Tr0ub4dor-and-3", "Tr0ub4dor-and-3"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("NGC_KEY nvapi-" + "Ab1_" * 16, "nvapi-" + "Ab1_" * 16),
+    ],
+)
+def test_quoted_flag_values_basic_auth_and_nvidia_keys(text: str, secret: str) -> None:
+    cleaned = Sanitizer().text(text)
+    assert secret not in cleaned and "<redacted:credential:1>" in cleaned

@@ -195,6 +195,7 @@ class Sanitizer:
         self._last_long: tuple[str, str | None, tuple[Hit, ...]] | None = None
         self._keys: dict[str, bool] = {}
         self._secret_keys: dict[str, bool] = {}
+        self._flags: dict[str, bool] = {}
         self._prefilter = prefilter_for(self.rules) if prefilter else None
 
     # -- detection ----------------------------------------------------------------------
@@ -284,8 +285,27 @@ class Sanitizer:
             found = self._secret_keys[key] = self.secret_key(key)
         return found
 
-    def _numbers(self) -> _Numbers:
-        return _Numbers(self._secret_keys, self._long_secret)
+    def _numbers(self) -> _Keys:
+        return _Keys(self._secret_keys, self._long_secret, self._item_keys)
+
+    def _item_keys(self, items: list[Any], key: str | None) -> list[str | None]:
+        """The key each item of a list stands under: the list's, except a value right
+        after a flag that names a credential, which stands under the flag (an argv as
+        ``docker inspect`` records it: ``["--api-key", "..."]``)."""
+        keys = [key] * len(items)
+        for index, flag in enumerate(items[:-1]):
+            if type(flag) is not str or not flag.startswith("-") or "=" in flag:
+                continue
+            value = items[index + 1]
+            if type(value) is str and not value.startswith("-") and self._secret_flag(flag):
+                keys[index + 1] = flag
+        return keys
+
+    def _secret_flag(self, flag: str) -> bool:
+        found = self._flags.get(flag)
+        if found is None:
+            found = self._flags[flag] = self.secret_key(flag.lstrip("-"))
+        return found
 
     def detect_all(self, items: list[tuple[str, str | None]]) -> list[tuple[Hit, ...]]:
         """:meth:`detect` of each (text, key), the texts scanned by the prefilter as one."""
@@ -454,8 +474,10 @@ class Sanitizer:
             return out
         if isinstance(value, list) and not _plain(value):
             return [
-                self._rebuild(item, key, found, f"{pointer}/{index}")
-                for index, item in enumerate(value)
+                self._rebuild(item, under, found, f"{pointer}/{index}")
+                for index, (item, under) in enumerate(
+                    zip(value, self._item_keys(value, key), strict=True)
+                )
             ]
         if (
             type(value) is int
@@ -491,8 +513,10 @@ class Sanitizer:
                     yield f"{pointer}/{escaped}", f"{hit.category} (in a key)"
                 yield from self._scan(value[k], f"{pointer}/{escaped}", k)
         elif isinstance(value, list):
-            for index, item in enumerate(value):
-                yield from self._scan(item, f"{pointer}/{index}", key)
+            for index, (item, under) in enumerate(
+                zip(value, self._item_keys(value, key), strict=True)
+            ):
+                yield from self._scan(item, f"{pointer}/{index}", under)
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
@@ -505,16 +529,18 @@ def _plain(value: list[Any]) -> bool:
 
 
 @attrs.frozen
-class _Numbers:
-    """Which keys make a long whole number a credential: those decided so far, and how to
-    decide another (one dictionary lookup a number, not a call)."""
+class _Keys:
+    """What the walk needs of the keys: which make a long whole number a credential (those
+    decided so far, and how to decide another: one dictionary lookup a number, not a
+    call), and the key each item of a list stands under."""
 
     known: dict[str, bool]
     decide: Callable[[int, str | None], bool]
+    items: Callable[[list[Any], str | None], list[str | None]]
 
 
 def _strings(
-    value: Any, key: str | None, out: list[tuple[str, str | None]], numbers: _Numbers
+    value: Any, key: str | None, out: list[tuple[str, str | None]], numbers: _Keys
 ) -> None:
     """Every string of a JSON value with the key it stands under, keys themselves too
     (under no key), and each long whole number a secret-like key makes a credential, as
@@ -534,8 +560,8 @@ def _strings(
             out.append((k, None))
             _strings(value[k], k, out, numbers)
     elif isinstance(value, list) and not _plain(value):
-        for item in value:
-            _strings(item, key, out, numbers)
+        for item, under in zip(value, numbers.items(value, key), strict=True):
+            _strings(item, under, out, numbers)
 
 
 def _split(
