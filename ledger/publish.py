@@ -22,7 +22,7 @@ from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
 from ledger._internal.documents import find_references, may_reference
 from ledger._internal.outputs import Changes, OutputExists, inside, is_within, new_folder
-from ledger._internal.sanitizer import KeyCollision, Sanitizer, load_rules
+from ledger._internal.sanitizer import JSON_LINES, KeyCollision, Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
 from ledger.models import Manifest, Review, ReviewedChange
@@ -297,7 +297,15 @@ def _sanitized(
             raise PublishError(f"{rel}#{pointer}: {category} still present after sanitizing")
         # Parsed strictly and changed only in its strings: no NaN or Infinity to look for.
         return jsonio.dumps_parsed(cleaned)
-    text = sanitizer.text(_decode(rel, data))
+    if rel.endswith(JSON_LINES):
+        text = sanitizer.lines(_decode(rel, data))
+        for number, pointer, category in sanitizer.scan_lines(text):
+            raise PublishError(
+                f"{rel}: line {number}{pointer and ' at ' + pointer}: {category} still "
+                "present after sanitizing"
+            )
+    else:
+        text = sanitizer.text(_decode(rel, data))
     hits = sanitizer.detect(text)
     if hits:
         raise PublishError(f"{rel}: {hits[0].category} still present after sanitizing")

@@ -290,3 +290,24 @@ def test_a_value_after_a_secret_flag_in_an_argv_is_a_credential(prefilter: bool)
 def test_quoted_flag_values_basic_auth_and_nvidia_keys(text: str, secret: str) -> None:
     cleaned = Sanitizer().text(text)
     assert secret not in cleaned and "<redacted:credential:1>" in cleaned
+
+
+def test_json_lines_are_sanitized_as_the_json_they_decode_to() -> None:
+    # Escapes a JSON reader decodes: as text, neither line names a key or an address.
+    text = (
+        '{"api\\u005fkey": "plainsecretvalue30", "n": 1}\n'
+        '{"url": "http://10\\u002e0.0.5:8000/v1"}\n'
+        "2026-11-29 INFO token=abcdefgh1234 served\n"
+        '{"ok": "fine",  "n": 2}\n'
+    )
+    sanitizer = Sanitizer()
+    assert list(sanitizer.scan_lines(text)) == [
+        (1, "/api_key", "credential"),
+        (2, "/url", "endpoint"),
+    ]
+    out = sanitizer.lines(text).split("\n")
+    assert out[0] == '{"api_key":"<redacted:credential:1>","n":1}'
+    assert out[1] == '{"url":"http://<redacted:endpoint:1>/v1"}'
+    assert "abcdefgh1234" not in out[2]  # a line of text is sanitized as text
+    assert out[3] == '{"ok": "fine",  "n": 2}'  # nothing redacted: the line as it was
+    assert list(sanitizer.scan_lines("\n".join(out))) == []

@@ -412,3 +412,15 @@ def test_failures_alone_need_a_ticket_and_every_published_campaign_is_checked(
         (first.name,
          "the campaign has failures or a next gate but links no ticket (ledger ticket new)"),
     ]  # fmt: skip
+
+
+def test_a_public_file_of_json_lines_is_scanned_as_the_json_it_decodes_to(tmp_path: Path) -> None:
+    from ledger._internal import scan
+
+    path = tmp_path / "requests.jsonl"
+    path.write_text('{"ok": 1}\n{"api\\u005fkey": "plainsecretvalue30"}\n')
+    found = scan.process_file(scan.FileTask(str(path), "logs/requests.jsonl", False, None, True))
+    assert [i.message for i in found.issues] == ["line 2 at /api_key: credential in a public file"]
+    # The same bytes under another name are text: the escape hides the key from the text rules.
+    found = scan.process_file(scan.FileTask(str(path), "logs/requests.log", False, None, True))
+    assert found.issues == ()

@@ -21,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 
+from ledger._internal import jsonio
 from ledger._internal.prefilter import Window, lookahead_reach, prefilter_for
+from ledger.errors import InvalidArtifact
 
 CATEGORIES = ("credential", "gpu", "endpoint", "path")
 RULES_FILE = Path(__file__).resolve().parent.parent / "_rules" / "sanitizer-v1.json"
@@ -489,6 +492,29 @@ class Sanitizer:
             return self._clean(str(value), hits, key) if hits else value
         return value
 
+    def lines(self, text: str) -> str:
+        """A file of JSON lines sanitized: each line that holds JSON as a document first
+        (what a JSON reader decodes, escapes included: ``api\\u005fkey`` is ``api_key``),
+        written again only where something was redacted, then the whole as text."""
+        out = []
+        for line in text.split("\n"):
+            value = _json_line(line)
+            if value is not _NOT_JSON:
+                cleaned = self.document(value)
+                if cleaned is not value:
+                    line = orjson.dumps(cleaned).decode()
+            out.append(line)
+        return self.text("\n".join(out))
+
+    def scan_lines(self, text: str) -> Iterator[tuple[int, str, str]]:
+        """(line number, JSON pointer, category) of every hit left in the JSON a file of
+        JSON lines holds, as decoded (its text is scanned as any text is)."""
+        for number, line in enumerate(text.split("\n"), 1):
+            value = _json_line(line)
+            if value is not _NOT_JSON:
+                for pointer, category in self.scan(value):
+                    yield number, pointer, category
+
     def scan(
         self, value: Any, pointer: str = "", key: str | None = None
     ) -> Iterator[tuple[str, str]]:
@@ -517,6 +543,22 @@ class Sanitizer:
                 zip(value, self._item_keys(value, key), strict=True)
             ):
                 yield from self._scan(item, f"{pointer}/{index}", under)
+
+
+JSON_LINES = (".jsonl", ".ndjson")
+"""Names of files of JSON lines: sanitized and scanned line by line as JSON, then as text."""
+
+_NOT_JSON = object()
+
+
+def _json_line(line: str) -> Any:
+    """The JSON value a line holds, or ``_NOT_JSON``."""
+    if line.lstrip()[:1] not in ("{", "["):
+        return _NOT_JSON
+    try:
+        return jsonio.parse_strict(line.encode())
+    except InvalidArtifact:
+        return _NOT_JSON
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})

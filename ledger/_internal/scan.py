@@ -22,7 +22,7 @@ from ledger._internal.documents import FoundReference, check_document, may_refer
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger._internal.runs import Owner, SweepCell
-from ledger._internal.sanitizer import Sanitizer
+from ledger._internal.sanitizer import JSON_LINES, Sanitizer
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
 from ledger.hashing import CHUNK_SIZE, sha256_stream
@@ -149,7 +149,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
     if data is not None and size > max_json_bytes:
         issues.append(Issue("json-too-large", "", f"over the {max_json_bytes}-byte limit"))
     elif data is not None and not task.is_json:
-        issues.extend(_private_text(data))
+        issues.extend(_private_text(data, task.rel.endswith(JSON_LINES)))
     elif data is not None:
         try:
             parsed = parse_strict(data)
@@ -184,16 +184,24 @@ def detector() -> Sanitizer:
     return Sanitizer()
 
 
-def _private_text(data: bytes) -> list[Issue]:
-    """Detector hits in a public text file, by line (never the value)."""
-    lines = data.decode("utf-8", "replace").split("\n")
+def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
+    """Detector hits in a public text file, by line (never the value); in a file of JSON
+    lines, in the JSON each line decodes to as well."""
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
     # Line by line as before; the prefilter scans them as one text (the file itself).
     hits = detector().detect_all([(line, None) for line in lines])
-    return [
+    found = [
         Issue("private-data", "", f"line {number}: {hit.category} in a public file")
         for number, found in enumerate(hits, 1)
         for hit in found
     ]
+    if json_lines:
+        found.extend(
+            Issue("private-data", "", f"line {number} at {pointer}: {category} in a public file")
+            for number, pointer, category in detector().scan_lines(text)
+        )
+    return found
 
 
 def _process_batch(batch: Sequence[FileTask], max_json_bytes: int) -> list[tuple[Any, ...]]:
