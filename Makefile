@@ -24,7 +24,7 @@ demo: $(STAMP)
 	rm -rf $(DEMO)
 	$(BIN)/ledger demo --out $(DEMO)
 	$(BIN)/ledger gate $(DEMO)/public/2026-11-29-simulated-example > $(DEMO)/gate.txt; test $$? -eq 1
-	$(BIN)/ledger verify evidence/ > $(DEMO)/verify-evidence.txt
+	$(BIN)/ledger verify --public evidence/ > $(DEMO)/verify-evidence.txt
 	@echo "deployment gate (expected to refuse): $(DEMO)/gate.txt; evidence/ verified: $(DEMO)/verify-evidence.txt"
 
 lint: $(STAMP)

@@ -103,6 +103,12 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         help="where linked tickets are that a campaign does not publish itself (default: "
         "tickets/ beside each evidence root)",
     )
+    verify.add_argument(
+        "--public",
+        action="store_true",
+        help="every campaign must be a publication (an evidence repository's CI): a raw one "
+        "is an error, and every file of every campaign is scanned for private data",
+    )
     verify.set_defaults(func=_verify)
 
     seal = commands.add_parser(
@@ -496,6 +502,7 @@ def _verify(args: argparse.Namespace) -> int:
             max_json_bytes=args.max_json_bytes,
             policy=policy,
             tickets=args.tickets,
+            public=args.public,
         )
     except UnusablePathError as e:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)

@@ -104,6 +104,8 @@ class _Campaign:
     listing: tree.Listing
     first_task: int = 0
     task_count: int = 0
+    scanned: bool = False
+    """Whether its files (and file names) are scanned for private data: a publication's."""
 
 
 def _join(display: str, rel: str) -> str:
@@ -203,6 +205,7 @@ def verify_paths(
     max_json_bytes: int = jsonio.MAX_JSON_BYTES,
     policy: Policy | None = None,
     tickets: str | Path | None = None,
+    public: bool = False,
 ) -> Report:
     """Verifies evidence roots, campaign folders and single JSON documents.
 
@@ -212,6 +215,11 @@ def verify_paths(
             to edit and re-seal as the summary.
         tickets: where linked tickets that a campaign does not hold itself are (default:
             ``tickets/`` beside each evidence root).
+        public: every campaign must be a publication: a raw one (a run's, or a summary of
+            imports, without a statement) is an error, ``not-published``, and is scanned
+            for private data as a publication is. Whether a folder is raw is read from its
+            files, which a re-seal can change: deleting a publication's statement made it
+            raw, and unscanned, to a plain verify.
 
     Raises:
         UnusablePathError: a path does not exist or cannot be read.
@@ -222,16 +230,30 @@ def verify_paths(
     campaigns: list[_Campaign] = []
     for display, folder in campaign_targets:
         listing = tree.list_campaign(folder)
-        campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries))
+        published = _is_public(folder)
+        scanned = published or public
+        campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries), scanned)
         campaigns.append(campaign)
-        public = _is_public(folder)
+        if public and not published:
+            findings.append(
+                Finding.of(
+                    display,
+                    Issue(
+                        "not-published",
+                        "",
+                        "a raw campaign (no statement.intoto.json) where every campaign must "
+                        "be a publication; publish it with 'ledger publish'",
+                    ),
+                    display,
+                )
+            )
         tasks.extend(
             scan.FileTask(
                 e.path,
                 e.rel,
                 e.rel.endswith(".json") and not _is_signature(e.rel),
                 e.identity,
-                public and e.rel not in manifest.SEAL_FILES,
+                scanned and e.rel not in manifest.SEAL_FILES,
             )
             for e in listing.entries
         )
@@ -340,7 +362,7 @@ def _check_campaign(
 
     for rel, issue in campaign.listing.issues:
         add(rel, issue)
-    if _is_public(campaign.folder):
+    if campaign.scanned:
         from ledger.publish import name_hits
 
         for result in results:

@@ -417,3 +417,31 @@ def test_json_lines_are_published_without_the_secrets_their_escapes_hide(
         "line 1 at /api_key: credential in a public file",
         "line 2 at /base_url: endpoint in a public file",
     ]
+
+
+def test_verify_public_holds_a_publication_whose_statement_was_deleted(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    public = publish(raw, tmp_path / "public").folder
+    whole = tmp_path / "whole" / public.name
+    shutil.copytree(public, whole)
+    # Deleted with its seal entry and re-sealed, the statement no longer says "published":
+    # the folder reads as a raw run's, whose files plain verify does not scan.
+    (public / "statement.intoto.json").unlink()
+    seal = read_json(public / "manifest.json")
+    seal.pop("seals")
+    write_json(public / "manifest.json", seal)
+    (public / "notes.md").write_text(f"ask {SECRETS['openai']} at {SECRETS['endpoint']}\n")
+    forge_seal(public)
+    status, report = verify_json(cli, public)
+    codes = {f["code"] for f in report["findings"]}
+    assert status == 0 and "private-data" not in codes
+    status, report = verify_json(cli, "--public", public)
+    assert status == 1
+    assert {"not-published", "private-data"} <= {f["code"] for f in report["findings"]}
+    assert [f["path"] for f in report["findings"] if f["code"] == "private-data"] == [
+        f"{public}/notes.md",
+        f"{public}/notes.md",
+    ]
+    # A publication left whole passes --public.
+    assert cli("verify", "--public", str(whole))[0] == 0

@@ -142,6 +142,10 @@ CODES: dict[str, tuple[Severity, str]] = {
             "pooled with the cell it copies)"
         ),
     ),
+    "not-published": (
+        "error",
+        "verify --public: a raw campaign where every campaign must be a publication",
+    ),
     "run-manifest-mismatch": (
         "error",
         (
