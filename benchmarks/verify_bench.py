@@ -147,7 +147,9 @@ def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
     """``source`` under a new id, every mention of the old one rewritten, sealed as a raw
     campaign (seal files and signatures left behind: they name the old id)."""
     from ledger import manifest
+    from ledger.decide import decide
     from ledger.derive import derive_into
+    from ledger.policy import parse_policy
 
     old = source.name
     new = f"{old}-copy{copy:03d}"
@@ -162,9 +164,10 @@ def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
         out.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))
     sealed = manifest.read_manifest(source / manifest.MANIFEST_NAME)
     manifest.seal(target, withhold=[w.path for w in sealed.withheld], check=False, jobs=1)
-    for derived in sorted((target / "derived").glob("*.json")):
+    derived = sorted((target / "derived").glob("*.json"))
+    for path in derived:
         # The bootstrap is seeded by the campaign's id: derived again under the new one.
-        derivation = json.loads(derived.read_bytes())["derivation"]
+        derivation = json.loads(path.read_bytes())["derivation"]
         derive_into(
             target,
             derivation["baseline"],
@@ -173,6 +176,12 @@ def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
             differs=derivation["declared_differences"],
             replace=True,
         )
+    if derived and (target / "run-manifest.json").exists():
+        # Its summary states the comparison's intervals: decided again, as after any
+        # derive, under the policy it was decided by.
+        summary = json.loads((target / manifest.SUMMARY_NAME).read_bytes())
+        policy = parse_policy(json.loads((target / "policy.json").read_bytes()), source="policy")
+        decide(target, policy, candidate=summary["decision"]["candidate"])
     return target
 
 

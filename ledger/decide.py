@@ -92,6 +92,11 @@ def _comparison(evidence: Evidence, path: str | None) -> dict[str, Any] | None:
     return next((d for p, d in evidence.comparisons if p == path), None)
 
 
+def headlines_of(evidence: Evidence, path: str | None) -> list[str]:
+    """The headline results a summary states for the comparison at ``path``."""
+    return _headlines(_comparison(evidence, path))
+
+
 def _telemetry_notes(evidence: Evidence, arm: str) -> list[str]:
     found = evidence.stages.get((arm, "telemetry"))
     if found is None:
@@ -288,7 +293,7 @@ def build_summary(
         "workload": workload,
         "measurement": _measurement(evidence, arm, measured),
         "gates": [g.to_json() for g in evaluation.gates],
-        "headline_results": _headlines(comparison),
+        "headline_results": headlines_of(evidence, evaluation.comparison),
         "failures": _failures(evaluation.gates) + _imported_failures(evidence, arm),
         "limitations": _limitations(evidence, arm, comparison, evaluation.unmet),
         "decision": decision,

@@ -676,3 +676,49 @@ def check_approvals(
             + ")"
         )
     return None, reasons
+
+
+def restated_gates(evidence: Evidence, summary: dict[str, Any], policy: Policy) -> list[Issue]:
+    """What a summary states of its candidate's gates against the gates derived again from
+    the evidence under the policy it was decided by: each verdict and count, every gate
+    listed, and every failed one among the failures. (Their details are prose, worded by
+    the ledger version that decided; the verdicts and counts are what a reader acts on.)"""
+    decision = summary.get("decision") or {}
+    candidate = decision.get("candidate")
+    if candidate not in evidence.arms:
+        return []
+    derived = {f"{g.arm} {g.stage}": g for g in stage_gates(evidence, candidate, policy)}
+    issues = []
+    stated = set()
+    for index, gate in enumerate(summary.get("gates") or ()):
+        found = derived.get(str(gate.get("name"))) if isinstance(gate, dict) else None
+        if found is None:
+            continue
+        stated.add(gate["name"])
+        wanted = found.to_json()
+        for field in ("passed", "requests", "completed", "failed", *found.counts):
+            if field in wanted and gate.get(field, ...) != wanted[field]:
+                issues.append(
+                    Issue(
+                        "derived-mismatch",
+                        f"/gates/{index}/{field}",
+                        f"states {_said(gate.get(field, ...))}; derived again from "
+                        f"{', '.join(found.artifacts) or 'the evidence'}: {_said(wanted[field])}",
+                    )
+                )
+    failures = [f for f in summary.get("failures") or () if isinstance(f, str)]
+    for name, found in derived.items():
+        verdict = "passed" if found.passed else "failed"
+        if name not in stated:
+            issues.append(
+                Issue("derived-mismatch", "/gates", f"no gate {name!r}; derived again: {verdict}")
+            )
+        elif not found.passed and not any(f.startswith(f"{name}:") for f in failures):
+            issues.append(
+                Issue("derived-mismatch", "/failures", f"gate {name!r} failed but is not listed")
+            )
+    return issues
+
+
+def _said(value: Any) -> str:
+    return "nothing" if value is ... else jsonio.dumps_deterministic(value).decode().strip()

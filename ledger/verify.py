@@ -262,11 +262,13 @@ def verify_paths(
     results = scan.process_files(tasks, jobs=jobs, max_json_bytes=max_json_bytes)
     artifacts = 0
     recompute: list[tuple[_Campaign, scan.FileResult]] = []
+    restate: list[_Campaign] = []
     for campaign in campaigns:
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
-        findings.extend(_check_campaign(campaign, mine, policy, recompute))
+        findings.extend(_check_campaign(campaign, mine, policy, recompute, restate))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
     findings.extend(_recompute_all(recompute))
+    findings.extend(_restate_all(restate, jobs))
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
@@ -351,6 +353,7 @@ def _check_campaign(
     results: Sequence[scan.FileResult],
     policy: Policy,
     recompute: list[tuple[_Campaign, scan.FileResult]],
+    restate: list[_Campaign],
 ) -> list[Finding]:
     """The campaign's findings; the derived comparisons to derive again are added to
     ``recompute`` (all of them are derived in one database, afterwards)."""
@@ -520,6 +523,8 @@ def _check_campaign(
             problem = _check_named(pointer, path, known, withheld)
             if problem is not None:
                 add(result.rel, problem)
+        if result.rel == manifest.SUMMARY_NAME and promotion.RUN_MANIFEST in by_rel:
+            restate.append(campaign)
         if summary.decision.promotion_authorized and result.rel == manifest.SUMMARY_NAME:
             for issue in _check_policy(campaign.folder, summary, policy):
                 add(result.rel, issue)
@@ -575,6 +580,112 @@ def _is_kind(schema: str | None, kind: str) -> bool:
         return schema is not None and SchemaId.parse(schema).kind == kind
     except SchemaError:
         return False
+
+
+def _restate_all(campaigns: Sequence[_Campaign], jobs: int | None) -> list[Finding]:
+    """:func:`_restated` of each campaign, spread over the cores (each reads its whole
+    campaign again)."""
+    folders = [str(c.folder) for c in campaigns]
+    issues = scan.map_processes(_restated, folders, jobs=jobs)
+    return [
+        Finding.of(_join(c.display, manifest.SUMMARY_NAME), issue, c.display)
+        for c, found in zip(campaigns, issues, strict=True)
+        for issue in found
+    ]
+
+
+def _restated(folder_name: str) -> list[Issue]:
+    """A run's summary against its gates and headline figures derived again from the
+    evidence, under the policy the summary says decided it (a reserve threshold, a pass
+    fraction): the campaign's ``policy.json``, which must be that policy."""
+    from ledger.decide import POLICY_NAME
+    from ledger.policy import parse_policy
+
+    folder = Path(folder_name)
+    try:
+        document = jsonio.read_json(folder / manifest.SUMMARY_NAME)
+    except (OSError, InvalidArtifact):
+        return []  # changed since it was checked: its worker's findings stand
+    if not isinstance(document, dict):
+        return []
+    try:
+        recorded = jsonio.read_json(folder / POLICY_NAME)
+        used = parse_policy(recorded, source=POLICY_NAME, base=folder)
+    except (OSError, InvalidArtifact):
+        used = None
+    decision = document.get("decision")
+    policy = decision.get("policy") if isinstance(decision, dict) else None
+    claimed = policy.get("sha256") if isinstance(policy, dict) else None
+    if used is None or (used.sha256 != claimed and not _sanitized(folder, used)):
+        found = "cannot be read" if used is None else f"has sha256 {used.sha256}"
+        return [
+            Issue(
+                "derived-mismatch",
+                "/decision/policy/sha256",
+                f"the summary was decided under policy {claimed}, but {POLICY_NAME} {found}: "
+                "its gates cannot be derived again",
+            )
+        ]
+    evidence = promotion.load_evidence(folder)
+    return [
+        *promotion.restated_gates(evidence, document, used),
+        *_restated_headlines(evidence, document, used),
+    ]
+
+
+def _sanitized(folder: Path, policy: Policy) -> bool:
+    """Whether a publication's policy differs from the one decided under by what publish
+    redacted: an approver's address (its digest then cannot match; its rules are intact)."""
+    return _is_public(folder) and any(
+        "<redacted:" in approver.identity or "<redacted:" in approver.issuer
+        for approver in policy.approvers
+    )
+
+
+_NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?%?")
+
+
+def _restated_headlines(
+    evidence: promotion.Evidence, summary: dict[str, Any], policy: Policy
+) -> list[Issue]:
+    """The figures of a run's headline results against those of the comparison its
+    decision drew on (which is itself derived again from the raw rows): the prose around
+    them is the deciding version's, the numbers are the claim."""
+    from ledger.decide import headlines_of
+
+    stated = summary.get("headline_results")
+    candidate = (summary.get("decision") or {}).get("candidate")
+    if not isinstance(stated, list) or candidate not in evidence.arms:
+        return []
+    evaluation = promotion.evaluate(evidence, policy, candidate=candidate)
+    derived = headlines_of(evidence, evaluation.comparison)
+    if len(stated) != len(derived):
+        return [
+            Issue(
+                "derived-mismatch",
+                "/headline_results",
+                f"states {len(stated)} results; derived again from "
+                f"{evaluation.comparison or 'no comparison'}: {len(derived)}",
+            )
+        ]
+    issues = []
+    for index, (line, again) in enumerate(zip(stated, derived, strict=True)):
+        said, wanted = _NUMBER.findall(str(line)), _NUMBER.findall(again)
+        if said == wanted:
+            continue
+        if len(said) == len(wanted):
+            # The figures that differ, not the line's forty.
+            pairs = [(a, b) for a, b in zip(said, wanted, strict=True) if a != b]
+            said, wanted = [a for a, _ in pairs], [b for _, b in pairs]
+        issues.append(
+            Issue(
+                "derived-mismatch",
+                f"/headline_results/{index}",
+                f"states {', '.join(said[:4]) or 'no figure'}; derived again from "
+                f"{evaluation.comparison}: {', '.join(wanted[:4]) or 'no figure'}",
+            )
+        )
+    return issues
 
 
 def _check_policy(folder: Path, summary: Any, policy: Policy) -> list[Issue]:

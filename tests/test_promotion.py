@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -412,7 +413,18 @@ def test_verify_recomputes_reserve_and_restoration_verdicts(
     status, report = verify_json(cli, "--policy", str(policy_file), campaign)
     assert status == 1
     messages = {f["code"]: f["message"] for f in report["findings"]}
-    assert _codes(report) == ["promotion-without-reserve", "promotion-without-restoration"]
+    # The summary's own gates, derived again, now fail where it says they passed.
+    assert set(_codes(report)) == {
+        "derived-mismatch",
+        "promotion-without-reserve",
+        "promotion-without-restoration",
+    }
+    restated = [(f["pointer"], f["message"]) for f in report["findings"]
+                if f["code"] == "derived-mismatch"]  # fmt: skip
+    assert any(
+        p.endswith("/passed") and m.startswith("states true") and "candidate/reserve.json" in m
+        for p, m in restated
+    ), restated
     assert (
         "card 1: 2101 MiB free, below the 3072 MiB reserve" in messages["promotion-without-reserve"]
     )
@@ -1043,3 +1055,67 @@ def test_run_manifest_and_comparison_forgeries_are_refused(
         assert status == 1 and any(reason in m for m in messages), report["findings"]
     else:
         assert reason in out
+
+
+def _flip_reserve(summary: dict[str, Any]) -> None:
+    gate = next(g for g in summary["gates"] if g["name"] == "candidate reserve")
+    gate.update(passed=False, status="failed")
+
+
+def _count_off(summary: dict[str, Any]) -> None:
+    gate = next(g for g in summary["gates"] if g["name"] == "candidate capacity")
+    gate.update(completed=gate["completed"] + 1, requests=gate["requests"] + 1)
+
+
+def _headline_raised(summary: dict[str, Any]) -> None:
+    line = summary["headline_results"][0]
+    figure = re.search(r"\(([-+][0-9]+\.[0-9])%", line)
+    assert figure is not None
+    summary["headline_results"][0] = line.replace(figure.group(0), "(+99.9%", 1)
+
+
+def _gate_dropped(summary: dict[str, Any]) -> None:
+    summary["gates"] = [g for g in summary["gates"] if g["name"] != "candidate endurance"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "pointer", "message"),
+    [
+        (_flip_reserve, "/gates/", "states false; derived again from candidate/reserve.json: true"),
+        (_count_off, "/gates/", "derived again from"),
+        (_headline_raised, "/headline_results/0", "states +99.9%; derived again from derived/"),
+        (_gate_dropped, "/gates", "no gate 'candidate endurance'; derived again: passed"),
+    ],
+    ids=["verdict", "count", "headline-figure", "gate-dropped"],
+)
+def test_a_summary_s_figures_are_derived_again(
+    campaign: Path, policy_file: Path, cli: CliRun, edit: Any, pointer: str, message: str
+) -> None:
+    decide(campaign, load_policy(policy_file))
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 0, report["findings"]
+    path = campaign / "summary.json"
+    summary = json.loads(path.read_text())
+    edit(summary)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    forge_seal(campaign)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    found = [f for f in report["findings"] if f["code"] == "derived-mismatch"]
+    assert any(f["pointer"].startswith(pointer) and message in f["message"] for f in found), found
+
+
+def test_a_summary_whose_policy_file_was_changed_is_not_taken_on_trust(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    decide(campaign, load_policy(policy_file))
+    path = campaign / "policy.json"
+    recorded = json.loads(path.read_text())
+    recorded["reserve_min_free_mib"] = 1
+    path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    forge_seal(campaign)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    assert [f["pointer"] for f in report["findings"] if f["code"] == "derived-mismatch"] == [
+        "/decision/policy/sha256"
+    ]

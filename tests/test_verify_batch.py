@@ -12,7 +12,9 @@ import pytest
 from ledger import database, derive, manifest
 from ledger._internal import comparison_reads
 from ledger._internal.jsonio import write_json
+from ledger.decide import decide
 from ledger.derive import derive_into
+from ledger.policy import parse_policy
 from ledger.verify import verify_paths
 from tests.conftest import forge_seal
 
@@ -32,6 +34,9 @@ def _copy(root: Path, copy: int) -> Path:
     sealed = manifest.read_manifest(EXAMPLE / manifest.MANIFEST_NAME)
     manifest.seal(target, withhold=[w.path for w in sealed.withheld], check=False, jobs=1)
     derive_into(target, "baseline", "candidate", differs=["simulated_profile"], replace=True)
+    # Its summary states the comparison's figures: decided again, as after any derive.
+    recorded = json.loads((target / "policy.json").read_bytes())
+    decide(target, parse_policy(recorded, source="policy.json"), candidate="candidate")
     return target
 
 
@@ -83,8 +88,10 @@ def test_one_database_finds_what_one_per_campaign_finds(
     assert _findings(tree) == batched
     assert built == [1, 1, 1]  # each derived again in its own
     mismatches = [f for f in batched if f[1] == "derived-mismatch"]
-    assert [(f[0].split("/")[-3], f[2]) for f in mismatches] == [
-        (f"{EXAMPLE.name}-copy1", "/rows/0/metrics/e2e_p50_ms/candidate")
+    # The edited comparison, and the summary, whose figures it no longer gives.
+    assert [(Path(f[0]).relative_to(tree).parts[0], f[2]) for f in mismatches] == [
+        (f"{EXAMPLE.name}-copy1", "/rows/0/metrics/e2e_p50_ms/candidate"),
+        (f"{EXAMPLE.name}-copy1", "/headline_results/0"),
     ]
 
 
@@ -125,8 +132,9 @@ def test_verify_reads_every_comparison_in_one_query_each(
         monkeypatch.setattr(comparison_reads.Reads, name, counted)
     report = verify_paths([str(tree)], jobs=1)
     derived = [f for f in report.findings if f.code == "derived-mismatch"]
-    # Three comparisons, the edited one still caught.
-    assert report.campaigns == 3 and [f.path.split("/")[-3] for f in derived] == [
-        f"{EXAMPLE.name}-copy1"
+    # Three comparisons, the edited one still caught (its summary too).
+    assert report.campaigns == 3 and [Path(f.path).relative_to(tree).parts for f in derived] == [
+        (f"{EXAMPLE.name}-copy1", "derived", "ab-comparison-baseline-vs-candidate.json"),
+        (f"{EXAMPLE.name}-copy1", "summary.json"),
     ]
     assert sorted(calls) == ["_read_cells", "_read_evidence", "_read_values"]

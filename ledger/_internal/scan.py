@@ -15,8 +15,8 @@ import multiprocessing
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.findings import Issue
@@ -248,3 +248,21 @@ def process_files(
         for chunk in pool.map(_process_batch, batches, [max_json_bytes] * len(batches)):
             results.extend(map(FileResult._make, chunk))
     return results
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def map_processes(
+    function: Callable[[_T], _R], items: Sequence[_T], *, jobs: int | None = None
+) -> list[_R]:
+    """``function`` of each item, in order, over the cores when there are several items:
+    for work of whole campaigns, each of which holds the interpreter for milliseconds."""
+    workers = min(jobs or default_jobs(), len(items))
+    if workers <= 1:
+        return [function(item) for item in items]
+    method = "fork" if sys.platform == "linux" else None
+    context = multiprocessing.get_context(method)
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(function, items, chunksize=max(1, len(items) // (workers * 4))))
