@@ -531,6 +531,12 @@ def _seal(args: argparse.Namespace) -> int:
     print(
         f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"
     )
+    # A path the folder never held is declared as given: say so, a typo would pass unseen.
+    undisclosed = [
+        w.path for w in sealed.withheld if w.path in (args.withhold or ()) and w.sha256 is None
+    ]
+    for path in undisclosed:
+        print(f"  {path}: not in the folder; declared withheld without a digest")
     return 0
 
 

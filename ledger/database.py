@@ -559,6 +559,10 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
                 "summary.json or run-manifest.json, or is named YYYY-MM-DD-words)"
             )
         for folder in folders:
+            if tree.holds_campaigns(folder):
+                raise UsageError(
+                    f"{folder}: a folder of campaigns, not a campaign; give it as the evidence root"
+                )
             _load_once(loaded, folder.resolve().name, folder.resolve())
             listing = tree.list_campaign(folder)
             jsons = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}

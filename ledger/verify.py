@@ -156,7 +156,23 @@ def _targets(
                     display,
                 )
             )
-        campaigns.extend((_join(display, child.name), child) for child in children)
+        for child in children:
+            shown = _join(display, child.name)
+            if tree.holds_campaigns(child):
+                # One level too high: its campaigns would each read as files of one.
+                findings.append(
+                    Finding(
+                        shown,
+                        "",
+                        "no-campaign",
+                        "error",
+                        f"a folder of campaigns, not a campaign; verify it as the evidence "
+                        f"root: ledger verify {shown}",
+                        shown,
+                    )
+                )
+            else:
+                campaigns.append((shown, child))
         roots.append((display, folder))
     # A campaign reached twice (``verify evidence evidence/x``) is verified once, under
     # the name it was first reached by: twice, each finding would be counted twice.

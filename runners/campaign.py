@@ -21,6 +21,7 @@ import asyncio
 import datetime
 import itertools
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -221,7 +222,14 @@ class CampaignRun:
         """Checks the folder against the plan and loads what an earlier run left."""
         self.keys = {arm.name: self._api_key(arm) for arm in self.plan.arms}
         plan_path = self.folder / PLAN_NAME
-        if self.folder.exists() and any(self.folder.iterdir()) and not self.resume:
+        occupied = self.folder.exists() and any(self.folder.iterdir())
+        if occupied and not plan_path.exists():
+            # Not a run: --resume would seal whatever is there as this run's evidence.
+            raise OutputExists(
+                f"{self.folder} holds files but no run ({PLAN_NAME} is missing); choose "
+                "another --raw-dir or empty the folder"
+            )
+        if occupied and not self.resume:
             raise OutputExists(
                 f"{self.folder} already holds a run; pass --resume to finish it, or choose "
                 "another --raw-dir"
@@ -845,18 +853,34 @@ def run_plan(
     """
     progress = progress or progress_for()
     campaign = CampaignRun(plan, Path(raw_dir), resume=resume, progress=progress)
+    fresh = not campaign.folder.exists()
     campaign.prepare()
     complete = False
     try:
         asyncio.run(_main(campaign))
     except _Interrupted:
         pass
+    except InvalidArtifact:
+        # The plan, refused by what the endpoint says of itself (its context) before
+        # anything was measured: the folder this run made goes, or it would hold the
+        # refused plan and refuse the corrected one.
+        if fresh and _bookkeeping_only(campaign.folder):
+            shutil.rmtree(campaign.folder)
+        raise
     finally:
         progress.close()
         if campaign.folder.exists():
             complete = campaign.write_run_manifest()
             manifest.seal(campaign.folder, check=False, jobs=1)
     return RunResult(campaign.folder, complete, campaign.signal_name, tuple(campaign.outcomes))
+
+
+def _bookkeeping_only(folder: Path) -> bool:
+    """Whether a run's folder holds nothing but its plan and workload bookkeeping."""
+    own = {PLAN_NAME, WORKLOAD_NAME}
+    return all(p.name in own for p in folder.rglob("*") if not p.is_dir()) and all(
+        p.parent == folder for p in folder.rglob("*")
+    )
 
 
 async def _main(campaign: CampaignRun) -> None:

@@ -402,7 +402,9 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
     elif base_url is None:
         raise reader.error("base_url", "is required (or a [arms.simulated] table)")
     elif (problem := url_problem(base_url)) is not None:
-        raise reader.error("base_url", f"{problem}, got {base_url!r}")
+        # A URL with user:password@ is not repeated: the message goes to logs and CI output.
+        got = "" if "@" in base_url else f", got {base_url!r}"
+        raise reader.error("base_url", f"{problem}{got}")
     model = reader.get("model", (str,), profile.model if profile else ..., "a model name")
     if profile is not None and model != profile.model:
         raise reader.error(

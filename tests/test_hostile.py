@@ -354,9 +354,13 @@ max_tokens = 8
         "cell ctx8192-c1-nothink: context target 8192 is beyond the endpoint's context of "
         "4096 tokens (max_model_len at /v1/models)" in err
     )
-    # Nothing was measured, and what the run wrote is sealed.
+    # Nothing was measured: the folder the run made is gone, so the corrected plan runs
+    # (it held the refused plan, which refused the corrected one, with or without --resume).
     folder = tmp_path / "raw" / "2026-11-30-context"
-    assert not (folder / "real").exists()
+    assert not folder.exists()
+    plan.write_text(plan.read_text().replace("[1024, 8192]", "[1024]"))
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 0, err
     assert verify_json(cli, folder)[0] == 0
 
 
@@ -498,8 +502,9 @@ def test_seal_withhold_moves_a_present_file_beside_the_campaign(
     forge_seal(raw)
     status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
     assert status == 1 and "serve.log: not UTF-8 text" in err
-    status, _, err = cli("seal", str(raw), "--withhold", "serve.log")
+    status, out, err = cli("seal", str(raw), "--withhold", "serve.log")
     assert status == 0, err
+    assert "without a digest" not in out  # present: its digest is disclosed
     aside = raw.parent / f"{raw.name}.withheld" / "serve.log"
     assert aside.read_bytes() == b"\x00 a core dump \xff" and not log.exists()
     (held,) = read_json(raw / "manifest.json")["withheld"]
@@ -1148,3 +1153,10 @@ def test_publish_refuses_an_unsealed_folder_named_like_a_campaign(
     (raw / "manifest.json").unlink()
     status, _, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
     assert status == 2 and "not a sealed campaign folder" in err
+
+
+def test_seal_says_when_a_withheld_path_is_not_in_the_folder(raw: Path, cli: CliRun) -> None:
+    # Declaring an artifact kept elsewhere is allowed; a typo must not pass unseen.
+    status, out, _ = cli("seal", str(raw), "--withhold", "serve.lgo")
+    assert status == 0
+    assert "serve.lgo: not in the folder; declared withheld without a digest" in out

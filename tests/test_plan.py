@@ -321,3 +321,10 @@ def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:
     broken.write_text("campaign_id = \n")
     with pytest.raises(InvalidArtifact, match="not valid TOML"):
         load_plan(broken)
+
+
+def test_a_url_with_credentials_is_refused_without_repeating_them() -> None:
+    url = "http://admin:hunter2hunter2@10.0.0.7:8000/v1"
+    with pytest.raises(InvalidArtifact, match="holds credentials") as raised:
+        parse_plan(_plan(arms=[{"name": "a", "base_url": url, "model": "m"}]), source="p.toml")
+    assert "hunter2hunter2" not in str(raised.value) and "admin" not in str(raised.value)

@@ -404,3 +404,17 @@ def test_a_changed_plan_is_described_as_the_plan_file_names_it(edit: Any, said: 
     wanted = copy.deepcopy(recorded)
     edit(wanted)
     assert said in _first_difference(recorded, wanted)
+
+
+def test_a_folder_with_files_but_no_run_is_neither_a_run_nor_resumed(
+    tmp_path: Path, key: str, cli: CliRun
+) -> None:
+    plan_path = _write_plan(tmp_path)
+    folder = tmp_path / "raw" / "2026-11-29-run-test"
+    folder.mkdir(parents=True)
+    (folder / "junk").write_text("not evidence\n")
+    for extra in ((), ("--resume",)):
+        status, _, err = cli("run", str(plan_path), "--raw-dir", str(tmp_path / "raw"), *extra)
+        assert status == 2
+        assert "holds files but no run (run-plan.json is missing)" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["junk"]  # nothing sealed

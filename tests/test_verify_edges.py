@@ -424,3 +424,20 @@ def test_a_public_file_of_json_lines_is_scanned_as_the_json_it_decodes_to(tmp_pa
     # The same bytes under another name are text: the escape hides the key from the text rules.
     found = scan.process_file(scan.FileTask(str(path), "logs/requests.log", False, None, True))
     assert found.issues == ()
+
+
+def test_a_folder_above_the_evidence_root_is_named_as_such(tmp_path: Path, cli: CliRun) -> None:
+    name = "2026-11-29-simulated-example"
+    shutil.copytree(EVIDENCE / name, tmp_path / "top" / "evidence" / name)
+    status, report = verify_json(cli, tmp_path / "top")
+    assert status == 1
+    assert [(f["code"], f["message"]) for f in report["findings"]] == [
+        (
+            "no-campaign",
+            "a folder of campaigns, not a campaign; verify it as the evidence root: "
+            f"ledger verify {tmp_path / 'top' / 'evidence'}",
+        )
+    ]
+    status, _, err = cli("sql", "--from", str(tmp_path / "top"), "SELECT 1")
+    assert status == 2 and "a folder of campaigns, not a campaign" in err
+    assert verify_json(cli, tmp_path / "top" / "evidence")[0] == 0

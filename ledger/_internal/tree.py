@@ -178,3 +178,14 @@ def campaign_folders(folder: Path) -> list[Path]:
         for child in folder.iterdir()
         if child.is_dir() and not child.is_symlink() and not child.name.startswith(".")
     )
+
+
+def holds_campaigns(folder: Path) -> bool:
+    """Whether a folder that is no campaign is itself an evidence root (``verify top`` of
+    ``top/evidence/<campaign>``): its subfolders are campaigns, it is not one."""
+    if is_campaign(folder):
+        return False
+    try:
+        return any(c.is_dir() and not c.is_symlink() and is_campaign(c) for c in folder.iterdir())
+    except OSError:
+        return False
