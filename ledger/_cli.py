@@ -322,9 +322,19 @@ def _signature_verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def _refuse_inside(output: str, sources: list[str], what: str) -> None:
+    from ledger._internal.outputs import is_within
+
+    for source in sources:
+        if is_within(output, source):
+            # Files a sealed campaign does not list would break its seal.
+            raise UsageError(f"{output}: the {what} would be written inside {source}")
+
+
 def _db_build(args: argparse.Namespace) -> int:
     from ledger.database import build
 
+    _refuse_inside(args.db, args.paths, "database")
     database = build(args.paths, database=args.db)
     rows = database.query("SELECT count(*) FROM request_rows").rows[0][0]
     database.close()
@@ -351,13 +361,9 @@ def _sql(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ledger._internal.outputs import is_within
     from ledger.database import build
 
-    for source in args.sources:
-        if is_within(args.parquet, source):
-            # Files a sealed campaign does not list would break its seal.
-            raise UsageError(f"{args.parquet}: the export would be written inside {source}")
+    _refuse_inside(args.parquet, args.sources, "export")
 
     # Unlocked: the export's own COPY statements write the folder; no user SQL runs here.
     database = build(args.sources, locked=False)
@@ -546,6 +552,10 @@ cannot come from the exception alone."""
 
 
 def _on_signal(signum: int, frame: object) -> None:
+    from ledger._internal.outputs import PLACED
+
+    if PLACED:
+        return  # the output is in place: finishing is what leaves no half-done work
     _SIGNALLED.append(signum)
     if signum == signal.SIGTERM:
         raise Terminated
@@ -568,6 +578,9 @@ def main(args: list[str] | None = None) -> int:
         format="%(name)s: %(message)s",
     )
     _SIGNALLED.clear()
+    from ledger._internal.outputs import PLACED
+
+    PLACED.clear()
     previous = {n: signal.signal(n, _on_signal) for n in (signal.SIGINT, signal.SIGTERM)}
     try:
         status: int = namespace.func(namespace)

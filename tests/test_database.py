@@ -230,6 +230,12 @@ def test_an_export_inside_a_campaign_it_reads_is_refused(
     status, _, err = cli("export", "--from", str(campaign), "--parquet", str(campaign / "x"))
     assert status == 2
     assert err.strip() == f"error: {campaign / 'x'}: the export would be written inside {campaign}"
+    # A database file too.
+    status, _, err = cli("db", "build", str(campaign), "--db", str(campaign / "x.duckdb"))
+    assert status == 2
+    assert err.strip() == (
+        f"error: {campaign / 'x.duckdb'}: the database would be written inside {campaign}"
+    )
     assert sorted(p.relative_to(campaign) for p in campaign.rglob("*")) == before
 
 

@@ -1160,3 +1160,30 @@ def test_seal_says_when_a_withheld_path_is_not_in_the_folder(raw: Path, cli: Cli
     status, out, _ = cli("seal", str(raw), "--withhold", "serve.lgo")
     assert status == 0
     assert "serve.lgo: not in the folder; declared withheld without a digest" in out
+
+
+@pytest.mark.parametrize("placed", [False, True])
+def test_an_interrupt_after_the_output_is_in_place_lets_the_command_finish(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, placed: bool
+) -> None:
+    import ledger._cli as cli_module
+    from ledger._internal.outputs import new_file
+
+    target = tmp_path / "built.duckdb"
+
+    def build(_: object) -> int:
+        with new_file(target) as temp:
+            temp.write_text("whole\n")
+            if not placed:
+                signal.raise_signal(signal.SIGINT)  # before the rename: nothing is written
+        signal.raise_signal(signal.SIGINT)  # after it: too late to undo, so it finishes
+        return 0
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("build", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=build)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["build"]) == (0 if placed else 130)
+    assert target.exists() == placed
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["built.duckdb"] if placed else [])

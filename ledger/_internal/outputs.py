@@ -195,6 +195,20 @@ def _reserve(path: Path, suffix: str) -> str:
     return name
 
 
+PLACED: list[Path] = []
+"""Outputs this command has put in place by a rename: from then on an interrupt comes too
+late to leave what was there before, so the command finishes instead (the CLI reads this)."""
+
+
+def _place(source: Path | str, final: Path) -> None:
+    PLACED.append(final)  # before the rename: an interrupt between the two would be late
+    try:
+        os.replace(source, final)
+    except OSError:
+        PLACED.pop()
+        raise
+
+
 @contextlib.contextmanager
 def new_folder(target: str | Path) -> Iterator[Path]:
     """Yields a work folder that becomes ``target`` when the block ends without error.
@@ -221,7 +235,7 @@ def new_folder(target: str | Path) -> Iterator[Path]:
         work = staging.joinpath(*reversed(missing))
         work.mkdir(parents=True)
         yield work
-        os.replace(staging / top, anchor / top)
+        _place(staging / top, anchor / top)
         sync_folder(anchor)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -245,6 +259,6 @@ def new_file(target: str | Path) -> Iterator[Path]:
     temp.unlink()
     try:
         yield temp
-        os.replace(temp, final)
+        _place(temp, final)
     finally:
         temp.unlink(missing_ok=True)
