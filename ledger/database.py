@@ -194,8 +194,13 @@ class Database:
             raise UsageError(f"SQL: {len(statements)} statements; ledger sql runs one")
         kind = statements[0].type
         if kind != duckdb.StatementType.SELECT:
+            named = _KIND_NAMES.get(kind.name, kind.name)
+            # DuckDB files some statements under another kind (CHECKPOINT is a CALL).
+            word = (statements[0].query.split(None, 1) or [""])[0].upper()
+            if word.isalpha() and word != "WITH" and word not in named.split():
+                named = f"{word} ({named})"
             raise UsageError(
-                f"SQL: {_KIND_NAMES.get(kind.name, kind.name)} is not allowed; ledger sql reads "
+                f"SQL: {named} is not allowed; ledger sql reads "
                 "the evidence and changes nothing (queries only)"
             )
         try:

@@ -295,6 +295,11 @@ class Plan:
         } | ({"slo": dict(self.slo)} if self.slo is not None else {})
 
 
+_TOML_NAMES = {dict: "a table", list: "an array", str: "a string", bool: "true or false",
+               int: "a whole number", float: "a number"}  # fmt: skip
+"""What a plan's author calls each kind: the file is TOML, not Python."""
+
+
 class _Reader:
     """Typed access to one TOML table with errors that name the key."""
 
@@ -318,7 +323,8 @@ class _Reader:
             return default
         value = self.table[key]
         if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            raise self.error(key, f"expected {what or kinds[0].__name__}, got {value!r}")
+            named = what or _TOML_NAMES.get(kinds[0], kinds[0].__name__)
+            raise self.error(key, f"expected {named}, got {value!r}")
         return value
 
     def positive(self, key: str, default: Any = ...) -> int:

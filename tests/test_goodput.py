@@ -52,9 +52,10 @@ def test_an_slo_is_read_with_a_default_percentile_and_its_mistakes_named() -> No
         ("percentile=99", "needs at least one of"),
         ("ttft=5", "expected KEY=NUMBER"),
         ("ttft_ms=fast", "is not a number"),
-        ("ttft_ms=-1", "must be a positive number"),
-        ("ttft_ms=inf", "must be a positive number"),
+        ("ttft_ms=-1", "must be a positive, finite number"),
+        ("ttft_ms=inf", "must be a positive, finite number"),
         ("ttft_ms=5,percentile=120", "at most 100"),
+        ("percentile=150", "percentile: must be at most 100, got 150.0"),
     ):
         with pytest.raises(ValueError, match=message):
             parse_slo(text)
@@ -392,7 +393,7 @@ def test_an_slo_is_checked_key_by_key_in_the_plan_and_where_derive_reads_it(
     for text, message in (
         ("[slo]\nfoo_ms = 3", "plan: slo.foo_ms: unknown key"),
         ('[slo]\n"e2e_ms=300,ttft_ms" = 5', "plan: slo.e2e_ms=300,ttft_ms: unknown key"),
-        ("[slo]\ne2e_ms = -1", "plan: slo.e2e_ms: must be a positive number"),
+        ("[slo]\ne2e_ms = -1", "plan: slo.e2e_ms: must be a positive, finite number"),
         ("[slo]\ne2e_ms = true", "plan: slo.e2e_ms: expected a number, got True"),
         ("[slo]\ne2e_ms = 5\npercentile = 101", "plan: slo.percentile: must be at most 100"),
     ):

@@ -170,6 +170,8 @@ SQL_REFUSALS = [
     ("SELECT 1; SELECT 2", "2 statements; ledger sql runs one"),
     ("PRAGMA version", "PRAGMA is not allowed"),
     ("CALL duckdb_settings()", "CALL is not allowed"),
+    ("CHECKPOINT", "CHECKPOINT (CALL) is not allowed"),
+    ("WITH x AS (SELECT 1) INSERT INTO t SELECT 1", "SQL: INSERT is not allowed"),
     ("EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1", "EXPLAIN is not allowed"),
     ("EXPLAIN ANALYZE COPY (SELECT 1) TO 'OUT/z.csv'", "EXPLAIN is not allowed"),
 ]

@@ -134,6 +134,10 @@ BAD = {
         ),
         "not an environment variable name",
     ),
+    "arm_extra_body_text": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "extra_body": "x"}]),
+        r"arms\[0\].extra_body: expected a table, got 'x'",
+    ),
     "arm_both": (
         _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "simulated": {}}]),
         "base_url or simulated, not both",

@@ -45,13 +45,14 @@ def check_slo(stated: dict[str, Any]) -> dict[str, float]:
             # One error type for every invalid SLO, whatever made it so.
             raise ValueError(f"{key}: expected a number, got {value!r}")  # noqa: TRY004
         if not 0 < value < float("inf"):
-            raise ValueError(f"{key}: must be a positive number, got {value!r}")
+            raise ValueError(f"{key}: must be a positive, finite number, got {value!r}")
+        if key == "percentile" and value > 100:
+            # Said before a missing threshold: it is what the user typed.
+            raise ValueError(f"percentile: must be at most 100, got {value!r}")
         slo[key] = float(value)
     if not any(k in slo for k in SLO_KEYS):
         raise ValueError(f"an SLO needs at least one of {', '.join(SLO_KEYS)}")
     slo.setdefault("percentile", 99.0)
-    if slo["percentile"] > 100:
-        raise ValueError(f"percentile: must be at most 100, got {slo['percentile']}")
     return slo
 
 
