@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -492,6 +493,20 @@ def build(
     return Database(duckdb.connect(str(database), read_only=True))
 
 
+_READER_ADVICE = re.compile(r"\s*Try setting 'auto_detect'.*$", re.DOTALL)
+_IN_FILE = re.compile(r'JSON transform error in file "([^"]*)"')
+
+
+def _reader_error(message: str) -> str:
+    """DuckDB's JSON reader error as one line for a user of the ledger: DuckDB's advice on
+    its reader's options is for its own users; a file that does not load is one verify
+    names."""
+    text = _READER_ADVICE.sub("", " ".join(message.split()))
+    if _IN_FILE.search(text):
+        text += " (ledger verify names every artifact that breaks its schema)"
+    return text
+
+
 def _connect_and_build(database: str, paths: Sequence[str | Path], locked: bool) -> Database:
     try:
         con = duckdb.connect(database)
@@ -502,7 +517,7 @@ def _connect_and_build(database: str, paths: Sequence[str | Path], locked: bool)
         exports = _build(con, paths)
     except duckdb.Error as e:
         con.close()
-        raise DatabaseError(" ".join(str(e).split())) from None
+        raise DatabaseError(_reader_error(str(e))) from None
     except (OSError, InvalidArtifact, SchemaError) as e:
         con.close()
         raise DatabaseError(str(e)) from None

@@ -436,3 +436,18 @@ def test_a_folder_with_no_campaign_is_refused_not_read_as_empty(
         assert (status, out) == (2, ""), err
         assert err.startswith(f"error: {folder}: no campaign folder here"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_cell_run_duckdb_cannot_read_is_one_line_without_reader_advice(
+    tmp_path: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    cell = min(campaign.glob("linux/capacity/*.json"))
+    document = json.loads(cell.read_text())
+    document["requests"][0]["sent_ns"] = "soon"
+    cell.write_text(json.dumps(document))
+    status, _, err = cli("sql", "--from", str(campaign), "SELECT count(*) FROM requests")
+    assert status != 0 and err.count("\n") == 1
+    assert f'in file "{cell}"' in err and '"soon"' in err
+    assert "auto_detect" not in err and "ledger verify names every artifact" in err

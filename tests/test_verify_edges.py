@@ -434,8 +434,10 @@ def test_a_folder_above_the_evidence_root_is_named_as_such(tmp_path: Path, cli: 
     assert [(f["code"], f["message"]) for f in report["findings"]] == [
         (
             "no-campaign",
-            "a folder of campaigns, not a campaign; verify it as the evidence root: "
-            f"ledger verify {tmp_path / 'top' / 'evidence'}",
+            (
+                "a folder of campaigns, not a campaign; verify it as the evidence root: "
+                f"ledger verify {tmp_path / 'top' / 'evidence'}"
+            ),
         )
     ]
     status, _, err = cli("sql", "--from", str(tmp_path / "top"), "SELECT 1")
