@@ -23,7 +23,7 @@ from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
-from ledger.schema import SchemaId
+from ledger.schema import SchemaId, read_document
 
 _MAX_SUMS_BYTES = 16 << 20
 
@@ -572,16 +572,17 @@ def _run_manifest_issues(folder: Path, by_rel: dict[str, scan.FileResult]) -> li
     run = by_rel.get(promotion.RUN_MANIFEST)
     if run is None or not _intact(run) or not _is_kind(run.schema, "run-manifest"):
         return []
+    # Read and validated again: changed since its worker checked it, it is not trusted.
     try:
-        document = jsonio.read_json(folder / promotion.RUN_MANIFEST)
-    except (OSError, InvalidArtifact):
-        return []  # changed since it was checked: its worker's findings stand
+        document = read_document(folder / promotion.RUN_MANIFEST)
+    except (OSError, InvalidArtifact, SchemaError):
+        return []  # its worker's findings stand
     plan_result = by_rel.get(promotion.RUN_PLAN)
     plan = None
     if plan_result is not None and _intact(plan_result):
         try:
-            plan = jsonio.read_json(folder / promotion.RUN_PLAN)
-        except (OSError, InvalidArtifact):
+            plan = read_document(folder / promotion.RUN_PLAN)
+        except (OSError, InvalidArtifact, SchemaError):
             plan = None
     owners = {r.rel: r.owner for r in by_rel.values() if _intact(r)}
     return runs.run_manifest_issues(document, plan, owners)
@@ -619,11 +620,9 @@ def _restated(folder_name: str) -> list[Issue]:
 
     folder = Path(folder_name)
     try:
-        document = jsonio.read_json(folder / manifest.SUMMARY_NAME)
-    except (OSError, InvalidArtifact):
+        document = read_document(folder / manifest.SUMMARY_NAME)
+    except (OSError, InvalidArtifact, SchemaError):
         return []  # changed since it was checked: its worker's findings stand
-    if not isinstance(document, dict):
-        return []
     try:
         recorded = jsonio.read_json(folder / POLICY_NAME)
         used = parse_policy(recorded, source=POLICY_NAME, base=folder)
