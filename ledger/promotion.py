@@ -687,7 +687,19 @@ def restated_gates(evidence: Evidence, summary: dict[str, Any], policy: Policy) 
     candidate = decision.get("candidate")
     if candidate not in evidence.arms:
         return []
-    derived = {f"{g.arm} {g.stage}": g for g in stage_gates(evidence, candidate, policy)}
+    # A gate drawn from a withheld artifact cannot be derived again here: the summary's
+    # account of it stands, as the withheld artifact's own finding says.
+    run = evidence.run_manifest or {}
+    unseen = {
+        f"{entry['arm']} {entry['stage']}"
+        for entry in (*run.get("cells", ()), *run.get("evidence", ()))
+        if (entry.get("artifact") or {}).get("path") in evidence.withheld
+    }
+    derived = {
+        f"{g.arm} {g.stage}": g
+        for g in stage_gates(evidence, candidate, policy)
+        if f"{g.arm} {g.stage}" not in unseen
+    }
     issues = []
     stated = set()
     for index, gate in enumerate(summary.get("gates") or ()):

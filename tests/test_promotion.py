@@ -1119,3 +1119,14 @@ def test_a_summary_whose_policy_file_was_changed_is_not_taken_on_trust(
     assert [f["pointer"] for f in report["findings"] if f["code"] == "derived-mismatch"] == [
         "/decision/policy/sha256"
     ]
+
+
+def test_a_gate_drawn_from_a_withheld_cell_is_not_derived_again(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    decide(campaign, load_policy(policy_file))
+    (campaign / "candidate" / CELL).unlink()
+    manifest.seal(campaign, withhold=[f"candidate/{CELL}"], check=False, jobs=1)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 0, [f for f in report["findings"] if f["severity"] == "error"]
+    assert "derived-mismatch" not in {f["code"] for f in report["findings"]}

@@ -311,3 +311,27 @@ def test_json_lines_are_sanitized_as_the_json_they_decode_to() -> None:
     assert "abcdefgh1234" not in out[2]  # a line of text is sanitized as text
     assert out[3] == '{"ok": "fine",  "n": 2}'  # nothing redacted: the line as it was
     assert list(sanitizer.scan_lines("\n".join(out))) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "auth_mode: oauth-proxy",
+        "api_key_env: VLLM_API_KEY",
+        '"api_key_env": "VLLM_API_KEY"',
+        '"prompt_tokens": 1234567890123',
+        "token_budget: high-effort",
+        "secret_name: hf-token-ref",
+        '["--api-key-env", "VLLM_API_KEY", "--max-model-len", "8192"]',
+    ],
+)
+def test_names_of_secrets_in_text_stay_as_under_a_json_key(text: str) -> None:
+    # A report prints identities as "key: value" lines: read as the JSON they came from.
+    assert Sanitizer().text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text", ["auth_token: abcdefgh123", "token: abcdefgh1234", 'SUMO_ACCESS_ID = "suGyI5imvADdvU"']
+)
+def test_a_secret_s_own_name_still_makes_its_value_secret(text: str) -> None:
+    assert "<redacted:credential:1>" in Sanitizer().text(text)

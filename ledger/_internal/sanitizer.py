@@ -226,6 +226,19 @@ class Sanitizer:
             "_".join(words) in self.rules.gpu_keys or any(w in self.rules.gpu_keys for w in words)
         )
 
+    def _names_a_thing(self, text: str, start: int) -> bool:
+        """Whether the name a keyed match starts in ends in a naming word (``_env``,
+        ``_mode``, ``_tokens``; not ``id``): the whole name, from where it starts."""
+        left = start
+        while left > 0 and _NAME_CHARS.fullmatch(text[left - 1]):
+            left -= 1
+        found = _KEY_NAME.match(text, left)
+        if found is None:
+            return False
+        words = self._key_words(found.group(1))
+        # An id is the secret these patterns name (accessId, ClientID), not a name of one.
+        return bool(words) and words[-1] in self.rules.naming_words - {"id", "ids"}
+
     def _allowed(self, text: str, start: int, end: int) -> bool:
         # The whole token around a hit: a public identifier is never redacted.
         left = start
@@ -396,6 +409,12 @@ class Sanitizer:
                     # A secret-like name before it makes even a digest-shaped value secret.
                     if detector not in keyed and self._allowed(text, start, end):
                         continue
+                    # ... but not the name of such a thing (api_key_env, auth_mode), as
+                    # under a JSON key: a report's "key: value" lines read as JSON does.
+                    if detector in keyed and (
+                        value.startswith("--") or self._names_a_thing(text, match.start())
+                    ):
+                        continue  # the next flag of an argv, or the name of a thing
                     add(category, start, end)
             if category == "gpu" and key is not None and self._gpu_key(key):
                 for match in rules.bare_uuid.finditer(text):
@@ -544,6 +563,9 @@ class Sanitizer:
             ):
                 yield from self._scan(item, f"{pointer}/{index}", under)
 
+
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]")
+_KEY_NAME = re.compile(r"[\"']?([A-Za-z0-9_.-]+)")
 
 JSON_LINES = (".jsonl", ".ndjson")
 """Names of files of JSON lines: sanitized and scanned line by line as JSON, then as text."""
