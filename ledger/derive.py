@@ -678,7 +678,8 @@ def derive_into(
     root = Path(folder)
     check_name("arm", baseline)
     check_name("arm", candidate)
-    if slo is None and kind == "ab":
+    from_plan = slo is None and kind == "ab"
+    if from_plan:
         slo = plan_slo(root)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
@@ -687,6 +688,10 @@ def derive_into(
         raise DeriveError(str(e)) from None
     try:
         campaign = root.resolve().name
+        if from_plan and slo is not None and not _both_ran_load(db, campaign, baseline, candidate):
+            # The plan's SLO is for its load stages: with none to apply it to, the
+            # comparison has no goodput, rather than no comparison at all.
+            slo = None
         document = derive(
             db,
             campaign,
@@ -710,6 +715,16 @@ def derive_into(
         checked=(review,),
     )
     return root / name
+
+
+def _both_ran_load(db: Database, campaign: str, baseline: str, candidate: str) -> bool:
+    """Whether both arms hold open-loop (load or sweep rate) cells."""
+    found = db.query(
+        "SELECT count(DISTINCT arm) FROM cell_settings WHERE campaign_id = ? "
+        "AND arm IN (?, ?) AND rate IS NOT NULL",
+        [campaign, baseline, candidate],
+    ).rows
+    return bool(found) and found[0][0] == 2
 
 
 def plan_slo(folder: Path) -> dict[str, float] | None:

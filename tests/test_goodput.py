@@ -451,3 +451,30 @@ def test_a_sustained_rate_that_is_the_highest_tried_is_a_lower_bound() -> None:
         "at least 40 req/s, the highest rate it ran (95 % interval 20 to 40)"
     )
     assert sustained_text(side(None, None), number) == "none of its rates"
+
+
+def test_a_plan_s_slo_without_a_load_stage_leaves_the_comparison_without_goodput(
+    two_arm_campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    import shutil
+
+    folder = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, folder)
+    plan = json.loads((folder / "run-plan.json").read_text())
+    plan["slo"] = {"e2e_ms": 5000.0, "percentile": 99.0}
+    (folder / "run-plan.json").write_text(json.dumps(plan))
+    run = json.loads((folder / "run-manifest.json").read_text())
+    run["plan"]["sha256"] = sha256_file(folder / "run-plan.json")[0]
+    (folder / "run-manifest.json").write_text(json.dumps(run))
+    forge_seal(folder)
+    args = ["--baseline", "windows", "--candidate", "linux", "--differs", "os"]
+    status, _, err = cli("derive", str(folder), *args)
+    assert status == 0, err  # the plan's SLO had nothing to apply to: no refusal
+    (derived,) = (folder / "derived").glob("*.json")
+    document = json.loads(derived.read_text())
+    assert "load" not in document and "slo" not in document["derivation"]
+    status, report = verify_json(cli, folder)
+    assert status == 0, [f for f in report["findings"] if f["severity"] == "error"]
+    # Given on the command line, it is asked for: refused as before.
+    status, _, err = cli("derive", str(folder), *args, "--slo", "e2e_ms=5", "--replace")
+    assert status != 0 and "no load stage" in err
