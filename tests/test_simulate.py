@@ -165,3 +165,22 @@ def test_profile_file_and_its_errors(tmp_path: Path) -> None:
         bad.write_text(text)
         with pytest.raises(InvalidArtifact, match=message):
             load_profile(bad)
+
+
+def test_a_child_that_exits_at_start_is_one_error_naming_its_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+    import sys
+
+    from runners.simulate import serve
+
+    real = subprocess.Popen
+
+    def exits(command: list[str], **options: Any) -> Any:
+        # A child killed by the interrupt that also reached its parent, for instance.
+        return real([sys.executable, "-c", "raise SystemExit(3)"], **options)
+
+    monkeypatch.setattr(serve.subprocess, "Popen", exits)
+    with pytest.raises(serve.ServerError, match="exited at start with status 3"):
+        SimulatorProcess(Profile()).start()

@@ -134,11 +134,10 @@ class SimulatorProcess:
         self._process = subprocess.Popen(command, pass_fds=(sock.fileno(),))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                self.stop()
-                raise ServerError(
-                    f"the simulated endpoint exited at start with status {self._process.returncode}"
-                )
+            status = self._process.poll()
+            if status is not None:
+                self.stop()  # forgets the process: its status is read first
+                raise ServerError(f"the simulated endpoint exited at start with status {status}")
             try:
                 if (
                     httpx.get(self.base_url + "/models", timeout=1.0, trust_env=False).status_code
