@@ -787,13 +787,32 @@ def recompute(
     if pointer is None:
         return []
     return [
-        Issue(
-            "derived-mismatch",
-            pointer,
-            f"states {_at(document, pointer)!r}; derived again from the raw rows: "
-            f"{_at(fresh, pointer)!r}",
-        )
+        Issue("derived-mismatch", pointer, _difference(_at(document, pointer), _at(fresh, pointer)))
     ]
+
+
+def _difference(stated: Any, fresh: Any) -> str:
+    """What differs, in a line a reader can take in: two lists by what each lacks (a list
+    of limitations runs to kilobytes), anything else as it is, cut short."""
+    if isinstance(stated, list) and isinstance(fresh, list):
+        said = [f"states {len(stated)} entries; derived again from the raw rows: {len(fresh)}"]
+        unstated = [x for x in fresh if x not in stated]
+        underived = [x for x in stated if x not in fresh]
+        if unstated:
+            said.append(f"not stated: {_cut(unstated[0])}" + _more(len(unstated)))
+        if underived:
+            said.append(f"not derived: {_cut(underived[0])}" + _more(len(underived)))
+        return "; ".join(said)
+    return f"states {_cut(stated)}; derived again from the raw rows: {_cut(fresh)}"
+
+
+def _cut(value: Any, limit: int = 200) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def _more(count: int) -> str:
+    return f" (and {count - 1} more)" if count > 1 else ""
 
 
 def comparison_of(document: dict[str, Any]) -> tuple[str, tuple[str, str]]:

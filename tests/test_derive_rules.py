@@ -385,3 +385,17 @@ def test_an_ab_document_of_one_pair_names_each_arm() -> None:
     (row,) = document["rows"]
     assert (row["n"], row["failed"]) == ({"baseline": 10, "candidate": 11},
                                          {"baseline": 0, "candidate": 1})  # fmt: skip
+
+
+def test_a_difference_of_lists_is_told_by_what_each_lacks() -> None:
+    from ledger.derive import _difference
+
+    stated = ["a", "b"]
+    fresh = ["a", "c", "d" * 500]
+    said = _difference(stated, fresh)
+    assert said == (
+        "states 2 entries; derived again from the raw rows: 3; not stated: 'c' (and 1 more); "
+        "not derived: 'b'"
+    )
+    long = _difference("x" * 500, 1.5)
+    assert len(long) < 260 and long.endswith("derived again from the raw rows: 1.5")
