@@ -1189,3 +1189,24 @@ def test_an_interrupt_after_the_output_is_in_place_lets_the_command_finish(
     assert cli_module.main(["build"]) == (0 if placed else 130)
     assert target.exists() == placed
     assert sorted(p.name for p in tmp_path.iterdir()) == (["built.duckdb"] if placed else [])
+
+
+def test_an_interrupt_after_a_new_folder_is_in_place_lets_the_command_finish(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import ledger._cli as cli_module
+    from ledger._internal.outputs import new_folder
+
+    def export(_: object) -> int:
+        with new_folder(tmp_path / "export") as work:
+            (work / "part.parquet").write_text("whole\n")
+        signal.raise_signal(signal.SIGINT)  # a publication or export already renamed
+        return 0
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("export2", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=export)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["export2"]) == 0
+    assert (tmp_path / "export" / "part.parquet").exists()

@@ -1074,6 +1074,15 @@ def _headline_raised(summary: dict[str, Any]) -> None:
     summary["headline_results"][0] = line.replace(figure.group(0), "(+99.9%", 1)
 
 
+def _failed_count_off(summary: dict[str, Any]) -> None:
+    gate = next(g for g in summary["gates"] if g["name"] == "candidate capacity")
+    gate["failed"] += 1
+
+
+def _headline_dropped(summary: dict[str, Any]) -> None:
+    summary["headline_results"] = summary["headline_results"][1:]
+
+
 def _gate_dropped(summary: dict[str, Any]) -> None:
     summary["gates"] = [g for g in summary["gates"] if g["name"] != "candidate endurance"]
 
@@ -1085,8 +1094,10 @@ def _gate_dropped(summary: dict[str, Any]) -> None:
         (_count_off, "/gates/", "derived again from"),
         (_headline_raised, "/headline_results/0", "states +99.9%; derived again from derived/"),
         (_gate_dropped, "/gates", "no gate 'candidate endurance'; derived again: passed"),
+        (_failed_count_off, "/gates/", "states 1; derived again from"),
+        (_headline_dropped, "/headline_results", "results; derived again from derived/"),
     ],
-    ids=["verdict", "count", "headline-figure", "gate-dropped"],
+    ids=["verdict", "count", "headline-figure", "gate-dropped", "failed-count", "headline-gone"],
 )
 def test_a_summary_s_figures_are_derived_again(
     campaign: Path, policy_file: Path, cli: CliRun, edit: Any, pointer: str, message: str
