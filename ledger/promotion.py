@@ -10,6 +10,7 @@ returns every unmet rule with its reason, not only the first, each with the find
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,7 @@ def load_evidence(folder: str | Path) -> Evidence:
         if document is not None and kind is not None:
             evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
     _load_imported(evidence)
-    evidence.withheld = frozenset(_withheld(root))
+    evidence.withheld = frozenset(e["path"] for e in _seal_entries(root, "withheld"))
     derived = root / "derived"
     for path in sorted(derived.glob("*.json")) if derived.is_dir() else ():
         rel = path.relative_to(root).as_posix()
@@ -220,30 +221,23 @@ def imported_runs(folder: Path) -> list[str]:
     each artifact's schema: they are found without reading every file of the campaign (its
     cell runs may hold millions of requests). Empty when the seal cannot be read (its own
     finding says why)."""
-    try:
-        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
-    except (OSError, InvalidArtifact):
-        return []
-    artifacts = seal.get("artifacts") if isinstance(seal, dict) else None
     return [
         entry["path"]
-        for entry in (artifacts if isinstance(artifacts, list) else ())
-        if isinstance(entry, dict)
-        and entry.get("schema") == IMPORTED_SCHEMA
-        and isinstance(entry.get("path"), str)
+        for entry in _seal_entries(folder, "artifacts")
+        if entry.get("schema") == IMPORTED_SCHEMA
     ]
 
 
-def _withheld(folder: Path) -> list[str]:
-    """The paths the seal declares withheld (none when it cannot be read: its own finding
-    says why)."""
+def _seal_entries(folder: Path, field: str) -> list[dict[str, Any]]:
+    """The seal's entries under ``field`` (``artifacts``, ``withheld``) that name a path;
+    none when the seal cannot be read (its own finding says why)."""
     try:
         seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
     except (OSError, InvalidArtifact):
         return []
-    entries = seal.get("withheld") if isinstance(seal, dict) else None
+    entries = seal.get(field) if isinstance(seal, dict) else None
     return [
-        entry["path"]
+        entry
         for entry in (entries if isinstance(entries, list) else ())
         if isinstance(entry, dict) and isinstance(entry.get("path"), str)
     ]
@@ -678,15 +672,13 @@ def check_approvals(
     return None, reasons
 
 
-def restated_gates(evidence: Evidence, summary: dict[str, Any], policy: Policy) -> list[Issue]:
-    """What a summary states of its candidate's gates against the gates derived again from
-    the evidence under the policy it was decided by: each verdict and count, every gate
-    listed, and every failed one among the failures. (Their details are prose, worded by
-    the ledger version that decided; the verdicts and counts are what a reader acts on.)"""
-    decision = summary.get("decision") or {}
-    candidate = decision.get("candidate")
-    if candidate not in evidence.arms:
-        return []
+def restated_gates(
+    evidence: Evidence, summary: dict[str, Any], gates: Sequence[GateResult]
+) -> list[Issue]:
+    """What a summary states of its candidate's gates against ``gates``, derived again
+    from the evidence under the policy it was decided by: each verdict and count, every
+    gate listed, and every failed one among the failures. (Their details are prose, worded
+    by the ledger version that decided; the verdicts and counts are what a reader acts on.)"""
     # A gate drawn from a withheld artifact cannot be derived again here: the summary's
     # account of it stands, as the withheld artifact's own finding says.
     run = evidence.run_manifest or {}
@@ -695,11 +687,7 @@ def restated_gates(evidence: Evidence, summary: dict[str, Any], policy: Policy) 
         for entry in (*run.get("cells", ()), *run.get("evidence", ()))
         if (entry.get("artifact") or {}).get("path") in evidence.withheld
     }
-    derived = {
-        f"{g.arm} {g.stage}": g
-        for g in stage_gates(evidence, candidate, policy)
-        if f"{g.arm} {g.stage}" not in unseen
-    }
+    derived = {f"{g.arm} {g.stage}": g for g in gates if f"{g.arm} {g.stage}" not in unseen}
     issues = []
     stated = set()
     for index, gate in enumerate(summary.get("gates") or ()):

@@ -642,9 +642,14 @@ def _restated(folder_name: str) -> list[Issue]:
             )
         ]
     evidence = promotion.load_evidence(folder)
+    candidate = decision.get("candidate") if isinstance(decision, dict) else None
+    if candidate not in evidence.arms:
+        return []
+    # Evaluated once: its gates and the comparison it draws on are both restated.
+    evaluation = promotion.evaluate(evidence, used, candidate=candidate)
     return [
-        *promotion.restated_gates(evidence, document, used),
-        *_restated_headlines(evidence, document, used),
+        *promotion.restated_gates(evidence, document, evaluation.gates),
+        *_restated_headlines(evidence, document, evaluation),
     ]
 
 
@@ -661,7 +666,7 @@ _NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?%?")
 
 
 def _restated_headlines(
-    evidence: promotion.Evidence, summary: dict[str, Any], policy: Policy
+    evidence: promotion.Evidence, summary: dict[str, Any], evaluation: promotion.Evaluation
 ) -> list[Issue]:
     """The figures of a run's headline results against those of the comparison its
     decision drew on (which is itself derived again from the raw rows): the prose around
@@ -669,10 +674,8 @@ def _restated_headlines(
     from ledger.decide import headlines_of
 
     stated = summary.get("headline_results")
-    candidate = (summary.get("decision") or {}).get("candidate")
-    if not isinstance(stated, list) or candidate not in evidence.arms:
+    if not isinstance(stated, list):
         return []
-    evaluation = promotion.evaluate(evidence, policy, candidate=candidate)
     derived = headlines_of(evidence, evaluation.comparison)
     if len(stated) != len(derived):
         return [

@@ -878,9 +878,7 @@ def run_plan(
 def _bookkeeping_only(folder: Path) -> bool:
     """Whether a run's folder holds nothing but its plan and workload bookkeeping."""
     own = {PLAN_NAME, WORKLOAD_NAME}
-    return all(p.name in own for p in folder.rglob("*") if not p.is_dir()) and all(
-        p.parent == folder for p in folder.rglob("*")
-    )
+    return all(p.is_file() and p.name in own for p in folder.iterdir())
 
 
 async def _main(campaign: CampaignRun) -> None:
