@@ -1083,6 +1083,12 @@ def _headline_dropped(summary: dict[str, Any]) -> None:
     summary["headline_results"] = summary["headline_results"][1:]
 
 
+def _checks_passed_off(summary: dict[str, Any]) -> None:
+    gate = next(g for g in summary["gates"] if g["name"] == "candidate preflight")
+    assert gate["checks_passed"] == gate["checks"]
+    gate["checks"] += 1
+
+
 def _gate_dropped(summary: dict[str, Any]) -> None:
     summary["gates"] = [g for g in summary["gates"] if g["name"] != "candidate endurance"]
 
@@ -1096,8 +1102,17 @@ def _gate_dropped(summary: dict[str, Any]) -> None:
         (_gate_dropped, "/gates", "no gate 'candidate endurance'; derived again: passed"),
         (_failed_count_off, "/gates/", "states 1; derived again from"),
         (_headline_dropped, "/headline_results", "results; derived again from derived/"),
+        (_checks_passed_off, "/gates/", "derived again from candidate/preflight.json"),
     ],
-    ids=["verdict", "count", "headline-figure", "gate-dropped", "failed-count", "headline-gone"],
+    ids=[
+        "verdict",
+        "count",
+        "headline-figure",
+        "gate-dropped",
+        "failed-count",
+        "headline-gone",
+        "functional-count",
+    ],
 )
 def test_a_summary_s_figures_are_derived_again(
     campaign: Path, policy_file: Path, cli: CliRun, edit: Any, pointer: str, message: str
@@ -1114,6 +1129,28 @@ def test_a_summary_s_figures_are_derived_again(
     assert status == 1
     found = [f for f in report["findings"] if f["code"] == "derived-mismatch"]
     assert any(f["pointer"].startswith(pointer) and message in f["message"] for f in found), found
+
+
+def test_a_failed_gate_missing_from_the_failures_is_named(
+    campaign: Path, tmp_path: Path, sigstore: PrivateSigstore, cli: CliRun
+) -> None:
+    sigstore.write_trusted_root(tmp_path / "root.json")
+    strict = tmp_path / "strict.toml"
+    strict.write_text(POLICY.format(reserve=8192, approver=APPROVER, issuer=ISSUER))
+    decide(campaign, load_policy(strict))
+    path = campaign / "summary.json"
+    summary = json.loads(path.read_text())
+    kept = [f for f in summary["failures"] if not f.startswith("candidate reserve:")]
+    assert len(kept) == len(summary["failures"]) - 1
+    summary["failures"] = kept
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    forge_seal(campaign)
+    status, report = verify_json(cli, "--policy", str(strict), campaign)
+    assert status == 1
+    found = [
+        (f["pointer"], f["message"]) for f in report["findings"] if f["code"] == "derived-mismatch"
+    ]
+    assert found == [("/failures", "gate 'candidate reserve' failed but is not listed")]
 
 
 def test_a_summary_whose_policy_file_was_changed_is_not_taken_on_trust(
