@@ -397,19 +397,20 @@ def test_a_numeric_secret_is_redacted_and_caught_if_pasted_afterwards(
     ]
 
 
+@pytest.mark.parametrize("name", ["requests.jsonl", "events.ndjson"])
 def test_json_lines_are_published_without_the_secrets_their_escapes_hide(
-    raw: Path, tmp_path: Path, cli: CliRun
+    raw: Path, tmp_path: Path, cli: CliRun, name: str
 ) -> None:
     lines = '{"api\\u005fkey": "plainsecretvalue30"}\n{"base_url": "http://10\\u002e0.0.5:8001"}\n'
-    (raw / "requests.jsonl").write_text(lines)
+    (raw / name).write_text(lines)
     forge_seal(raw)
     public = publish(raw, tmp_path / "public").folder
-    published = (public / "requests.jsonl").read_text()
+    published = (public / name).read_text()
     assert "plainsecretvalue30" not in published and "u002e0.0.5" not in published
     assert json.loads(published.split("\n")[0])["api_key"].startswith("<redacted:credential:")
     assert cli("verify", str(public))[0] == 0
     # Pasted back afterwards, the escaped secret is caught by verify.
-    (public / "requests.jsonl").write_text(lines)
+    (public / name).write_text(lines)
     forge_seal(public)
     status, report = verify_json(cli, public)
     assert status == 1

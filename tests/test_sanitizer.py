@@ -285,11 +285,39 @@ def test_a_value_after_a_secret_flag_in_an_argv_is_a_credential(prefilter: bool)
         ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
         ("Proxy-Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
         ("NGC_KEY nvapi-" + "Ab1_" * 16, "nvapi-" + "Ab1_" * 16),
+        ("--db_password Tr0ub4dor-and-3", "Tr0ub4dor-and-3"),
+        ("--client_secret=Tr0ub4dor-and-3", "Tr0ub4dor-and-3"),
+        # The scheme is no secret, the credentials after it are: the whole is redacted.
+        ("Authorization: Negotiate YIIGhgYJKoZIhvcSAQICAQBuggZ1MIIGcaADAgEF", "YIIGhgYJKoZIhvc"),
+        ("Authorization: NTLM TlRMTVNTUAABAAAAB4IIogAAAAAAAAAA==", "TlRMTVNTUAABAAAAB4"),
+        ("auth: Negotiate YIIGhgYJKoZIhvcSAQICAQBuggZ1MIIGcaADAgEF", "YIIGhgYJKoZIhvc"),
+        # A Digest response is a hash of the password: every parameter goes.
+        (
+            (
+                'Authorization: Digest username="bob", realm="x", nonce="dcd98b7102dd2f0e8b11", '
+                'response="6629fae49393a05397450978507c4ef1"'
+            ),
+            "6629fae49393a05397450978507c4ef1",
+        ),
+        (
+            (
+                'log {"h": "Authorization: Digest username=\\"bob\\", '
+                'response=\\"6629fae49393a05397450978507c4ef1\\""} end'
+            ),
+            "6629fae49393a05397450978507c4ef1",
+        ),
     ],
 )
 def test_quoted_flag_values_basic_auth_and_nvidia_keys(text: str, secret: str) -> None:
-    cleaned = Sanitizer().text(text)
+    sanitizer = Sanitizer()
+    cleaned = sanitizer.text(text)
     assert secret not in cleaned and "<redacted:credential:1>" in cleaned
+    assert sanitizer.detect(cleaned) == []
+
+
+def test_a_digest_header_inside_a_json_line_keeps_the_line_s_json() -> None:
+    text = '{"Authorization": "Digest username=x, response=abcdef0123"}, "next": 1'
+    assert Sanitizer().text(text) == '{"Authorization": "<redacted:credential:1>"}, "next": 1'
 
 
 def test_json_lines_are_sanitized_as_the_json_they_decode_to() -> None:
@@ -311,6 +339,18 @@ def test_json_lines_are_sanitized_as_the_json_they_decode_to() -> None:
     assert "abcdefgh1234" not in out[2]  # a line of text is sanitized as text
     assert out[3] == '{"ok": "fine",  "n": 2}'  # nothing redacted: the line as it was
     assert list(sanitizer.scan_lines("\n".join(out))) == []
+
+
+def test_a_json_line_holding_an_array_is_decoded_too() -> None:
+    text = ' [{"api\\u005fkey": "plainsecretvalue30"}, "--api\\u002dkey", "Tr0ub4dor-and-3"]\n'
+    sanitizer = Sanitizer()
+    assert list(sanitizer.scan_lines(text)) == [
+        (1, "/0/api_key", "credential"),
+        (1, "/2", "credential"),
+    ]
+    cleaned = sanitizer.lines(text)
+    assert "plainsecretvalue30" not in cleaned and "Tr0ub4dor-and-3" not in cleaned
+    assert json.loads(cleaned)[1] == "--api-key"
 
 
 @pytest.mark.parametrize(
