@@ -1169,6 +1169,26 @@ def test_a_summary_whose_policy_file_was_changed_is_not_taken_on_trust(
     ]
 
 
+def test_a_raw_campaign_s_policy_is_not_excused_by_a_redacted_approver(
+    campaign: Path, policy_file: Path, cli: CliRun
+) -> None:
+    # Publish redacts an approver's address, so a publication's policy digest cannot match;
+    # a raw campaign has no such excuse, and its threshold is what the edit is after.
+    decide(campaign, load_policy(policy_file))
+    path = campaign / "policy.json"
+    recorded = json.loads(path.read_text())
+    (approver,) = recorded["approval"]["approvers"]
+    approver["identity"] = "<redacted:email:1>"
+    recorded["reserve_min_free_mib"] = 1
+    path.write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    forge_seal(campaign)
+    status, report = verify_json(cli, "--policy", str(policy_file), campaign)
+    assert status == 1
+    assert [f["pointer"] for f in report["findings"] if f["code"] == "derived-mismatch"] == [
+        "/decision/policy/sha256"
+    ]
+
+
 def test_a_gate_drawn_from_a_withheld_cell_is_not_derived_again(
     campaign: Path, policy_file: Path, cli: CliRun
 ) -> None:
