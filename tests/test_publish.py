@@ -433,6 +433,7 @@ def test_verify_public_holds_a_publication_whose_statement_was_deleted(
     seal.pop("seals")
     write_json(public / "manifest.json", seal)
     (public / "notes.md").write_text(f"ask {SECRETS['openai']} at {SECRETS['endpoint']}\n")
+    (public / f"{SECRETS['hf']}.txt").write_text("named\n")
     forge_seal(public)
     status, report = verify_json(cli, public)
     codes = {f["code"] for f in report["findings"]}
@@ -440,9 +441,12 @@ def test_verify_public_holds_a_publication_whose_statement_was_deleted(
     status, report = verify_json(cli, "--public", public)
     assert status == 1
     assert {"not-published", "private-data"} <= {f["code"] for f in report["findings"]}
-    assert [f["path"] for f in report["findings"] if f["code"] == "private-data"] == [
-        f"{public}/notes.md",
-        f"{public}/notes.md",
+    assert [
+        (f["path"], f["message"]) for f in report["findings"] if f["code"] == "private-data"
+    ] == [
+        (f"{public}/{SECRETS['hf']}.txt", "credential in a public file name"),
+        (f"{public}/notes.md", "line 1: credential in a public file"),
+        (f"{public}/notes.md", "line 1: endpoint in a public file"),
     ]
     # A publication left whole passes --public.
     assert cli("verify", "--public", str(whole))[0] == 0
