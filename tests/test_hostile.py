@@ -1210,3 +1210,31 @@ def test_an_interrupt_after_a_new_folder_is_in_place_lets_the_command_finish(
     monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
     assert cli_module.main(["export2"]) == 0
     assert (tmp_path / "export" / "part.parquet").exists()
+
+
+def test_an_output_that_could_not_be_placed_leaves_an_interrupt_its_effect(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import ledger._cli as cli_module
+    from ledger._internal.outputs import new_folder
+
+    target = tmp_path / "export"
+
+    def export(_: object) -> int:
+        try:
+            with new_folder(target) as work:
+                (work / "part.parquet").write_text("whole\n")
+                (target / "theirs").mkdir(parents=True)  # made by another, meanwhile
+        except OSError:
+            pass  # the rename failed: nothing of this command is in place
+        signal.raise_signal(signal.SIGINT)
+        return 0
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("export3", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=export)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["export3"]) == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]
+    assert [p.name for p in target.iterdir()] == ["theirs"]

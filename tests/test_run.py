@@ -388,6 +388,10 @@ def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read(
         ),
         (lambda p: p["stages"].append({"name": "x"}), "stages: 1 entries in the run, 2 entries"),
         (lambda p: p.pop("seed"), "seed: 7 in the run, absent now (/seed of run-plan.json)"),
+        (
+            lambda p: p["evidence_stages"][0].update(interval_s=2),
+            "evidence stage 'telemetry', interval_s: 1 in the run, 2 now",
+        ),
     ],
 )
 def test_a_changed_plan_is_described_as_the_plan_file_names_it(edit: Any, said: str) -> None:
@@ -400,6 +404,7 @@ def test_a_changed_plan_is_described_as_the_plan_file_names_it(edit: Any, said: 
                 "cells": [{"id": "ctx1", "concurrency": 4}, {"id": "ctx2", "concurrency": 4}],
             }
         ],
+        "evidence_stages": [{"name": "telemetry", "interval_s": 1}],
     }
     wanted = copy.deepcopy(recorded)
     edit(wanted)
