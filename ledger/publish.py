@@ -89,7 +89,6 @@ def publish(
     out: str | Path,
     *,
     digest_map: str | Path | None = None,
-    decision: dict[str, Any] | None = None,
     reseal_after_review: bool = False,
 ) -> Published:
     """Publishes the raw campaign folder ``raw`` as ``out/<campaign_id>``.
@@ -158,7 +157,6 @@ def publish(
     kinds: dict[str, str] = {}
     references: dict[str, list[str]] = {}
     raw_digests: dict[str, str] = {}
-    decision_found: Any = None
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
         if named:
@@ -177,17 +175,9 @@ def publish(
             document = _parse(sanitizer, rel, data)
             if may_reference(data):
                 references[rel] = [ref.path for ref in find_references(document)]
-            if rel == manifest.SUMMARY_NAME:
-                decision_found = _decision(document)
         elif kinds[rel] == "text":
             _decode(rel, data)
     digests: dict[str, str] = {}
-    predicate = {
-        "campaign_id": campaign,
-        "decision": decision if decision is not None else decision_found,
-        "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-    }
-    statement = jsonio.dumps_deterministic(intoto.statement([], predicate))
     map_file = Changes()
     mapped = False
     try:
@@ -204,6 +194,16 @@ def publish(
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 jsonio.write_atomic(destination, public, replace=False)
                 digests[rel] = sha256_bytes(public)
+            # The decision as published: the summary's, sanitized (an approver's address
+            # redacted there is redacted here too), so that verify can hold one to the other.
+            predicate = {
+                "campaign_id": campaign,
+                "decision": _decision(jsonio.read_json(work / manifest.SUMMARY_NAME))
+                if manifest.SUMMARY_NAME in digests
+                else None,
+                "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+            }
+            statement = jsonio.dumps_deterministic(intoto.statement([], predicate))
             raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
             _, seal = manifest.seal_files(
                 work,

@@ -757,6 +757,15 @@ def _check_statement(
                     f"subject {name!r} has sha256 {subjects[name]}, the file {expected[name]}",
                 )
             )
+    summary: Any = None
+    if (folder / manifest.SUMMARY_NAME).exists():
+        try:
+            summary = jsonio.read_json(folder / manifest.SUMMARY_NAME)
+        except (OSError, InvalidArtifact):
+            return issues  # the summary's own finding says why; nothing to hold it against
+    campaign_id = folder.resolve().name
+    for pointer, why in intoto.predicate_mismatches(document, campaign_id, summary):
+        issues.append(Issue("statement-mismatch", pointer, why))
     return issues
 
 

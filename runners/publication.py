@@ -348,6 +348,29 @@ def _statement_for(root: Path) -> dict[str, bytes]:
     return {intoto.STATEMENT_NAME: jsonio.dumps_deterministic(intoto.statement([], predicate))}
 
 
+def _refuse_a_changed_predicate(root: Path, made: dict[str, bytes]) -> None:
+    """A statement whose predicate says other than the campaign is not signed: the
+    signature would vouch for a decision the summary does not hold."""
+    if made:
+        return  # made from the summary just now
+    try:
+        document = jsonio.read_json(root / intoto.STATEMENT_NAME)
+        summary = (
+            jsonio.read_json(root / manifest.SUMMARY_NAME)
+            if (root / manifest.SUMMARY_NAME).exists()
+            else None
+        )
+    except (OSError, InvalidArtifact) as e:
+        raise RunnerError(f"{root}: {e}") from None
+    found = intoto.predicate_mismatches(document, root.resolve().name, summary)
+    if found:
+        pointer, why = found[0]
+        raise RunnerError(
+            f"{root / intoto.STATEMENT_NAME}#{pointer}: {why}; the statement is not signed "
+            "(publish the campaign again rather than edit its statement)"
+        )
+
+
 def sign(
     folder: str | Path,
     setup: SigningSetup | None = None,
@@ -376,9 +399,9 @@ def sign(
     review = manifest.check_seal(
         root, "sign", reseal_after_review=reseal_after_review, renewing=[intoto.BUNDLE_NAME]
     )
-    _, files = manifest.seal_files(
-        root, _statement_for(root), signed=True, reviews=[review] if review else []
-    )
+    made = _statement_for(root)
+    _refuse_a_changed_predicate(root, made)
+    _, files = manifest.seal_files(root, made, signed=True, reviews=[review] if review else [])
     if not replace and _still_signed(root, files[intoto.STATEMENT_NAME]):
         raise OutputExists(
             f"{root / intoto.BUNDLE_NAME} already signs this statement; --replace to sign it "

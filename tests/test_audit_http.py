@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ledger import manifest
-from tests.conftest import ROOT, CliRun
+from tests.conftest import ROOT, CliRun, forge_seal
 from tests.private_sigstore import OIDC_ISSUER, SigstoreService
 
 PUBLISHED = "2026-11-29-simulated-example"
@@ -405,6 +405,33 @@ def test_sign_refuses_to_replace_a_good_signature_and_renews_a_missing_one(
     root = tmp_path / "root.json"
     service.instance.write_trusted_root(root)
     assert _audit(cli, str(folder), root)[0] == 0
+
+
+def test_sign_refuses_a_statement_whose_decision_is_not_the_summary_s(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    folder = tmp_path / OTHER
+    shutil.copytree(ROOT / "evidence" / OTHER, folder)
+    statement = json.loads((folder / manifest.STATEMENT_NAME).read_bytes())
+    assert statement["predicate"]["decision"]["promotion_authorized"] is False
+    statement["predicate"]["decision"]["promotion_authorized"] = True
+    (folder / manifest.STATEMENT_NAME).write_text(json.dumps(statement))
+    forge_seal(folder)
+    before = _tree(folder)
+    with SigstoreService() as service:
+        config = str(service.write_trust_config(tmp_path / "trust-config.json"))
+        status, out, err = cli(
+            "sign", str(folder), "--identity-token", service.token(SIGNER),
+            "--trust-config", config, "--replace",
+        )  # fmt: skip
+        assert service.log.leaves == []
+    assert status == 1 and out == ""
+    assert err == (
+        f"error: {folder}/statement.intoto.json#/predicate/decision: decision "
+        "'promotion_authorized' states true; summary.json's decision: false; the statement is "
+        "not signed (publish the campaign again rather than edit its statement)\n"
+    )
+    assert _tree(folder) == before
 
 
 def test_a_campaign_without_a_bundle_fails_and_one_without_a_statement_is_refused(

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger import manifest
 from ledger._internal import intoto
 from ledger._internal.jsonio import read_json, write_json
+from ledger.decide import decide
 from ledger.hashing import sha256_file
+from ledger.policy import load_policy
 from ledger.publish import PublishError, publish
 from tests.conftest import CliRun, forge_seal, verify_json
 
@@ -154,6 +158,62 @@ def test_statement_must_match_the_files(raw: Path, tmp_path: Path, cli: CliRun) 
     # Sealing again rewrites the statement's subjects.
     forge_seal(public)
     assert verify_json(cli, public)[0] == 0
+
+
+def test_the_statement_states_the_published_decision_and_verify_holds_it_to_it(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    decide(raw, load_policy(), candidate="linux")
+    public = publish(raw, tmp_path / "public").folder
+    statement = read_json(public / intoto.STATEMENT_NAME)
+    decision = read_json(public / manifest.SUMMARY_NAME)["decision"]
+    assert statement["predicate"]["decision"] == decision
+    assert decision["promotion_authorized"] is False
+    # (Its follow-up ticket is not published beside it: verify says so, and nothing else.)
+    _status, report = verify_json(cli, public)
+    assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == ["ticket-missing"]
+
+    def forged(edit: Any) -> list[tuple[str, str, str]]:
+        changed = copy.deepcopy(statement)
+        edit(changed["predicate"])
+        write_json(public / intoto.STATEMENT_NAME, changed)
+        forge_seal(public)  # subjects, seal and SHA256SUMS all agree with the edit
+        status, report = verify_json(cli, public)
+        assert status == 1
+        return [
+            (f["code"], f["pointer"], f["message"])
+            for f in report["findings"]
+            if f["code"] != "ticket-missing"
+        ]
+
+    assert forged(lambda p: p["decision"].update(promotion_authorized=True, unmet=[])) == [
+        (
+            "statement-mismatch",
+            "/predicate/decision",
+            (
+                "decision 'promotion_authorized' states true; summary.json's decision: false "
+                "(and 1 more)"
+            ),
+        )
+    ]
+    assert forged(lambda p: p.update(campaign_id="2026-01-01-other")) == [
+        (
+            "statement-mismatch",
+            "/predicate/campaign_id",
+            f'names campaign "2026-01-01-other", the folder {public.name!r}',
+        )
+    ]
+    assert forged(lambda p: p.pop("decision")) == [
+        (
+            "statement-mismatch",
+            "/predicate/decision",
+            "states null; summary.json's decision: " + _compact(decision)[:77] + "...",
+        )
+    ]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def test_refusals_write_nothing(raw: Path, tmp_path: Path, cli: CliRun) -> None:

@@ -57,7 +57,7 @@ def _statement(folder: Path, subjects: dict[str, str]) -> None:
         "_type": "https://in-toto.io/Statement/v1",
         "subject": [{"name": n, "digest": {"sha256": d}} for n, d in subjects.items()],
         "predicateType": "https://example.com/p",
-        "predicate": {},
+        "predicate": {"campaign_id": folder.name, "decision": None},
     }
     (folder / "statement.intoto.json").write_text(json.dumps(statement))
 

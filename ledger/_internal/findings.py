@@ -112,7 +112,13 @@ CODES: dict[str, tuple[Severity, str]] = {
         "a public artifact holds a credential, GPU id, private endpoint or host path",
     ),
     "statement-invalid": ("error", "statement.intoto.json is not an in-toto Statement v1"),
-    "statement-mismatch": ("error", "the statement's subjects disagree with the published files"),
+    "statement-mismatch": (
+        "error",
+        (
+            "the statement's subjects disagree with the published files, or its predicate with "
+            "the campaign"
+        ),
+    ),
     "seal-file-missing": (
         "error",
         "manifest.json declares a statement or sigstore bundle that the campaign lacks",
