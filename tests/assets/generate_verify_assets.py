@@ -458,7 +458,9 @@ def _statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]
         listed = json.loads((folder / MANIFEST_NAME).read_text())
         subjects = [(a["path"], a["sha256"]) for a in listed["artifacts"]]
         subjects.append((MANIFEST_NAME, sha256_bytes((folder / MANIFEST_NAME).read_bytes())))
-        document = intoto.statement(subjects, {"campaign_id": CAMPAIGN})
+        # The predicate publish writes: the campaign and its summary's decision.
+        decision = json.loads((folder / "summary.json").read_text())["decision"]
+        document = intoto.statement(subjects, {"campaign_id": CAMPAIGN, "decision": decision})
         edit(document)
         (folder / intoto.STATEMENT_NAME).write_bytes(dumps_deterministic(document))
 
