@@ -315,6 +315,36 @@ def test_quoted_flag_values_basic_auth_and_nvidia_keys(text: str, secret: str) -
     assert sanitizer.detect(cleaned) == []
 
 
+_HEX40 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"
+_HEX64 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"vllm serve org/m --api-key {_HEX40} --port 8000",
+        f"--token {_HEX64}",
+        f"--hf-token\t{_HEX40}",
+    ],
+)
+def test_a_digest_shaped_value_after_a_secret_flag_is_a_credential(
+    text: str, prefilter: bool
+) -> None:
+    # `openssl rand -hex 20` makes a key that looks like a commit: the flag names it a secret,
+    # as `--api-key=<hex>` and `API_KEY=<hex>` do.
+    secret = _HEX64 if _HEX64 in text else _HEX40
+    sanitizer = Sanitizer(prefilter=prefilter)
+    assert secret not in sanitizer.text(text)
+    cleaned = sanitizer.document({"command": text, "revision": _HEX40, "sha256": _HEX64})
+    assert secret not in cleaned["command"] and "<redacted:credential:" in cleaned["command"]
+    # The same digits as a revision or a digest are public identifiers.
+    assert (cleaned["revision"], cleaned["sha256"]) == (_HEX40, _HEX64)
+    assert sanitizer.text(f"--revision {_HEX40} sha256 {_HEX64}") == (
+        f"--revision {_HEX40} sha256 {_HEX64}"
+    )
+
+
 def test_a_digest_header_inside_a_json_line_keeps_the_line_s_json() -> None:
     text = '{"Authorization": "Digest username=x, response=abcdef0123"}, "next": 1'
     assert Sanitizer().text(text) == '{"Authorization": "<redacted:credential:1>"}, "next": 1'
