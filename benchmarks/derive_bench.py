@@ -63,7 +63,7 @@ t0 = time.perf_counter(); db = build([sys.argv[1]]); t1 = time.perf_counter()
 comparison = (sys.argv[2], arms)
 reads = d.reads_of(db, [comparison])
 reads.cells(comparison); t2 = time.perf_counter()
-d._intervals(reads.values(comparison), 1, d.MEDIANS); t3 = time.perf_counter()
+d._intervals(reads.values(comparison), 1, d.MEDIANS, lambda c, r, i: reads.whole(comparison, c, r, i)); t3 = time.perf_counter()
 reads.evidence(comparison); t4 = time.perf_counter()
 print(t1 - t0, t2 - t1, t3 - t2, t4 - t3)
 """

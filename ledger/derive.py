@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from ledger import manifest
 from ledger._internal import bootstrap, goodput
-from ledger._internal.comparison_reads import DuplicateCell, Reads
+from ledger._internal.comparison_reads import DuplicateCell, Ordered, Reads
 from ledger._internal.findings import Issue
 from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
@@ -91,34 +91,44 @@ def _change(baseline: float | None, candidate: float | None) -> float | None:
 
 
 def _intervals(
-    groups: dict[tuple[str, int], list[np.ndarray[Any, Any]]],
+    groups: dict[tuple[str, int], list[Ordered]],
     seed: int,
     metrics: dict[str, str],
+    whole: Callable[[str, int, int], Ordered],
 ) -> dict[str, list[tuple[float, float] | None]]:
     """Per metric, per row: the bootstrap interval of the change of the median, from each
-    column's values per (column, arm role) and row (:meth:`Reads.values`)."""
+    column's ordered values per (column, arm role) and row (:meth:`Reads.values`);
+    ``whole(column, role, row)`` reads a cell whole where its resamples reach past its
+    window."""
     # Draws depend only on a cell's size: one draw per distinct size serves every cell and
     # metric of that size; the two arms draw independently.
     positions = []
     for role in (0, 1):
-        sizes = sorted({len(v) for c in metrics.values() for v in groups[(c, role)] if len(v)})
+        sizes = sorted({o.size for c in metrics.values() for o in groups[(c, role)] if o.size})
         first, second = bootstrap.median_positions(
             np.array(sizes, dtype=np.int64), seed=bootstrap.seed_for(str(seed), str(role))
         )
         positions.append({size: (first[i], second[i]) for i, size in enumerate(sizes)})
     out: dict[str, list[tuple[float, float] | None]] = {}
     for metric, column in metrics.items():
-        intervals: list[tuple[float, float] | None] = []
-        for a, b in zip(groups[(column, 0)], groups[(column, 1)], strict=True):
-            if min(len(a), len(b)) < bootstrap.MIN_SAMPLES:
-                intervals.append(None)
+        rows: list[int] = []
+        medians: tuple[list[np.ndarray[Any, Any]], list[np.ndarray[Any, Any]]] = ([], [])
+        pairs = list(zip(groups[(column, 0)], groups[(column, 1)], strict=True))
+        for row, (a, b) in enumerate(pairs):
+            if min(a.size, b.size) < bootstrap.MIN_SAMPLES:
                 continue
-            intervals.append(
-                bootstrap.percent_change_interval(
-                    bootstrap.medians_at(a, *positions[0][len(a)]),
-                    bootstrap.medians_at(b, *positions[1][len(b)]),
-                )
-            )
+            rows.append(row)
+            for role, ordered in enumerate((a, b)):
+                found = bootstrap.medians_of(ordered, *positions[role][ordered.size])
+                if found is None:
+                    found = bootstrap.medians_of(
+                        whole(column, role, row), *positions[role][ordered.size]
+                    )
+                assert found is not None, "a whole cell holds every rank"
+                medians[role].append(found)
+        intervals: list[tuple[float, float] | None] = [None] * len(pairs)
+        for row, interval in zip(rows, bootstrap.percent_change_intervals(*medians), strict=True):
+            intervals[row] = interval
         out[metric] = intervals
     return out
 
@@ -414,7 +424,12 @@ def derive(
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
     columns = reads.columns(comparison)
     metrics = {m: c for m, c in {**MEDIANS, **FIRST_TOKEN}.items() if c in columns}
-    intervals = _intervals(reads.values(comparison), seed, metrics)
+    intervals = _intervals(
+        reads.values(comparison),
+        seed,
+        metrics,
+        lambda column, role, row: reads.whole(comparison, column, role, row),
+    )
     failures = _match_failures(reads.evidence(comparison), arms, pairs, declared)
     derivation = {
         "tool": "ledger derive",

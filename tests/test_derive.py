@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ledger._internal import bootstrap
+from ledger._internal.comparison_reads import Ordered
 from ledger._internal.jsonio import write_json
 from ledger.database import build
 from ledger.derive import DeriveError, derive, derive_into, first_difference
@@ -204,7 +205,8 @@ def test_exact_bootstrap_matches_resampling(n: int) -> None:
     rng = random.Random(n)
     values = np.array([rng.lognormvariate(3, 0.5) for _ in range(n)])
     first, second = bootstrap.median_positions(np.array([n]), seed=5, draws=40000)
-    fast = bootstrap.medians_at(values, first[0], second[0])
+    fast = bootstrap.medians_of(Ordered(n, 0, np.sort(values)), first[0], second[0])
+    assert fast is not None
     draws = np.random.default_rng(n).integers(0, n, (40000, n))
     brute = np.median(values[draws], axis=1)
     for q in (2.5, 25, 50, 75, 97.5):

@@ -17,9 +17,13 @@ numpy keeps fixed across versions, so a published interval can be recomputed lat
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ledger._internal.comparison_reads import Ordered
 
 RESAMPLES = 2000
 """Bootstrap resamples per interval."""
@@ -81,25 +85,33 @@ def median_positions(
     return first.reshape(shape), second.reshape(shape)
 
 
-def medians_at(values: FloatArray, first: IntArray, second: IntArray) -> FloatArray:
-    """Resample medians of one group of (unsorted) ``values`` at the sorted positions from
-    :func:`median_positions`. Only the window of ranks the draws reach is ordered, by a
-    partition around it: O(n) instead of a sort."""
-    low, high = int(first.min()), int(second.max())
-    ordered = np.array(values, dtype=np.float64)
-    ordered.partition([low, high] if high > low else [low])
-    window = np.sort(ordered[low : high + 1])
-    medians: FloatArray = (window[first - low] + window[second - low]) / 2
+def medians_of(ordered: Ordered, first: IntArray, second: IntArray) -> FloatArray | None:
+    """Resample medians of one group from its ordered window of values
+    (:class:`ledger._internal.comparison_reads.Ordered`); None where a position lies
+    outside the window."""
+    low, high = ordered.at(first), ordered.at(second)
+    if low is None or high is None:
+        return None
+    medians: FloatArray = (low + high) / 2
     return medians
 
 
-def percent_change_interval(
-    baseline: FloatArray, candidate: FloatArray
-) -> tuple[float, float] | None:
-    """95 % percentile interval of ``(candidate - baseline) / baseline * 100`` over paired
-    resample medians; None where a baseline median is zero."""
-    if (baseline == 0).any():
-        return None
-    change = (candidate - baseline) / baseline * 100
-    low, high = np.percentile(change, [2.5, 97.5])
-    return float(low), float(high)
+def percent_change_intervals(
+    baseline: list[FloatArray], candidate: list[FloatArray]
+) -> list[tuple[float, float] | None]:
+    """Per pair of rows: the 95 % percentile interval of ``(candidate - baseline) /
+    baseline * 100`` over paired resample medians; None where a baseline median is zero.
+    All rows in one call: numpy interpolates each row of a 2-D percentile as it does one
+    row alone, bit for bit."""
+    if not baseline:
+        return []
+    base, cand = np.stack(baseline), np.stack(candidate)
+    zero = (base == 0).any(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = (cand - base) / base * 100
+    change[zero] = 0.0
+    low, high = np.percentile(change, [2.5, 97.5], axis=1)
+    return [
+        None if z else (float(lo), float(hi))
+        for z, lo, hi in zip(zero.tolist(), low.tolist(), high.tolist(), strict=True)
+    ]

@@ -11,17 +11,23 @@ had cost a scan of every campaign's rows, each time).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from ledger._internal import sql
 from ledger.database import Database, insert_rows
 
 RADIX_GROUPS = int(np.iinfo(np.uint16).max)
 """The most (cell, arm) groups whose numbers fit the 16 bits of a radix sort."""
 
 Arms = tuple[str, str]
+Group = tuple[str, str, str, str]
+"""(campaign id, arm, stage, cell)"""
+Band = tuple[float, float, int, int, int]
+"""A guessed band of values (low, high), the cell's size and the ranks it must hold."""
 Comparison = tuple[str, Arms]
 """A campaign id and its (baseline, candidate) arms."""
 CellKey = tuple[str, str]
@@ -34,13 +40,71 @@ _CELLS = (
     "s.controlled_output, s.max_tokens, s.temperature, s.seed, s.prefix, "
     "s.warmup AS warmup_requests, s.identity, s.metrics_available, s.prefix_cache_hit_rate, "
     "s.artifact, s.sha256, s.status "
-    "FROM cells AS c LEFT JOIN cell_settings AS s USING (campaign_id, arm, stage, cell) "
+    "FROM ({cells}) AS c LEFT JOIN cell_settings AS s USING (campaign_id, arm, stage, cell) "
     "JOIN wanted_arms AS w USING (campaign_id, arm) "
     "ORDER BY c.campaign_id, c.arm, c.stage, c.context_target, c.concurrency, c.thinking, c.cell"
 )
 _EVIDENCE_COLUMNS = (
     "stage, cell, request_index, prompt_sha256, prompt_tokens, completion_tokens, ok"
 )
+
+
+_ROOT_TAU = math.sqrt(2 * math.pi)
+
+
+class Ordered(NamedTuple):
+    """One cell's values of one column, ordered about the median: ``window`` holds the
+    sorted values of ranks ``offset`` to ``offset + len(window) - 1`` of ``size``."""
+
+    size: int
+    offset: int
+    window: np.ndarray[Any, Any]
+
+    def at(self, ranks: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+        """The values of these ranks (0-based, in the whole sorted cell); None where one
+        lies outside the window."""
+        if ranks.size and (
+            ranks.min() < self.offset or ranks.max() >= self.offset + len(self.window)
+        ):
+            return None
+        return self.window[ranks - self.offset]  # type: ignore[no-any-return]
+
+
+_EMPTY = Ordered(0, 0, np.zeros(0))
+
+WINDOW_SIGMAS = 6.0
+"""How far about the median's rank a window reaches, in standard deviations of a
+resample median's rank (about sqrt(n)/2): 2,000 resamples pass 6 of them in about one cell
+of a million, and such a cell is read whole."""
+
+
+BAND_MARGIN = 2.5
+"""A window's band of values against what a normal density would need: a uniform one
+(the flattest near its median for its spread) needs 1.38 times, and sampling noise more."""
+
+
+def _spread(n: int, total: float | None, squares: float | None) -> float | None:
+    """The population standard deviation from a count, sum and sum of squares; None where
+    rounding left it meaningless (only a guess of a window's band hangs on it)."""
+    if not n or total is None or squares is None:
+        return None
+    mean = total / n
+    variance = squares / n - mean * mean
+    if not math.isfinite(variance) or variance < -1e-9 * max(abs(squares / n), 1.0):
+        return None
+    return math.sqrt(max(variance, 0.0))
+
+
+def window_ranks(size: int) -> tuple[int, int, int] | None:
+    """(size, lowest rank, highest rank) a window of a cell of ``size`` values holds;
+    None where it would hold most of the cell (read whole)."""
+    if size < 64:
+        return None
+    reach = int(WINDOW_SIGMAS * math.sqrt(size) / 2) + 2
+    low, high = (size - 1) // 2 - reach, size // 2 + reach
+    if high - low + 1 > size // 2:
+        return None
+    return size, low, high
 
 
 class DuplicateCell(ValueError):
@@ -67,7 +131,9 @@ class Reads:
         self._fallback = fallback
         self._cells: dict[tuple[str, str], list[dict[str, Any]]] | None = None
         self._split: dict[Comparison, list[dict[CellKey, dict[str, Any]]] | DuplicateCell] = {}
-        self._values: dict[Comparison, dict[tuple[str, int], list[np.ndarray[Any, Any]]]] = {}
+        self._values: dict[Comparison, dict[tuple[str, int], list[Ordered]]] = {}
+        self._spans: dict[Comparison, tuple[int, int]] = {}
+        self._groups: dict[int, Group] = {}
         self._evidence: dict[Comparison, dict[CellKey, tuple[int, int, int]]] | None = None
         self._known = set(self._comparisons)
 
@@ -123,8 +189,21 @@ class Reads:
         pairs = {(campaign, arm) for campaign, arms in self._comparisons for arm in arms}
         insert_rows(con, "wanted_arms", sorted(pairs))
         # Only the columns a comparison uses: DuckDB then skips the view's other aggregates.
-        medians = ", ".join(f"c.{c}_p50" for c in (*self._columns, self._fallback[1]))
-        rows = self._db.query(_CELLS.format(medians=medians)).to_json()
+        read = (*self._columns, self._fallback[1])
+        medians = ", ".join(f"c.{c}_p50, c.{c}_values, c.{c}_sum, c.{c}_squares" for c in read)
+        # The count, sum and sum of squares of each column's values: what sizes the
+        # windows (:meth:`_windows`), from the scan that takes the medians.
+        spreads = [
+            (f"{c}_{name}", aggregate.format(value=f"nullif({c}, 'NaN'::DOUBLE)"))
+            for c in read
+            for name, aggregate in (
+                ("values", "count({value})"),
+                ("sum", "sum({value})"),
+                ("squares", "sum({value} * {value})"),
+            )
+        ]
+        query = _CELLS.format(medians=medians, cells=sql.cells_select(spreads))
+        rows = self._db.query(query).to_json()
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for key, group in itertools.groupby(rows, lambda r: (r["campaign_id"], r["arm"])):
             out[key] = list(group)
@@ -148,61 +227,143 @@ class Reads:
             return (*self._columns, extra)
         return self._columns
 
-    def values(self, comparison: Comparison) -> dict[tuple[str, int], list[np.ndarray[Any, Any]]]:
+    def values(self, comparison: Comparison) -> dict[tuple[str, int], list[Ordered]]:
         """Per (column of :meth:`columns`, arm role): each common cell's successful
-        measured values (unsorted), in :meth:`keys` order."""
+        measured values, ordered as far as a median's resamples reach, in :meth:`keys`
+        order."""
         self._read_for(comparison)
         if comparison not in self._values:
             self._read_values()
         return self._values[comparison]
 
+    def whole(self, comparison: Comparison, column: str, role: int, index: int) -> Ordered:
+        """Every value of one cell of :meth:`values`, ordered: for resamples that reach
+        past its window (a chance of about one in a million per cell)."""
+        self._read_for(comparison)
+        if comparison not in self._values:
+            self._read_values()
+        first, _count = self._spans[comparison]
+        group = first + 2 * index + role
+        return self._fetch({column: {group: None}})[column][group] or _EMPTY
+
     def _read_values(self) -> None:
         # Every comparison's (cell, arm) groups numbered in turn: one scan of the rows.
-        wanted: list[tuple[int, str, str, str, str]] = []
-        spans: dict[Comparison, tuple[int, int]] = {}
+        cells: dict[int, dict[str, Any]] = {}
         needed: dict[Comparison, tuple[str, ...]] = {}
         for comparison in self._comparisons:
             campaign, arms = comparison
             keys = self.keys(comparison)
             needed[comparison] = self.columns(comparison) if keys else self._columns
-            first = len(wanted)
-            for position, (stage, cell) in enumerate(keys):
+            first = len(self._groups)
+            found = self.cells(comparison) if keys else []
+            for position, key in enumerate(keys):
                 for role, arm in enumerate(arms):
-                    wanted.append((first + 2 * position + role, campaign, arm, stage, cell))
-            spans[comparison] = (first, len(keys))
-        con = self._db.connection
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE wanted (grp BIGINT, campaign_id VARCHAR, "
-            "arm VARCHAR, stage VARCHAR, cell VARCHAR)"
-        )
-        insert_rows(con, "wanted", wanted)
-        # NULL as NaN: plain float arrays come back instead of masked ones, much cheaper.
+                    group = first + 2 * position + role
+                    self._groups[group] = (campaign, arm, *key)
+                    cells[group] = found[role][key]
+            self._spans[comparison] = (first, len(keys))
         read = list(dict.fromkeys(c for found in needed.values() for c in found))
-        columns = ", ".join(f"coalesce(r.{c}, 'NaN'::DOUBLE) AS {c}" for c in read)
-        # numpy's stable sort of 16-bit integers is a radix sort: O(n), where a comparison
-        # sort of 10 million group numbers took a second.
-        kind = "USMALLINT" if len(wanted) <= RADIX_GROUPS else "BIGINT"
-        result = con.execute(
-            f"SELECT w.grp::{kind} AS grp, {columns} FROM request_rows AS r "
-            "JOIN wanted AS w USING (campaign_id, arm, stage, cell) "
-            "WHERE r.ok AND NOT r.warmup"
-        ).fetchnumpy()
-        group = np.asarray(result["grp"])
-        order = np.argsort(group, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(np.bincount(group, minlength=len(wanted)))))
-        by_group = {c: np.asarray(result[c], dtype=np.float64)[order] for c in read}
-        for comparison, (first, count) in spans.items():
-            out: dict[tuple[str, int], list[np.ndarray[Any, Any]]] = {}
+        by_column = self._windows(read, cells) if cells else {}
+        for comparison, (first, count) in self._spans.items():
+            out: dict[tuple[str, int], list[Ordered]] = {}
             for column in needed[comparison]:
-                values = by_group[column]
                 for role in (0, 1):
-                    cells = []
-                    for i in range(count):
-                        index = first + 2 * i + role
-                        part = values[bounds[index] : bounds[index + 1]]
-                        cells.append(part[~np.isnan(part)])
-                    out[(column, role)] = cells
+                    out[(column, role)] = [
+                        by_column[column][first + 2 * i + role] for i in range(count)
+                    ]
             self._values[comparison] = out
+
+    def _windows(
+        self, columns: Sequence[str], cells: dict[int, dict[str, Any]]
+    ) -> dict[str, dict[int, Ordered]]:
+        """Each group's values of each column about its median. A band of values is
+        guessed from the cell's median and spread, and kept where it holds every rank the
+        resamples may reach; the others are read whole. Exact either way: a window is the
+        sorted values of its ranks, placed by the count of values below it."""
+        asked: dict[str, dict[int, Band | None]] = {}
+        for column in columns:
+            mine = asked[column] = {}
+            for group, row in cells.items():
+                n, median = int(row[f"{column}_values"] or 0), row[f"{column}_p50"]
+                ranks = window_ranks(n)
+                sd = _spread(n, row[f"{column}_sum"], row[f"{column}_squares"])
+                if ranks is None or sd is None or median is None:
+                    mine[group] = None
+                    continue
+                # Near its median a normal density of this spread puts a value
+                # sd * sqrt(2 pi) / n above the one before: the band is BAND_MARGIN times
+                # what the ranks need at that density, a guess a gapped distribution can miss.
+                need = max(ranks[2] - n // 2, n // 2 - ranks[1]) + 2
+                half = BAND_MARGIN * need * sd * _ROOT_TAU / n
+                mine[group] = (median - half, median + half, *ranks)
+        got = self._fetch(asked)
+        missed = {c: {g: None for g, o in found.items() if o is None} for c, found in got.items()}
+        if any(missed.values()):
+            again = self._fetch({c: m for c, m in missed.items() if m})
+            for column, found in again.items():
+                got[column].update(found)
+        return {c: {g: o or _EMPTY for g, o in found.items()} for c, found in got.items()}
+
+    def _fetch(
+        self, asked: dict[str, dict[int, Band | None]]
+    ) -> dict[str, dict[int, Ordered | None]]:
+        """Per column and group, the sorted values inside its band (every value where it
+        has none); None where they do not hold the ranks the band names. One scan for
+        every column: a group's band of one column selects its rows of that column only.
+        The groups are named in the statement's own table, so that another read on the
+        same connection cannot renumber them."""
+        con = self._db.connection
+        columns = list(asked)
+        groups = sorted({g for mine in asked.values() for g in mine})
+        bounds = ", ".join(f"lo_{i} DOUBLE, hi_{i} DOUBLE" for i in range(len(columns)))
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE bands (grp BIGINT, campaign_id VARCHAR, "
+            f"arm VARCHAR, stage VARCHAR, cell VARCHAR, {bounds})"
+        )
+        # A column this group is not asked for selects nothing (an empty band).
+        unasked = (math.inf, -math.inf)
+        infinite = (-math.inf, math.inf)
+        rows = []
+        for g in groups:
+            row: list[Any] = [g, *self._groups[g]]
+            for column in columns:
+                if g not in asked[column]:
+                    row += unasked
+                else:
+                    band = asked[column][g]
+                    row += (band or infinite)[:2]
+            rows.append(row)
+        insert_rows(con, "bands", rows)
+        # Per group, each column's count below its band and the values inside it, as a
+        # list: one scan, and no sort of every row by group.
+        parts = ", ".join(
+            f"count(*) FILTER (WHERE r.{c} < b.lo_{i}) AS below_{i}, "
+            f"coalesce(list(r.{c}) FILTER (WHERE r.{c} BETWEEN b.lo_{i} AND b.hi_{i} "
+            f"AND NOT isnan(r.{c})), []) AS inside_{i}"
+            for i, c in enumerate(columns)
+        )
+        result = con.execute(
+            f"SELECT b.grp, {parts} FROM request_rows AS r JOIN bands AS b "
+            "USING (campaign_id, arm, stage, cell) WHERE r.ok AND NOT r.warmup GROUP BY b.grp"
+        ).fetchnumpy()
+        position = {int(g): k for k, g in enumerate(result["grp"])}
+        out: dict[str, dict[int, Ordered | None]] = {}
+        empty = np.zeros(0)
+        for i, column in enumerate(columns):
+            below, inside = result[f"below_{i}"], result[f"inside_{i}"]
+            mine = out[column] = {}
+            for g, band in asked[column].items():
+                k = position.get(g)
+                found = empty if k is None else inside[k]
+                window = np.sort(np.asarray(found, dtype=np.float64))
+                offset = 0 if k is None else int(below[k])
+                if band is None:
+                    mine[g] = Ordered(len(window), offset, window)
+                    continue
+                _lo, _hi, size, low, high = band
+                holds = offset <= low and high < offset + len(window)
+                mine[g] = Ordered(size, offset, window) if holds else None
+        return out
 
     def evidence(self, comparison: Comparison) -> dict[CellKey, tuple[int, int, int]]:
         """Per (stage, cell): measured requests whose prompt digest, whose actual prompt
@@ -226,9 +387,24 @@ class Reads:
             "wanted_pairs",
             [(job, c, a, b) for job, (c, (a, b)) in enumerate(self._comparisons)],
         )
+        out: dict[Comparison, dict[CellKey, tuple[int, int, int]]] = {}
+        unsure: list[tuple[int, str, str]] = []
+        for job, stage, cell, same in self._fingerprints():
+            if same:
+                out.setdefault(self._comparisons[job], {})[(stage, cell)] = (0, 0, 0)
+            else:
+                unsure.append((job, stage, cell))
+        if not unsure:
+            return out
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE unsure_cells (job BIGINT, stage VARCHAR, cell VARCHAR)"
+        )
+        insert_rows(con, "unsure_cells", unsure)
         side = (
             "SELECT p.job, {columns} FROM request_rows AS r JOIN wanted_pairs AS p "
-            "ON r.campaign_id = p.campaign_id AND r.arm = p.{arm} WHERE NOT r.warmup"
+            "ON r.campaign_id = p.campaign_id AND r.arm = p.{arm} "
+            "SEMI JOIN unsure_cells AS u ON u.job = p.job AND u.stage = r.stage "
+            "AND u.cell = r.cell WHERE NOT r.warmup"
         )
         rows = self._db.query(
             f"WITH a AS ({side.format(columns=_EVIDENCE_COLUMNS, arm='baseline')}), "
@@ -242,11 +418,59 @@ class Reads:
             "AND a.completion_tokens IS DISTINCT FROM b.completion_tokens) "
             "FROM a FULL JOIN b USING (job, stage, cell, request_index) GROUP BY ALL"
         ).rows
-        out: dict[Comparison, dict[CellKey, tuple[int, int, int]]] = {}
         for job, stage, cell, *counts in rows:
             out.setdefault(self._comparisons[job], {})[(stage, cell)] = (
                 counts[0],
                 counts[1],
                 counts[2],
             )
+        return out
+
+    def _fingerprints(self) -> list[tuple[int, str, str, bool]]:
+        """Per comparison and (stage, cell) either arm measured: whether the arms' measured
+        requests are the same, request by request, in prompt digest, prompt tokens and
+        completion tokens, told by sums of hashes per arm; the FULL JOIN of every request
+        then runs only for cells where they are not (or may not be).
+
+        Same needs, on both arms: as many requests, each with a digest, their indexes one
+        contiguous run from the same first index, each index once (the sum of the
+        indexes' hashes is that of the run), and equal sums of each (index, value)'s hash.
+        Indexes each once, equal sums mean the same value at every index but for a
+        collision of 64-bit sums (about 2**-64 for data not made to collide; data made to
+        collide could as well state the baseline's digests, which nothing can check)."""
+        side = (
+            "SELECT p.job, {role} AS role, r.stage, r.cell, count(*) AS n, "
+            "count(r.prompt_sha256) AS digests, min(r.request_index) AS first, "
+            "max(r.request_index) AS last, sum(hash(r.request_index)) AS indexes, "
+            "sum(hash(r.request_index, r.prompt_sha256)) AS digest_sum, "
+            "sum(hash(r.request_index, r.prompt_tokens)) AS prompt_sum, "
+            "sum(hash(r.request_index, r.completion_tokens)) AS output_sum "
+            "FROM request_rows AS r JOIN wanted_pairs AS p "
+            "ON r.campaign_id = p.campaign_id AND r.arm = p.{arm} WHERE NOT r.warmup "
+            "GROUP BY p.job, r.stage, r.cell"
+        )
+        # The run's own hash sum, over a range only as long as the arm's requests.
+        rows = self._db.query(
+            f"WITH s AS ({side.format(role=0, arm='baseline')} UNION ALL "
+            f"{side.format(role=1, arm='candidate')}) "
+            "SELECT s.*, (SELECT sum(hash(i)) FROM range(s.first, CASE WHEN "
+            "s.last - s.first + 1 = s.n THEN s.last + 1 ELSE s.first END) AS t(i)) AS run "
+            "FROM s"
+        ).to_json()
+        by_cell: dict[tuple[int, str, str], dict[int, dict[str, Any]]] = {}
+        for row in rows:
+            by_cell.setdefault((row["job"], row["stage"], row["cell"]), {})[row["role"]] = row
+        out = []
+        for (job, stage, cell), sides in by_cell.items():
+            same = len(sides) == 2 and all(
+                r["digests"] == r["n"]
+                and r["last"] - r["first"] + 1 == r["n"]
+                and r["indexes"] == r["run"]
+                for r in sides.values()
+            )
+            if same:
+                a, b = sides[0], sides[1]
+                keys = ("n", "first", "digest_sum", "prompt_sum", "output_sum")
+                same = all(a[k] == b[k] for k in keys)
+            out.append((job, stage, cell, same))
         return out

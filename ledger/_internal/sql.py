@@ -6,6 +6,8 @@ every view, derived comparison and recomputation in verify reads them from here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ledger._internal.arrivals import LATE_THRESHOLD_MS
 
 # The part of a cell-run document the database needs. DuckDB's JSON reader ignores the
@@ -181,12 +183,15 @@ DESCRIPTIVE_BELOW = 20
 
 
 def _percentiles(metric: str) -> str:
-    measured = "FILTER (WHERE ok AND NOT warmup)"
     return (
-        f"median({metric}) {measured} AS {metric}_p50, "
-        f"quantile_cont({metric}, 0.9) {measured} AS {metric}_p90, "
-        f"quantile_cont({metric}, 0.99) {measured} AS {metric}_p99"
+        f"median({metric}) AS {metric}_p50, "
+        f"quantile_cont({metric}, 0.9) AS {metric}_p90, "
+        f"quantile_cont({metric}, 0.99) AS {metric}_p99"
     )
+
+
+def _percentile_names(metric: str) -> str:
+    return f"{metric}_p50, {metric}_p90, {metric}_p99"
 
 
 METRICS = ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s", "effective_prefill_tok_s")
@@ -194,50 +199,81 @@ METRICS = ("ttft_ms", "first_token_ms", "e2e_ms", "decode_tok_s", "effective_pre
 # Statistics over measured requests (warm-ups excluded); timing statistics over the
 # successful ones only, failures counted. Throughput: completion tokens of the successful
 # requests over the span from the first one sent to the last one ended.
-CELLS_VIEW = f"""
-CREATE VIEW cells AS
-SELECT
-    campaign_id, arm, stage, cell, any_value(stage_kind) AS stage_kind,
-    any_value(context_target) AS context_target, any_value(concurrency) AS concurrency,
-    any_value(thinking) AS thinking,
-    count(*) FILTER (WHERE NOT warmup) AS n,
-    count(*) FILTER (WHERE NOT warmup AND NOT ok) AS failed,
-    {", ".join(_percentiles(m) for m in METRICS)},
-    CASE WHEN count(*) FILTER (WHERE NOT warmup) < {DESCRIPTIVE_BELOW}
-         THEN 'descriptive' ELSE 'estimate' END AS percentile_label,
-    sum(completion_tokens) FILTER (WHERE ok AND NOT warmup)
-        / nullif((max(end_ns) FILTER (WHERE ok AND NOT warmup)
-                  - min(sent_ns) FILTER (WHERE ok AND NOT warmup)) / 1e9, 0)
-        AS throughput_tok_s,
-    median(completion_tokens) FILTER (WHERE ok AND NOT warmup) AS median_output_tokens,
-    count(*) FILTER (WHERE ok AND NOT warmup AND NOT coalesce(output_as_requested, false))
-        AS lengths_not_as_requested,
-    median(prompt_tokens) FILTER (WHERE ok AND NOT warmup) AS actual_prompt_tokens,
-    -- The client's clock against the server's: the first token (any channel: the server's
-    -- prompt time ends with it) less the server's prompt time is what lies between the two,
-    -- network, queueing, tokenizing and templating; and the decode rates side by side.
-    count(server_prompt_ms) FILTER (WHERE ok AND NOT warmup) AS server_timed,
-    median(first_token_ms - server_prompt_ms) FILTER (WHERE ok AND NOT warmup)
-        AS server_gap_ms_p50,
-    median(server_decode_tok_s) FILTER (WHERE ok AND NOT warmup) AS server_decode_tok_s_p50,
-    median((decode_tok_s - server_decode_tok_s) / server_decode_tok_s * 100)
-        FILTER (WHERE ok AND NOT warmup) AS decode_vs_server_pct_p50,
-    -- Open loop: the sender against its schedule (every measured request, failed ones
-    -- too: each was due), the rate it achieved, and latency as the user saw it.
-    median(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_p50,
-    quantile_cont(lateness_ms, 0.99) FILTER (WHERE NOT warmup) AS lateness_ms_p99,
-    max(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_max,
-    quantile_cont(lateness_ms, 0.99) FILTER (WHERE NOT warmup) > {LATE_THRESHOLD_MS}
-        AS limited_by_client,
-    (count(scheduled_ns) FILTER (WHERE NOT warmup) - 1)
-        / nullif((max(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL)
-                  - min(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL))
-                 / 1e9, 0) AS achieved_rate_rps,
-    {_percentiles("ttft_from_schedule_ms")},
-    {_percentiles("e2e_from_schedule_ms")}
-FROM (SELECT *, {SCHEDULED} FROM request_rows)
-GROUP BY campaign_id, arm, stage, cell
+# Two groupings joined by cell (every measured request; the successful ones): the
+# successful ones selected once by WHERE cost half of what a FILTER on each aggregate of
+# one grouping did (every FILTER is a selection of its own over every row). Counts of a
+# cell with no successful request are 0, as a count over no rows is.
+_EVERY = f"""
+    SELECT
+        campaign_id, arm, stage, cell, any_value(stage_kind) AS stage_kind,
+        any_value(context_target) AS context_target, any_value(concurrency) AS concurrency,
+        any_value(thinking) AS thinking,
+        count(*) FILTER (WHERE NOT warmup) AS n,
+        count(*) FILTER (WHERE NOT warmup AND NOT ok) AS failed,
+        -- Open loop: the sender against its schedule (every measured request, failed ones
+        -- too: each was due), the rate it achieved.
+        median(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_p50,
+        quantile_cont(lateness_ms, 0.99) FILTER (WHERE NOT warmup) AS lateness_ms_p99,
+        max(lateness_ms) FILTER (WHERE NOT warmup) AS lateness_ms_max,
+        (count(scheduled_ns) FILTER (WHERE NOT warmup) - 1)
+            / nullif((max(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL)
+                      - min(sent_ns) FILTER (WHERE NOT warmup AND scheduled_ns IS NOT NULL))
+                     / 1e9, 0) AS achieved_rate_rps
+    FROM (SELECT *, {SCHEDULED} FROM request_rows)
+    GROUP BY campaign_id, arm, stage, cell
 """
+
+_SUCCESSFUL = f"""
+    SELECT
+        campaign_id, arm, stage, cell,
+        {", ".join(_percentiles(m) for m in METRICS)},
+        sum(completion_tokens) / nullif((max(end_ns) - min(sent_ns)) / 1e9, 0)
+            AS throughput_tok_s,
+        median(completion_tokens) AS median_output_tokens,
+        count(*) FILTER (WHERE NOT coalesce(output_as_requested, false))
+            AS lengths_not_as_requested,
+        median(prompt_tokens) AS actual_prompt_tokens,
+        -- The client's clock against the server's: the first token (any channel: the
+        -- server's prompt time ends with it) less the server's prompt time is what lies
+        -- between the two, network, queueing, tokenizing and templating; and the decode
+        -- rates side by side.
+        count(server_prompt_ms) AS server_timed,
+        median(first_token_ms - server_prompt_ms) AS server_gap_ms_p50,
+        median(server_decode_tok_s) AS server_decode_tok_s_p50,
+        median((decode_tok_s - server_decode_tok_s) / server_decode_tok_s * 100)
+            AS decode_vs_server_pct_p50,
+        -- Latency as the user saw it, from the time each request was due.
+        {_percentiles("ttft_from_schedule_ms")},
+        {_percentiles("e2e_from_schedule_ms")}{{extra}}
+    FROM (SELECT *, {SCHEDULED} FROM request_rows WHERE ok AND NOT warmup)
+    GROUP BY campaign_id, arm, stage, cell
+"""
+
+
+def cells_select(extra: Sequence[tuple[str, str]] = ()) -> str:
+    """The ``cells`` view's query; with ``extra`` (name, aggregate) columns over each
+    cell's successful measured requests after the view's own."""
+    more = "".join(f", {aggregate} AS {name}" for name, aggregate in extra)
+    names = "".join(f", {name}" for name, _ in extra)
+    return f"""
+WITH every AS ({_EVERY}), measured AS ({_SUCCESSFUL.replace("{extra}", more)})
+SELECT
+    campaign_id, arm, stage, cell, stage_kind, context_target, concurrency, thinking, n,
+    failed, {", ".join(_percentile_names(m) for m in METRICS)},
+    CASE WHEN n < {DESCRIPTIVE_BELOW} THEN 'descriptive' ELSE 'estimate' END
+        AS percentile_label,
+    throughput_tok_s, median_output_tokens,
+    coalesce(lengths_not_as_requested, 0) AS lengths_not_as_requested,
+    actual_prompt_tokens, coalesce(server_timed, 0) AS server_timed, server_gap_ms_p50,
+    server_decode_tok_s_p50, decode_vs_server_pct_p50, lateness_ms_p50, lateness_ms_p99,
+    lateness_ms_max, lateness_ms_p99 > {LATE_THRESHOLD_MS} AS limited_by_client,
+    achieved_rate_rps, {_percentile_names("ttft_from_schedule_ms")},
+    {_percentile_names("e2e_from_schedule_ms")}{names}
+FROM every LEFT JOIN measured USING (campaign_id, arm, stage, cell)
+"""
+
+
+CELLS_VIEW = "CREATE VIEW cells AS" + cells_select()
 
 TABLES_DDL = """
 CREATE TABLE artifacts (campaign_id VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT,
