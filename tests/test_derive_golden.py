@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 
 from ledger import derive as derive_module
-from ledger._internal import comparison_reads
 from ledger.database import Database, build, insert_rows
 from ledger.derive import derive
 from ledger.schema import document_bytes
@@ -115,11 +114,9 @@ if __name__ == "__main__":
     sys.exit(0)
 
 
-def test_a_last_cell_without_successes_and_wide_group_numbers(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The last (cell, arm) group may be empty (every request failed), and past 65,535
-    groups the group numbers are 64-bit: neither changes what is derived."""
+def test_a_last_cell_without_successes() -> None:
+    """The last (cell, arm) group may be empty (every request failed): it has no values,
+    and no interval, and the others keep theirs."""
     db = _database(False)
     last = max(f"ctx1024-c{size}{v}-nothink" for size in SIZES for v in ("", "-ties", "-nodecode"))
     db.connection.execute(
@@ -131,13 +128,15 @@ def test_a_last_cell_without_successes_and_wide_group_numbers(
     row = next(r for r in narrow["rows"] if r["cell"] == last)
     assert row["failed"]["candidate"] == row["n"]["candidate"] > 0
     assert all(m.get("change_ci95") is None for m in row["metrics"].values())
-    monkeypatch.setattr(comparison_reads, "RADIX_GROUPS", 0)
-    assert derive(db, CAMPAIGN, *ARMS) == narrow
+    reads = derive_module.reads_of(db, [(CAMPAIGN, ARMS)])
+    last_key = reads.keys((CAMPAIGN, ARMS)).index(("capacity", last))
+    assert reads.values((CAMPAIGN, ARMS))[("e2e_ms", 1)][last_key].size == 0
+    assert any(m.get("change_ci95") for r in narrow["rows"] for m in r["metrics"].values())
 
 
 def test_more_groups_than_sixteen_bits_number() -> None:
-    """33,000 cells on two arms are 66,000 (cell, arm) groups: numbered in 64 bits, each
-    group still gets its own values."""
+    """33,000 cells on two arms are 66,000 (cell, arm) groups, more than 16 bits number:
+    each group still gets its own values."""
     db = build([], locked=False)
     cells = [f"ctx1024-c{i + 1}-nothink" for i in range(33_000)]
     rows = [

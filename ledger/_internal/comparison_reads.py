@@ -20,9 +20,6 @@ import numpy as np
 from ledger._internal import sql
 from ledger.database import Database, insert_rows
 
-RADIX_GROUPS = int(np.iinfo(np.uint16).max)
-"""The most (cell, arm) groups whose numbers fit the 16 bits of a radix sort."""
-
 Arms = tuple[str, str]
 Group = tuple[str, str, str, str]
 """(campaign id, arm, stage, cell)"""
@@ -74,13 +71,14 @@ _EMPTY = Ordered(0, 0, np.zeros(0))
 
 WINDOW_SIGMAS = 6.0
 """How far about the median's rank a window reaches, in standard deviations of a
-resample median's rank (about sqrt(n)/2): 2,000 resamples pass 6 of them in about one cell
-of a million, and such a cell is read whole."""
+resample median's rank (about sqrt(n)/2): one of 2,000 resamples passes 6 of them in
+about 4 cells of a million, and such a cell is read whole."""
 
 
 BAND_MARGIN = 2.5
-"""A window's band of values against what a normal density would need: a uniform one
-(the flattest near its median for its spread) needs 1.38 times, and sampling noise more."""
+"""A window's band of values against what a normal density of the cell's spread would
+need: a uniform density needs 1.38 times, and sampling noise more. Skewed latencies need
+less (their long tail widens the spread more than their median's neighbourhood)."""
 
 
 def _spread(n: int, total: float | None, squares: float | None) -> float | None:
@@ -238,7 +236,7 @@ class Reads:
 
     def whole(self, comparison: Comparison, column: str, role: int, index: int) -> Ordered:
         """Every value of one cell of :meth:`values`, ordered: for resamples that reach
-        past its window (a chance of about one in a million per cell)."""
+        past its window (a chance of about 4 in a million per cell)."""
         self._read_for(comparison)
         if comparison not in self._values:
             self._read_values()
@@ -297,12 +295,17 @@ class Reads:
                 half = BAND_MARGIN * need * sd * _ROOT_TAU / n
                 mine[group] = (median - half, median + half, *ranks)
         got = self._fetch(asked)
-        missed = {c: {g: None for g, o in found.items() if o is None} for c, found in got.items()}
+        missed: dict[str, dict[int, Band | None]] = {
+            c: {g: None for g, o in found.items() if o is None} for c, found in got.items()
+        }
         if any(missed.values()):
+            # Read whole: a band of None holds every value, so these come back.
             again = self._fetch({c: m for c, m in missed.items() if m})
             for column, found in again.items():
                 got[column].update(found)
-        return {c: {g: o or _EMPTY for g, o in found.items()} for c, found in got.items()}
+        return {
+            c: {g: _EMPTY if o is None else o for g, o in found.items()} for c, found in got.items()
+        }
 
     def _fetch(
         self, asked: dict[str, dict[int, Band | None]]
