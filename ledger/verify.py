@@ -650,6 +650,42 @@ def _restated(folder_name: str) -> list[Issue]:
     return [
         *promotion.restated_gates(evidence, document, evaluation.gates),
         *_restated_headlines(evidence, document, evaluation),
+        *_restated_match(evidence, document, evaluation),
+    ]
+
+
+_MATCH_LABELS = ("matched-ab", "descriptive-only")
+
+
+def _restated_match(
+    evidence: promotion.Evidence, summary: dict[str, Any], evaluation: promotion.Evaluation
+) -> list[Issue]:
+    """The evidence label a summary gives its A/B comparison against whether that
+    comparison, derived again, is matched under the policy: a comparison derived again
+    unmatched after the decision (``derive --replace``) left ``matched-ab`` standing.
+    A comparison drawn from a withheld cell run is left to the summary's account, as a
+    gate drawn from a withheld artifact is: it cannot be derived again here."""
+    decision = summary.get("decision")
+    labels = decision.get("evidence_labels") if isinstance(decision, dict) else None
+    if evaluation.comparison is None or not isinstance(labels, list):
+        return []
+    comparison = next(d for p, d in evidence.comparisons if p == evaluation.comparison)
+    sources = {s.get("path") for row in comparison["rows"] for s in row.get("sources") or ()}
+    if sources & evidence.withheld:
+        return []
+    matched = not any(u.rule == "matched-ab" for u in evaluation.unmet)
+    wanted = _MATCH_LABELS[0] if matched else _MATCH_LABELS[1]
+    stated = [label for label in labels if label in _MATCH_LABELS]
+    if stated == [wanted]:
+        return []
+    return [
+        Issue(
+            "derived-mismatch",
+            "/decision/evidence_labels",
+            f"states {' and '.join(stated) or 'neither matched-ab nor descriptive-only'}; "
+            f"derived again from {evaluation.comparison}: {wanted} (decide again after "
+            "deriving)",
+        )
     ]
 
 

@@ -1089,6 +1089,12 @@ def _checks_passed_off(summary: dict[str, Any]) -> None:
     gate["checks"] += 1
 
 
+def _unmatched_label(summary: dict[str, Any]) -> None:
+    labels = summary["decision"]["evidence_labels"]
+    assert "matched-ab" in labels
+    labels[labels.index("matched-ab")] = "descriptive-only"
+
+
 def _gate_dropped(summary: dict[str, Any]) -> None:
     summary["gates"] = [g for g in summary["gates"] if g["name"] != "candidate endurance"]
 
@@ -1103,6 +1109,11 @@ def _gate_dropped(summary: dict[str, Any]) -> None:
         (_failed_count_off, "/gates/", "states 1; derived again from"),
         (_headline_dropped, "/headline_results", "results; derived again from derived/"),
         (_checks_passed_off, "/gates/", "derived again from candidate/preflight.json"),
+        (
+            _unmatched_label,
+            "/decision/evidence_labels",
+            "states descriptive-only; derived again from derived/ab-comparison",
+        ),
     ],
     ids=[
         "verdict",
@@ -1112,6 +1123,7 @@ def _gate_dropped(summary: dict[str, Any]) -> None:
         "failed-count",
         "headline-gone",
         "functional-count",
+        "match-label",
     ],
 )
 def test_a_summary_s_figures_are_derived_again(
