@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ledger import derive as derive_module
-from ledger._internal import comparison_reads
+from ledger._internal import bootstrap, comparison_reads
 from ledger.database import Database, build, insert_rows
 from ledger.derive import derive
 from ledger.schema import document_bytes
@@ -137,8 +137,59 @@ def test_windows_skip_nan_as_every_value_did(monkeypatch: pytest.MonkeyPatch) ->
         "WHERE arm = 'base' AND request_index % 10 = 0"
     )
     window = derive_module.reads_of(db, [COMPARISON]).values(COMPARISON)[("ttft_ms", 0)][0]
-    assert window.size == 630 and not np.isnan(window.window).any()
+    assert window.size == 630
     assert _document(db) == _unwindowed(db, monkeypatch)
+
+
+@pytest.mark.parametrize("value", [float("inf"), 1e200])
+def test_an_infinite_or_huge_value_reads_its_cell_whole(
+    value: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An infinity makes the cell's sum infinite; 1e200 its sum of squares: no spread to
+    size a band by, so the cell is read whole, as before windows."""
+    values = _lognormal(10, 400)
+    values[17] = value
+    db = _database({"ctx1024-c1-nothink": {"base": values, "cand": _lognormal(11, 400)}})
+    base, cand = (
+        derive_module.reads_of(db, [COMPARISON]).values(COMPARISON)[("ttft_ms", role)][0]
+        for role in (0, 1)
+    )
+    assert (base.offset, len(base.window), base.window[-1]) == (0, 400, value)
+    assert cand.offset > 0  # the other cell still has its window
+    assert _document(db) == _unwindowed(db, monkeypatch)
+
+
+def test_a_band_holds_its_edges_and_counts_below_it() -> None:
+    """Values 0 to 999 and the band [400, 600]: 400 is the window's first value and rank,
+    600 its last; the 400 values below are counted, not read."""
+    db = _database({"ctx1024-c1-nothink": {"base": [float(v) for v in range(1000)]}})
+    reads = derive_module.reads_of(db, [(CAMPAIGN, ("base", "base"))])
+    reads.values((CAMPAIGN, ("base", "base")))
+    found = reads._fetch({"ttft_ms": {0: (400.0, 600.0, 1000, 450, 550)}})["ttft_ms"][0]
+    assert found is not None
+    assert (found.size, found.offset, found.window[0], found.window[-1]) == (1000, 400, 400, 600)
+    assert len(found.window) == 201
+    # The ranks it must hold reach past it: not this band.
+    missed = reads._fetch({"ttft_ms": {0: (400.0, 600.0, 1000, 399, 550)}})["ttft_ms"][0]
+    assert missed is None
+    assert reads._fetch({"ttft_ms": {0: (400.0, 600.0, 1000, 450, 601)}})["ttft_ms"][0] is None
+
+
+def test_a_window_answers_only_the_ranks_it_holds() -> None:
+    ordered = comparison_reads.Ordered(10, 5, np.array([5.0, 6.0, 7.0]))
+    held = ordered.at(np.array([5, 7]))
+    assert held is not None and list(held) == [5.0, 7.0]
+    assert ordered.at(np.array([4, 6])) is None  # below: no wrap-around to the end
+    assert ordered.at(np.array([6, 8])) is None  # above
+
+
+def test_a_zero_baseline_median_in_any_resample_has_no_interval() -> None:
+    base = [np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 0.0, 2.0, 2.0])]
+    cand = [np.array([1.1, 2.2, 3.3, 4.4]), np.array([1.0, 1.0, 1.0, 1.0])]
+    first, second = bootstrap.percent_change_intervals(base, cand)
+    assert second is None
+    assert first == pytest.approx((10.0, 10.0))
+    assert bootstrap.percent_change_intervals([], []) == []
 
 
 def _evidence(db: Database) -> dict[tuple[str, str], tuple[int, int, int]]:
@@ -184,6 +235,9 @@ CELL = ("capacity", "ctx1024-c1-nothink")
         # A request only one arm measured.
         ("one-sided", (1, 1, 1)),
         ("prompt-tokens", (0, 1, 0)),
+        ("digest", (1, 0, 0)),
+        # A successful request's output length.
+        ("output", (0, 0, 1)),
     ],
 )
 def test_prompt_fingerprints_agree_with_the_join(
@@ -205,6 +259,10 @@ def test_prompt_fingerprints_agree_with_the_join(
             rows.append(_row(arm, cell, 99, 1.0))
         if case == "prompt-tokens" and arm == "cand":
             rows[6] = _row(arm, cell, indexes[6], 1.0, prompt=999)
+        if case == "digest" and arm == "cand":
+            rows[7] = _row(arm, cell, indexes[7], 1.0, digest="f" * 64)
+        if case == "output" and arm == "cand":
+            rows[8] = _row(arm, cell, indexes[8], 1.0, completion=65)
         _requests(db, rows)
     fingerprints = _spy(monkeypatch, "_fingerprints")
     got = _evidence(db)

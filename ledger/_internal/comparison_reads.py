@@ -81,9 +81,19 @@ need: a uniform density needs 1.38 times, and sampling noise more. Skewed latenc
 less (their long tail widens the spread more than their median's neighbourhood)."""
 
 
-def _spread(n: int, total: float | None, squares: float | None) -> float | None:
+def _finite(value: Any) -> float | None:
+    """A statistic as a float; None where it is none or not finite (the rows come as JSON
+    values, so an infinity or NaN is a string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _spread(n: int, total: Any, squares: Any) -> float | None:
     """The population standard deviation from a count, sum and sum of squares; None where
-    rounding left it meaningless (only a guess of a window's band hangs on it)."""
+    an infinite value or rounding left it meaningless (only a guess of a window's band
+    hangs on it: such a cell is read whole)."""
+    total, squares = _finite(total), _finite(squares)
     if not n or total is None or squares is None:
         return None
     mean = total / n
@@ -242,7 +252,9 @@ class Reads:
             self._read_values()
         first, _count = self._spans[comparison]
         group = first + 2 * index + role
-        return self._fetch({column: {group: None}})[column][group] or _EMPTY
+        found = self._fetch({column: {group: None}})[column][group]
+        assert found is not None, "a cell read whole holds every rank"
+        return found
 
     def _read_values(self) -> None:
         # Every comparison's (cell, arm) groups numbered in turn: one scan of the rows.
@@ -282,7 +294,7 @@ class Reads:
         for column in columns:
             mine = asked[column] = {}
             for group, row in cells.items():
-                n, median = int(row[f"{column}_values"] or 0), row[f"{column}_p50"]
+                n, median = int(row[f"{column}_values"] or 0), _finite(row[f"{column}_p50"])
                 ranks = window_ranks(n)
                 sd = _spread(n, row[f"{column}_sum"], row[f"{column}_squares"])
                 if ranks is None or sd is None or median is None:
