@@ -503,7 +503,7 @@ def _check_campaign(
             if problem is not None:
                 resolved = False
                 add(result.rel, problem)
-        if resolved and result.schema in _DERIVED_SCHEMAS:
+        if resolved and result.derived and result.schema in _DERIVED_SCHEMAS:
             recompute.append((campaign, result))
         summary = result.summary
         if (

@@ -74,6 +74,9 @@ class FileResult(NamedTuple):
     """A sweep stage's cell, for the check of its rates against its probes."""
     owner: Owner | None = None
     """The arm, stage and cell a cell run or evidence stage says it is."""
+    derived: bool = False
+    """Whether the document states a ``derivation`` (a comparison verify derives again):
+    told here, where it is parsed anyway, so that verify reads again only those."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -175,6 +178,7 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                 document.campaign_id,
                 document.sweep,
                 document.owner,
+                isinstance(parsed, dict) and "derivation" in parsed,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
 
