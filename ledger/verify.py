@@ -669,7 +669,9 @@ def _restated_match(
     labels = decision.get("evidence_labels") if isinstance(decision, dict) else None
     if evaluation.comparison is None or not isinstance(labels, list):
         return []
-    comparison = next(d for p, d in evidence.comparisons if p == evaluation.comparison)
+    comparison = next((d for p, d in evidence.comparisons if p == evaluation.comparison), None)
+    if comparison is None:
+        return []
     sources = {s.get("path") for row in comparison["rows"] for s in row.get("sources") or ()}
     if sources & evidence.withheld:
         return []

@@ -1,11 +1,13 @@
 """What a derivation reads from the database, for any number of comparisons at once.
 
-Each comparison needs its two arms' cells (statistics and settings), every cell's measured
-values (for the bootstrap) and the request-by-request evidence that the arms ran the same
-prompts. :class:`Reads` runs one query for each of the three over every comparison it is
-given, and answers each comparison from those: ``ledger derive`` gives it one comparison,
-``ledger verify`` every comparison of the tree it recomputes (one query per comparison
-had cost a scan of every campaign's rows, each time).
+Each comparison needs its two arms' cells (statistics and settings), each cell's measured
+values as far as the bootstrap's resamples reach (a window about the median, or the whole
+cell where a window would not do) and the request-by-request evidence that the arms ran
+the same prompts (per-arm hash sums, and a join of the requests of the cells where those
+do not settle it). :class:`Reads` runs each of these queries once over every comparison
+it is given, and answers each comparison from them: ``ledger derive`` gives it one
+comparison, ``ledger verify`` every comparison of the tree it recomputes (one query per
+comparison had cost a scan of every campaign's rows, each time).
 """
 
 from __future__ import annotations
@@ -196,7 +198,7 @@ class Reads:
         con.execute("CREATE OR REPLACE TEMP TABLE wanted_arms (campaign_id VARCHAR, arm VARCHAR)")
         pairs = {(campaign, arm) for campaign, arms in self._comparisons for arm in arms}
         insert_rows(con, "wanted_arms", sorted(pairs))
-        # Only the columns a comparison uses: DuckDB then skips the view's other aggregates.
+        # Only the columns a comparison uses: DuckDB then skips the query's other aggregates.
         read = (*self._columns, self._fallback[1])
         medians = ", ".join(f"c.{c}_p50, c.{c}_values, c.{c}_sum, c.{c}_squares" for c in read)
         # The count, sum and sum of squares of each column's values: what sizes the
