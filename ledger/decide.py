@@ -88,13 +88,9 @@ def _headlines(comparison: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _comparison(evidence: Evidence, path: str | None) -> dict[str, Any] | None:
-    return next((d for p, d in evidence.comparisons if p == path), None)
-
-
 def headlines_of(evidence: Evidence, path: str | None) -> list[str]:
     """The headline results a summary states for the comparison at ``path``."""
-    return _headlines(_comparison(evidence, path))
+    return _headlines(evidence.comparison(path))
 
 
 def _telemetry_notes(evidence: Evidence, arm: str) -> list[str]:
@@ -117,6 +113,13 @@ def _telemetry_notes(evidence: Evidence, arm: str) -> list[str]:
     return notes
 
 
+def match_label(evaluation: Evaluation) -> str:
+    """The evidence label of a decision's A/B comparison: ``matched-ab`` where it counts
+    as matched under the policy, else ``descriptive-only``."""
+    matched = not any(u.rule == "matched-ab" for u in evaluation.unmet)
+    return "matched-ab" if matched else "descriptive-only"
+
+
 def _labels(
     evaluation: Evaluation, evidence: Evidence, arm: str, comparison: dict[str, Any] | None
 ) -> tuple[list[str], list[str]]:
@@ -129,8 +132,7 @@ def _labels(
         if kind in kinds:
             evidence_labels.append(f"local-{kind}")
     if comparison is not None:
-        matched = not any(u.rule == "matched-ab" for u in evaluation.unmet)
-        evidence_labels.append("matched-ab" if matched else "descriptive-only")
+        evidence_labels.append(match_label(evaluation))
     if any(g.kind == "startup" and g.measured for g in gates):
         evidence_labels.append("managed-startup")
         if kinds == {"startup"}:
@@ -258,7 +260,7 @@ def build_summary(
 ) -> dict[str, Any]:
     """The summary for an evaluation (``authorized`` only when every rule holds)."""
     arm = evaluation.candidate or "unknown"
-    comparison = _comparison(evidence, evaluation.comparison)
+    comparison = evidence.comparison(evaluation.comparison)
     run = evidence.run_manifest or {}
     evidence_labels, decision_labels = _labels(evaluation, evidence, arm, comparison)
     measured = sum(g.requests or 0 for g in evaluation.gates)

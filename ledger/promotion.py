@@ -121,6 +121,10 @@ class Evidence:
     """Paths the seal declares withheld: a comparison drawn from one cannot be derived
     again here."""
 
+    def comparison(self, path: str | None) -> dict[str, Any] | None:
+        """The A/B comparison at ``path``, if the campaign holds one there."""
+        return next((d for p, d in self.comparisons if p == path), None)
+
     @property
     def arms(self) -> list[str]:
         """Every arm the run manifest names, by its cells or by its evidence stages alone
@@ -585,15 +589,20 @@ def _check_comparisons(evidence: Evidence, policy: Policy, arm: str, fail: Any) 
     return path
 
 
+def withheld_sources(comparison: dict[str, Any], evidence: Evidence) -> list[str]:
+    """The withheld cell runs a comparison is drawn from, sorted."""
+    return sorted(
+        {s["path"] for row in comparison["rows"] for s in row.get("sources") or ()}
+        & evidence.withheld
+    )
+
+
 def _unchecked(comparison: dict[str, Any], evidence: Evidence) -> list[str]:
     """Why a comparison cannot stand for a promotion however it reads: it compares no
     cell, or it is drawn from a withheld cell run, so no one can derive it again."""
     if not comparison["rows"]:
         return ["it compares no cell"]
-    sources = sorted(
-        {s["path"] for row in comparison["rows"] for s in row.get("sources") or ()}
-        & evidence.withheld
-    )
+    sources = withheld_sources(comparison, evidence)
     if sources:
         return [f"drawn from withheld {', '.join(sources)}: it cannot be derived again"]
     return []

@@ -665,18 +665,16 @@ def _restated_match(
     unmatched after the decision (``derive --replace``) left ``matched-ab`` standing.
     A comparison drawn from a withheld cell run is left to the summary's account, as a
     gate drawn from a withheld artifact is: it cannot be derived again here."""
+    from ledger.decide import match_label
+
     decision = summary.get("decision")
     labels = decision.get("evidence_labels") if isinstance(decision, dict) else None
-    if evaluation.comparison is None or not isinstance(labels, list):
+    comparison = evidence.comparison(evaluation.comparison)
+    if comparison is None or not isinstance(labels, list):
         return []
-    comparison = next((d for p, d in evidence.comparisons if p == evaluation.comparison), None)
-    if comparison is None:
+    if promotion.withheld_sources(comparison, evidence):
         return []
-    sources = {s.get("path") for row in comparison["rows"] for s in row.get("sources") or ()}
-    if sources & evidence.withheld:
-        return []
-    matched = not any(u.rule == "matched-ab" for u in evaluation.unmet)
-    wanted = _MATCH_LABELS[0] if matched else _MATCH_LABELS[1]
+    wanted = match_label(evaluation)
     stated = [label for label in labels if label in _MATCH_LABELS]
     if stated == [wanted]:
         return []

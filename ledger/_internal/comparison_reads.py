@@ -69,8 +69,6 @@ class Ordered(NamedTuple):
         return self.window[ranks - self.offset]  # type: ignore[no-any-return]
 
 
-_EMPTY = Ordered(0, 0, np.zeros(0))
-
 WINDOW_SIGMAS = 6.0
 """How far about the median's rank a window reaches, in standard deviations of a
 resample median's rank (about sqrt(n)/2): one of 2,000 resamples passes 6 of them in
@@ -249,9 +247,7 @@ class Reads:
     def whole(self, comparison: Comparison, column: str, role: int, index: int) -> Ordered:
         """Every value of one cell of :meth:`values`, ordered: for resamples that reach
         past its window (a chance of about 4 in a million per cell)."""
-        self._read_for(comparison)
-        if comparison not in self._values:
-            self._read_values()
+        self.values(comparison)  # numbers its groups
         first, _count = self._spans[comparison]
         group = first + 2 * index + role
         found = self._fetch({column: {group: None}})[column][group]
@@ -317,9 +313,13 @@ class Reads:
             again = self._fetch({c: m for c, m in missed.items() if m})
             for column, found in again.items():
                 got[column].update(found)
-        return {
-            c: {g: _EMPTY if o is None else o for g, o in found.items()} for c, found in got.items()
-        }
+        out: dict[str, dict[int, Ordered]] = {}
+        for column, found in got.items():
+            out[column] = {}
+            for group, ordered in found.items():
+                assert ordered is not None, "a cell read whole holds every rank"
+                out[column][group] = ordered
+        return out
 
     def _fetch(
         self, asked: dict[str, dict[int, Band | None]]
