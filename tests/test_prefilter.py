@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger._internal import prefilter
-from ledger._internal.prefilter import Prefilter, hyperscan_pattern, lookahead_reach, merge
-from ledger._internal.sanitizer import Sanitizer, _split, _within
+from ledger._internal.prefilter import Prefilter, merge
+from ledger._internal.regex_forms import hyperscan_pattern, lookahead_reach
+from ledger._internal.sanitizer import Sanitizer, _split, _starting, _within
 from tests.conftest import DATA
 
 CORPUS = DATA / "secrets-corpus"
@@ -75,12 +76,73 @@ def test_merge_joins_what_overlaps_or_touches() -> None:
 def test_what_cannot_be_prefiltered_is_scanned_whole() -> None:
     found = Prefilter([re.compile(r"hf_[A-Za-z0-9]{20,}")])
     token = "hf_" + "a" * 24
-    assert found.windows(f"x {token} y") == {0: [(2, 29)]}
+    assert found.windows(f"x {token} y") == {0: [(0, 31)]}
     assert found.windows("nothing here") == {}
     # Python's \s holds \x1c-\x1f, Hyperscan's does not; and outside ASCII the two
     # engines read \w, \b and case differently.
     assert found.windows(f"x {token}\x1c") is None
     assert found.windows(f"é {token}") is None
+
+
+def test_a_match_without_a_line_break_has_its_line() -> None:
+    token = "hf_" + "a" * 24
+    found = Prefilter([re.compile(r"hf_[A-Za-z0-9]{20,}")])
+    text = f"first\nx {token} y\nlast {token}"
+    assert found.windows(text) == {0: [(6, 37), (38, 70)]}
+    assert text[6:37] == f"x {token} y"
+
+
+def test_a_lookbehind_where_a_match_starts_narrows_the_lines() -> None:
+    # Hyperscan is given "(?:^|[^a])b": "ab" is no match of it, "b" at a line's start is.
+    pattern = re.compile(r"(?<![a])b")
+    found = Prefilter([pattern])
+    assert found.windows("ab\nb") == {0: [(3, 4)]}
+    assert [m.span() for m in _within(pattern, "ab\nb", [(3, 4)], 1)] == [(3, 4)]
+
+
+def test_a_lookbehind_elsewhere_is_dropped_not_turned_into_a_character() -> None:
+    # "a(?:^|[^x])b" would not match "ab", which "a(?<![x])b" does.
+    assert hyperscan_pattern(r"a(?<![x])b") == "ab"
+    assert Prefilter([re.compile(r"a(?<![x])b")]).windows("ab") == {0: [(0, 2)]}
+
+
+def test_a_match_across_lines_is_tried_where_it_may_start() -> None:
+    pattern = re.compile(r"(?i)key\s*=\s*\S{4,}")
+    found = Prefilter([pattern])
+    assert found.starting == {0}
+    text = "a Key =\n  abcd\nkey=\nx key = ab\n"
+    # The backward form stops at "=": "key=" at 15 starts no match, but may.
+    assert found.windows(text) == {0: [(2, 3), (15, 16), (22, 23)]}
+    assert [m.span() for m in _starting(pattern, text, [(2, 3), (15, 16), (22, 23)])] == [
+        m.span() for m in pattern.finditer(text)
+    ]
+
+
+def test_a_regex_that_cannot_be_written_backwards_has_its_spans_or_the_whole_text() -> None:
+    # Outside ASCII: not written backwards, but Hyperscan gives its spans.
+    spans = Prefilter([re.compile(r"é\s+x|a\s+b")])
+    assert spans.starting == frozenset()
+    assert spans.windows("x a\nb y") == {0: [(2, 5)]}
+    # A back reference: neither, so the whole text.
+    whole = Prefilter([re.compile(r"(a)\s\1b")])
+    assert whole.windows("x a\nab y") == {0: [(0, 8)]}
+
+
+def test_starts_are_tried_left_to_right_as_finditer_does() -> None:
+    # A start inside the last match is not tried: finditer would not try it either.
+    pattern = re.compile(r"ab\s*ab")
+    text = "ab ab ab ab"
+    starts = [(0, 1), (3, 4), (6, 7), (9, 10)]
+    assert [m.span() for m in _starting(pattern, text, starts)] == [(0, 5), (6, 11)]
+    assert [m.span() for m in pattern.finditer(text)] == [(0, 5), (6, 11)]
+
+
+def test_a_regex_none_of_whose_literals_occurs_is_not_run() -> None:
+    patterns = [re.compile(r"[a-z]+=[0-9]+")] * 4
+    found = Prefilter(patterns, [("pass",), ("Pass",), (), ("", "zzz")])
+    # "Pass" is looked for in lowered text: it is never there, as without a prefilter.
+    assert set(found.windows("PASS x=1") or {}) == {0, 2, 3}
+    assert set(found.windows("none x=1") or {}) == {2, 3}
 
 
 def test_a_match_near_a_window_s_false_end_is_taken_from_the_whole_text() -> None:

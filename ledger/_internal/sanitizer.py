@@ -24,7 +24,8 @@ import attrs
 import orjson
 
 from ledger._internal import jsonio
-from ledger._internal.prefilter import Window, lookahead_reach, prefilter_for
+from ledger._internal.prefilter import Window, prefilter_for
+from ledger._internal.regex_forms import lookahead_reach
 from ledger.errors import InvalidArtifact
 
 CATEGORIES = ("credential", "gpu", "endpoint", "path")
@@ -65,15 +66,23 @@ class Detector:
         return lookahead_reach(self.pattern)
 
     def finditer(
-        self, text: str, lower: str, windows: list[Window] | None = None
+        self,
+        text: str,
+        lower: str | None,
+        windows: list[Window] | None = None,
+        starts: bool = False,
     ) -> Iterator[re.Match[str]]:
-        """Matches in ``text`` (``lower`` is ``text.lower()``, computed once per text), the
-        same whether ``windows`` (where the prefilter says it may match) are given or not."""
-        if self.any and not any(literal in lower for literal in self.any):
+        """Matches in ``text`` (``lower`` is ``text.lower()``, computed once per text; None
+        when the prefilter has found one of the literals in this very text), the same
+        whether ``windows`` (where the prefilter says it may match, or with ``starts``,
+        where its matches may start) are given or not."""
+        if self.any and lower is not None and not any(literal in lower for literal in self.any):
             return iter(())
         matches = (
             self.pattern.finditer(text)
             if windows is None
+            else _starting(self.pattern, text, windows)
+            if starts
             else _within(self.pattern, text, windows, self.reach)
         )
         if not self.word_start:
@@ -107,6 +116,22 @@ def _within(
                 continue
             yield match
             position = match.end() if match.end() > match.start() else match.end() + 1
+
+
+def _starting(
+    pattern: re.Pattern[str], text: str, windows: list[Window]
+) -> Iterator[re.Match[str]]:
+    """What ``pattern.finditer(text)`` finds, trying only the places in ``windows``, where
+    every match starts (prefilter.py): from each, left to right, as finditer does."""
+    position = 0
+    for start, end in windows:
+        for place in range(max(position, start), end):
+            if place < position:
+                continue
+            match = pattern.match(text, place)
+            if match is not None:
+                yield match
+                position = match.end() if match.end() > match.start() else match.end() + 1
 
 
 def _detector(spec: str | dict[str, Any]) -> Detector:
@@ -281,7 +306,8 @@ class Sanitizer:
 
     def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
         windows = self._prefilter.windows(text) if self._prefilter is not None else None
-        return self._detect(text, key, windows)
+        # The windows are this text's own: a detector among them has a literal here.
+        return self._detect(text, key, windows, literals_found=windows is not None)
 
     def _keyed(self, key: str | None) -> bool:
         """Whether the key alone can make a value redactable (a secret's or a GPU's)."""
@@ -354,7 +380,11 @@ class Sanitizer:
         return [r if r is not None else () for r in results]
 
     def _detect(
-        self, text: str, key: str | None, windows: dict[int, list[Window]] | None = None
+        self,
+        text: str,
+        key: str | None,
+        windows: dict[int, list[Window]] | None = None,
+        literals_found: bool = False,
     ) -> tuple[Hit, ...]:
         rules = self.rules
         context = key is not None and (self.secret_key(key) or self._gpu_key(key))
@@ -379,7 +409,8 @@ class Sanitizer:
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
         if key is not None and not taken and not plain and text.strip() and self.secret_key(key):
             add("credential", 0, len(text))
-        lower = text.lower()
+        lower = None if literals_found else text.lower()
+        starting = self._prefilter.starting if self._prefilter is not None else frozenset()
         index = -1
         for category in CATEGORIES:
             keyed = rules.keyed if category == "credential" else ()
@@ -388,7 +419,7 @@ class Sanitizer:
                 where = None if windows is None else windows.get(index)
                 if windows is not None and where is None:
                     continue  # the prefilter found no place it could match
-                for match in detector.finditer(text, lower, where):
+                for match in detector.finditer(text, lower, where, index in starting):
                     group = "secret" if "secret" in detector.pattern.groupindex else 0
                     start, end = match.span(group)
                     if start < 0 or not free(start, end):

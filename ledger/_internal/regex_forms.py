@@ -1,0 +1,413 @@
+"""The forms of a Python regex that Hyperscan is given (prefilter.py): each matches at
+least where the regex does, and says where that is in a way a scan can report cheaply."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+_LOOKBEHIND_CLASS = re.compile(r"^((?:\(\?[a-zA-Z]+\))?)\(\?<!\[((?:\\.|[^\]\\])*)\]\)")
+"""A negative lookbehind of one character class where a match starts (after the flags)."""
+
+
+def _drop_lookarounds(pattern: str) -> str:
+    """``pattern`` without its lookaround groups (each assertion removed is a constraint
+    less: what matched before still matches)."""
+    out: list[str] = []
+    i = 0
+    depth_skip = 0
+    stack: list[bool] = []  # per open group: is it a lookaround being dropped
+    in_class = False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            if not depth_skip:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if char == "]":
+                in_class = False
+            if not depth_skip:
+                out.append(char)
+            i += 1
+            continue
+        if char == "[":
+            in_class = True
+            if not depth_skip:
+                out.append(char)
+            # A "]" right after "[" or "[^" is a literal member.
+            rest = pattern[i + 1 :]
+            lead = 2 if rest.startswith("^]") else 1 if rest.startswith("]") else 0
+            if lead and not depth_skip:
+                out.append(rest[:lead])
+            i += 1 + lead
+            continue
+        if char == "(":
+            look = pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i)
+            stack.append(look)
+            if look:
+                depth_skip += 1
+            elif not depth_skip:
+                out.append(char)
+            i += 1
+            continue
+        if char == ")":
+            look = stack.pop() if stack else False
+            if look:
+                depth_skip -= 1
+            elif not depth_skip:
+                out.append(char)
+            i += 1
+            continue
+        if not depth_skip:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
+def hyperscan_pattern(pattern: str) -> str:
+    """A pattern Hyperscan compiles that matches wherever ``pattern`` matches: the span it
+    reports holds the exact match."""
+    pattern = _NAMED_GROUP.sub("(", pattern)
+    # "Not after one of these" is "at a line's start, or after anything else": the
+    # assertion becomes a character consumed, and the span only grows to its left.
+    # Only where a match starts: elsewhere the character it would take is one the pattern
+    # takes itself, and is dropped with the other lookarounds.
+    pattern = _LOOKBEHIND_CLASS.sub(lambda m: f"{m.group(1)}(?:^|[^{m.group(2)}])", pattern)
+    return _drop_lookarounds(pattern)
+
+
+_UNBOUNDED = 1 << 16
+
+
+def lookahead_reach(pattern: re.Pattern[str]) -> int | None:
+    """How many characters past a position the regex may look at there (lookaheads,
+    ``\\b``), or None when there is no bound."""
+    parser = re._parser  # type: ignore[attr-defined]
+
+    def reach(items: Any) -> int | None:
+        found = 1  # \b and \B look at the next character
+        for op, av in items:
+            nested: list[Any] = []
+            if op in (parser.ASSERT, parser.ASSERT_NOT):
+                direction, sub = av
+                if direction == 1:
+                    width = sub.getwidth()[1]
+                    if width >= _UNBOUNDED:
+                        return None
+                    found = max(found, width + 1)
+                nested.append(sub)
+            elif op is parser.SUBPATTERN:
+                nested.append(av[-1])
+            elif op is parser.BRANCH:
+                nested.extend(av[1])
+            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+                nested.append(av[2])
+            elif op is parser.ATOMIC_GROUP:
+                nested.append(av)
+            for sub in nested:
+                inner = reach(sub)
+                if inner is None:
+                    return None
+                found = max(found, inner)
+        return found
+
+    return reach(parser.parse(pattern.pattern, pattern.flags))
+
+
+def line_local(pattern: re.Pattern[str]) -> bool:
+    """Whether no match of ``pattern`` can hold a line break (what its lookarounds look
+    at aside) and every match holds a character."""
+    parser = re._parser  # type: ignore[attr-defined]
+
+    def breaks(items: Any, flags: int) -> bool:
+        for op, av in items:
+            if op in (parser.ASSERT, parser.ASSERT_NOT, parser.AT):
+                continue  # looks, takes nothing
+            if op is parser.LITERAL:
+                takes = av == 10
+            elif op is parser.NOT_LITERAL:
+                takes = av != 10
+            elif op is parser.ANY:
+                takes = bool(flags & re.DOTALL)
+            elif op is parser.IN:
+                single = parser.SubPattern(parser.State(), [(op, av)])
+                compiled = re._compiler.compile(single, flags)  # type: ignore[attr-defined]
+                takes = compiled.fullmatch("\n") is not None
+            elif op is parser.SUBPATTERN:
+                _, added, removed, sub = av
+                takes = breaks(sub, (flags | added) & ~removed)
+            elif op is parser.BRANCH:
+                takes = any(breaks(branch, flags) for branch in av[1])
+            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+                takes = breaks(av[2], flags)
+            elif op is parser.ATOMIC_GROUP:
+                takes = breaks(av, flags)
+            else:
+                takes = True  # a back reference, or anything else this does not know
+            if takes:
+                return True
+        return False
+
+    parsed = parser.parse(pattern.pattern, pattern.flags)
+    return parsed.getwidth()[0] > 0 and not breaks(parsed, pattern.flags)
+
+
+_QUANTIFIER = re.compile(r"(?:[*+?]|\{([0-9]*)(?:,[0-9]*)?\})[?+]?")
+_TRAILING_ASSERTIONS = frozenset({"$", r"\b", r"\B", r"\Z", r"\z"})
+
+
+def _class_end(expression: str, i: int) -> int:
+    """Where the class opening at ``i`` ends (one past its "]")."""
+    i += 1
+    if expression.startswith("^", i):
+        i += 1
+    if expression.startswith("]", i):
+        i += 1
+    while i < len(expression) and expression[i] != "]":
+        i += 2 if expression[i] == "\\" else 1
+    return i + 1
+
+
+def _items(expression: str) -> list[tuple[int, int, int]] | None:
+    """The top-level items of an expression, each (start, end of its atom, end of its
+    quantifier); None when it alternates at the top."""
+    items: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(expression):
+        start = i
+        char = expression[i]
+        if char == "|":
+            return None
+        if char == "\\":
+            i += 4 if expression.startswith("x", i + 1) else 2
+        elif char == "[":
+            i = _class_end(expression, i)
+        elif char == "(":
+            depth = 0
+            while i < len(expression):
+                char = expression[i]
+                if char == "\\":
+                    i += 2
+                    continue
+                if char == "[":
+                    i = _class_end(expression, i)
+                    continue
+                depth += 1 if char == "(" else -1 if char == ")" else 0
+                i += 1
+                if depth == 0:
+                    break
+        else:
+            i += 1
+        atom = i
+        quantifier = _QUANTIFIER.match(expression, i)
+        if quantifier:
+            i = quantifier.end()
+        items.append((start, atom, i))
+    return items
+
+
+def _shortened(expression: str) -> str:
+    """``expression`` with its last unbounded or optional items cut to their least."""
+    items = _items(expression)
+    if items is None:
+        return expression
+    while items:
+        start, atom_end, end = items[-1]
+        atom = expression[start:atom_end]
+        quantifier = _QUANTIFIER.fullmatch(expression, atom_end, end)
+        if quantifier is not None:
+            least = (
+                int(quantifier.group(1) or 0)
+                if quantifier.group(0).startswith("{")
+                else 1
+                if quantifier.group(0).startswith("+")
+                else 0
+            )
+            if least == 0:
+                items.pop()
+                continue
+            return expression[:start] + (atom if least == 1 else f"{atom}{{{least}}}")
+        if atom in _TRAILING_ASSERTIONS:
+            items.pop()
+            continue
+        if atom.startswith("(?:"):
+            opening = "(?:"
+        elif atom.startswith("(") and not atom.startswith("(?"):
+            opening = "("
+        else:
+            break
+        return expression[:start] + opening + _shortened(atom[len(opening) : -1]) + ")"
+    return expression[: items[-1][2]] if items else ""
+
+
+def shortest_forms(expression: str) -> list[str]:
+    """Forms of an expression each match of which has a prefix, from the same start, that
+    the form matches: first the one with its unbounded or optional tail cut to its least
+    (its ends come one per match rather than one per character a repeat could take), then
+    the expression itself; only those that cannot match nothing."""
+    forms = []
+    for candidate in dict.fromkeys((_shortened(expression), expression)):
+        try:
+            width = re._parser.parse(candidate).getwidth()[0]  # type: ignore[attr-defined]
+        except re.error:
+            continue
+        if width > 0:
+            forms.append(candidate)
+    return forms
+
+
+_SPACE = r"\t\n\x0b\x0c\r \x1c-\x1f"
+"""Python's white space in ASCII (the separators included: text holding one is scanned
+whole anyway)."""
+
+
+def hyperscan_literal(code: int) -> str:
+    """One character as Hyperscan reads it literally."""
+    return chr(code) if chr(code).isalnum() and code < 128 else f"\\x{code:02x}"
+
+
+class _Unwritable(Exception):
+    """A part of a regex :func:`reversed_expression` does not write."""
+
+
+def reversed_expression(pattern: re.Pattern[str]) -> bytes | None:
+    """A Hyperscan expression that matches, read backwards, a prefix of every string
+    ``pattern`` matches (what its assertions and lookarounds would refuse too): its ends
+    in a reversed text are where ``pattern``'s matches may start. None for what it cannot
+    write (a back reference, a character outside ASCII), and for a regex that can match
+    nothing (an empty match starts anywhere)."""
+    parser = re._parser  # type: ignore[attr-defined]
+    categories = {
+        parser.CATEGORY_DIGIT: r"\d",
+        parser.CATEGORY_NOT_DIGIT: r"\D",
+        parser.CATEGORY_SPACE: _SPACE,
+        parser.CATEGORY_NOT_SPACE: r"\S",
+        parser.CATEGORY_WORD: r"\w",
+        parser.CATEGORY_NOT_WORD: r"\W",
+    }
+
+    def members(items: Any) -> str:
+        out: list[str] = []
+        for op, av in items:
+            if op is parser.NEGATE:
+                out.insert(0, "^")
+            elif op is parser.LITERAL:
+                out.append(hyperscan_literal(av))
+            elif op is parser.RANGE:
+                low, high = av
+                if low < 128:
+                    out.append(f"{hyperscan_literal(low)}-{hyperscan_literal(min(high, 127))}")
+            elif op is parser.CATEGORY and av in categories:
+                out.append(categories[av])
+            else:
+                raise _Unwritable
+        return "".join(out)
+
+    def backwards(items: Any) -> str:
+        out: list[str] = []
+        for op, av in reversed(list(items)):
+            if op in (parser.AT, parser.ASSERT, parser.ASSERT_NOT):
+                continue  # an assertion dropped: a constraint less
+            if op is parser.LITERAL:
+                if av >= 128:
+                    raise _Unwritable
+                out.append(hyperscan_literal(av))
+            elif op is parser.NOT_LITERAL:
+                out.append(f"[^{hyperscan_literal(av)}]" if av < 128 else r"[\x00-\xff]")
+            elif op is parser.ANY:
+                out.append(r"[\x00-\xff]" if pattern.flags & re.DOTALL else r"[^\n]")
+            elif op is parser.IN:
+                written = members(av)
+                if not written or written == "^":
+                    raise _Unwritable
+                out.append(f"[{written}]")
+            elif op is parser.SUBPATTERN:
+                _, added, removed, sub = av
+                if (added | removed) & ~re.IGNORECASE:
+                    raise _Unwritable
+                mode = "i" if added & re.IGNORECASE else "-i" if removed & re.IGNORECASE else ""
+                out.append(f"(?{mode}:{backwards(sub)})")
+            elif op is parser.BRANCH:
+                out.append("(?:" + "|".join(backwards(b) for b in av[1]) + ")")
+            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+                low, high, sub = av
+                bound = "" if high is parser.MAXREPEAT or high == parser.MAXREPEAT else high
+                out.append(f"(?:{backwards(sub)}){{{low},{bound}}}")
+            elif op is parser.ATOMIC_GROUP:
+                out.append(f"(?:{backwards(av)})")
+            else:
+                raise _Unwritable
+        return "".join(out)
+
+    try:
+        parsed = parser.parse(pattern.pattern, pattern.flags)
+        if parsed.getwidth()[0] == 0:
+            return None
+        body = backwards(_up_to_narrow_end(parsed, pattern.flags))
+    except _Unwritable:
+        return None
+    return (("(?i)" if pattern.flags & re.IGNORECASE else "") + body).encode()
+
+
+_NARROW = 8
+"""Characters a part may end with and still be where a backward scan begins: one that can
+end with any of many (a run of a class) would have it follow every character."""
+
+
+def _up_to_narrow_end(parsed: Any, flags: int) -> list[Any]:
+    """The top-level items of a parsed regex up to the last that holds a character and
+    ends with one of few: every match starts where a match of those starts, and read
+    backwards they begin with something Hyperscan finds quickly. All of them when no
+    item is such."""
+    parser = re._parser  # type: ignore[attr-defined]
+    items = list(parsed)
+    for cut in range(len(items), 0, -1):
+        item = parser.SubPattern(parsed.state, items[cut - 1 : cut])
+        if item.getwidth()[0] > 0:
+            ending = _last_characters(items[cut - 1 : cut], flags)
+            if ending is not None and len(ending) <= _NARROW:
+                return items[:cut]
+    return items
+
+
+def _last_characters(items: list[Any], flags: int) -> set[int] | None:
+    """The ASCII characters a match of ``items`` may end with (of those that hold one);
+    None when there are more than :data:`_NARROW` or it cannot tell."""
+    parser = re._parser  # type: ignore[attr-defined]
+    found: set[int] = set()
+    for op, av in reversed(items):
+        if op in (parser.AT, parser.ASSERT, parser.ASSERT_NOT):
+            continue
+        if op is parser.LITERAL:
+            single: set[int] | None = {av}
+            if flags & re.IGNORECASE:
+                single = {ord(c) for c in {chr(av).lower(), chr(av).upper()} if ord(c) < 128}
+        elif op is parser.IN:
+            compiled = re._compiler.compile(  # type: ignore[attr-defined]
+                parser.SubPattern(parser.State(), [(op, av)]), flags
+            )
+            single = {c for c in range(128) if compiled.fullmatch(chr(c))}
+        elif op is parser.SUBPATTERN:
+            single = _last_characters(list(av[-1]), flags)
+        elif op is parser.BRANCH:
+            single = set()
+            for branch in av[1]:
+                ending = _last_characters(list(branch), flags)
+                if ending is None:
+                    return None
+                single |= ending
+        elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+            single = _last_characters(list(av[2]), flags)
+        else:
+            return None
+        if single is None:
+            return None
+        found |= single
+        if len(found) > _NARROW:
+            return None
+        if parser.SubPattern(parser.State(), [(op, av)]).getwidth()[0] > 0:
+            return found  # this one holds a character: what is before it ends nothing
+    return found
