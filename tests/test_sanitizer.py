@@ -405,3 +405,26 @@ def test_names_of_secrets_in_text_stay_as_under_a_json_key(text: str) -> None:
 )
 def test_a_secret_s_own_name_still_makes_its_value_secret(text: str) -> None:
     assert "<redacted:credential:1>" in Sanitizer().text(text)
+
+
+def test_what_holds_no_hit_is_kept_and_what_holds_one_is_rebuilt() -> None:
+    requests = [{"index": i, "finish_reason": "length"} for i in range(3)]
+    document = {
+        "identity": {"environment": {"HF_TOKEN": "hf_" + "a" * 34}, "model": "org/m"},
+        "requests": requests,
+    }
+    cleaned = Sanitizer().document(document)
+    assert cleaned["requests"] is requests  # nothing in it redacted: not copied
+    assert cleaned["identity"] is not document["identity"]
+    assert cleaned["identity"]["environment"]["HF_TOKEN"] == "<redacted:credential:1>"
+    assert document["identity"]["environment"]["HF_TOKEN"].startswith("hf_")
+
+
+def test_an_object_met_twice_is_rebuilt_each_time() -> None:
+    # One list under two keys (a document built in Python, not parsed): where its strings
+    # are is known for its last place only, and the hits between the two are kept apart.
+    shared = ["--port 8001", "warm"]
+    document = {"a_flags": shared, "m": "sk-" + "b" * 40, "z_flags": shared}
+    cleaned = Sanitizer().document(document)
+    assert cleaned == {"a_flags": shared, "m": "<redacted:credential:1>", "z_flags": shared}
+    assert Sanitizer(prefilter=False).document(document) == cleaned

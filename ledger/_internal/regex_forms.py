@@ -121,38 +121,48 @@ def line_local(pattern: re.Pattern[str]) -> bool:
     """Whether no match of ``pattern`` can hold a line break (what its lookarounds look
     at aside) and every match holds a character."""
     parser = re._parser  # type: ignore[attr-defined]
+    parsed = parser.parse(pattern.pattern, pattern.flags)
+    return parsed.getwidth()[0] > 0 and not can_take(pattern, "\n")
 
-    def breaks(items: Any, flags: int) -> bool:
+
+def can_take(pattern: re.Pattern[str], characters: str) -> bool:
+    """Whether a match of ``pattern`` may hold one of ``characters`` (what its lookarounds
+    look at aside; True for a part this cannot tell, such as a back reference)."""
+    parser = re._parser  # type: ignore[attr-defined]
+    codes = {ord(c) for c in characters}
+
+    def takes(items: Any, flags: int) -> bool:
         for op, av in items:
             if op in (parser.ASSERT, parser.ASSERT_NOT, parser.AT):
                 continue  # looks, takes nothing
             if op is parser.LITERAL:
-                takes = av == 10
+                found = av in codes or (
+                    bool(flags & re.IGNORECASE) and ord(chr(av).swapcase()[:1] or " ") in codes
+                )
             elif op is parser.NOT_LITERAL:
-                takes = av != 10
+                found = bool(codes - {av})
             elif op is parser.ANY:
-                takes = bool(flags & re.DOTALL)
+                found = bool(codes - {10}) or bool(flags & re.DOTALL)
             elif op is parser.IN:
                 single = parser.SubPattern(parser.State(), [(op, av)])
                 compiled = re._compiler.compile(single, flags)  # type: ignore[attr-defined]
-                takes = compiled.fullmatch("\n") is not None
+                found = any(compiled.fullmatch(c) for c in characters)
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
-                takes = breaks(sub, (flags | added) & ~removed)
+                found = takes(sub, (flags | added) & ~removed)
             elif op is parser.BRANCH:
-                takes = any(breaks(branch, flags) for branch in av[1])
+                found = any(takes(branch, flags) for branch in av[1])
             elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
-                takes = breaks(av[2], flags)
+                found = takes(av[2], flags)
             elif op is parser.ATOMIC_GROUP:
-                takes = breaks(av, flags)
+                found = takes(av, flags)
             else:
-                takes = True  # a back reference, or anything else this does not know
-            if takes:
+                found = True
+            if found:
                 return True
         return False
 
-    parsed = parser.parse(pattern.pattern, pattern.flags)
-    return parsed.getwidth()[0] > 0 and not breaks(parsed, pattern.flags)
+    return takes(parser.parse(pattern.pattern, pattern.flags), pattern.flags)
 
 
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{([0-9]*)(?:,[0-9]*)?\})[?+]?")

@@ -167,13 +167,26 @@ class Rules:
         return (*self.keyed, *(d for c in CATEGORIES for d in self.patterns[c]))
 
 
+_LOADED: dict[str, Rules] = {}
+"""Rules by the sha256 of their file: compiling them (the regexes and how far each looks
+ahead) takes longer than sanitizing a small campaign."""
+
+
 def load_rules(path: Path = RULES_FILE) -> Rules:
-    """Reads a rule file."""
+    """Reads a rule file (the same bytes read before give the same rules)."""
     data = path.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
+    found = _LOADED.get(sha256)
+    if found is None:
+        found = _LOADED[sha256] = _rules(data, sha256)
+    return found
+
+
+def _rules(data: bytes, sha256: str) -> Rules:
     rules = json.loads(data)
     return Rules(
         version=str(rules["version"]),
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=sha256,
         placeholder=re.compile(rules["placeholder"]),
         patterns={c: tuple(_detector(p) for p in rules[c]["patterns"]) for c in CATEGORIES},
         keyed=tuple(_detector(p) for p in rules["credential"]["keyed_patterns"]),
@@ -502,32 +515,35 @@ class Sanitizer:
         """The JSON value sanitized, keys too (``value`` itself when nothing is redacted).
         Every string is detected first, all of them scanned by the prefilter as one."""
         items: list[tuple[str, str | None]] = []
-        _strings(value, key, items, self._numbers())
+        spans: dict[int, tuple[int, int]] = {}
+        _strings(value, key, items, self._numbers(), spans)
         found = self.detect_all(items)
         if not any(found):
             return value
-        return self._rebuild(value, key, iter(found))
+        return self._rebuild(value, key, _Cursor(found, spans))
 
-    def _rebuild(
-        self, value: Any, key: str | None, found: Iterator[tuple[Hit, ...]], pointer: str = ""
-    ) -> Any:
+    def _rebuild(self, value: Any, key: str | None, cursor: _Cursor, pointer: str = "") -> Any:
         # The order of _strings: a key before its value, placeholders numbered as they come.
         if isinstance(value, str):
-            return self._clean(value, next(found), key)
+            return self._clean(value, cursor.next(), key)
         if isinstance(value, dict):
+            if cursor.skips(value):
+                return value  # nothing redacted in it: itself, not a copy
             out: dict[str, Any] = {}
             for k in sorted(value):
-                cleaned = self._clean(k, next(found), None)
+                cleaned = self._clean(k, cursor.next(), None)
                 # The pointer names keys as published: a raw one may be the secret.
                 where = f"{pointer}/{cleaned.replace('~', '~0').replace('/', '~1')}"
                 if cleaned in out:
                     # One value would silently replace the other.
                     raise KeyCollision(where, "two keys are the same once redacted")
-                out[cleaned] = self._rebuild(value[k], k, found, where)
+                out[cleaned] = self._rebuild(value[k], k, cursor, where)
             return out
         if isinstance(value, list) and not _plain(value):
+            if cursor.skips(value):
+                return value
             return [
-                self._rebuild(item, under, found, f"{pointer}/{index}")
+                self._rebuild(item, under, cursor, f"{pointer}/{index}")
                 for index, (item, under) in enumerate(
                     zip(value, self._item_keys(value, key), strict=True)
                 )
@@ -537,7 +553,7 @@ class Sanitizer:
             and (value >= _LONG_NUMBER or value <= -_LONG_NUMBER)
             and self._long_secret(value, key)
         ):
-            hits = next(found)
+            hits = cursor.next()
             # Published as its placeholder, a string: the number itself is the secret.
             return self._clean(str(value), hits, key) if hits else value
         return value
@@ -635,11 +651,17 @@ class _Keys:
 
 
 def _strings(
-    value: Any, key: str | None, out: list[tuple[str, str | None]], numbers: _Keys
+    value: Any,
+    key: str | None,
+    out: list[tuple[str, str | None]],
+    numbers: _Keys,
+    spans: dict[int, tuple[int, int]] | None = None,
 ) -> None:
     """Every string of a JSON value with the key it stands under, keys themselves too
     (under no key), and each long whole number a secret-like key makes a credential, as
-    text, in the order :meth:`Sanitizer.document` rebuilds it."""
+    text, in the order :meth:`Sanitizer.document` rebuilds it. ``spans``: where each
+    object's and list's strings are in ``out``, by its id (for one met twice, where they
+    are the last time)."""
     if isinstance(value, str):
         out.append((value, key))
     elif type(value) is int:
@@ -651,12 +673,47 @@ def _strings(
             if secret:
                 out.append((str(value), key))
     elif isinstance(value, dict):
+        start = len(out)
         for k in sorted(value):
             out.append((k, None))
-            _strings(value[k], k, out, numbers)
+            _strings(value[k], k, out, numbers, spans)
+        if spans is not None:
+            spans[id(value)] = (start, len(out))
     elif isinstance(value, list) and not _plain(value):
+        start = len(out)
         for item, under in zip(value, numbers.items(value, key), strict=True):
-            _strings(item, under, out, numbers)
+            _strings(item, under, out, numbers, spans)
+        if spans is not None:
+            spans[id(value)] = (start, len(out))
+
+
+class _Cursor:
+    """Where :meth:`Sanitizer._rebuild` is in the hits of a document's strings, and which
+    of its objects and lists hold none (those are kept as they are, not copied)."""
+
+    def __init__(self, found: list[tuple[Hit, ...]], spans: dict[int, tuple[int, int]]) -> None:
+        self.found = found
+        self.position = 0
+        self.spans = spans
+        self.before = list(itertools.accumulate((bool(f) for f in found), initial=0))
+        """How many strings before each position have hits."""
+
+    def next(self) -> tuple[Hit, ...]:
+        found = self.found[self.position]
+        self.position += 1
+        return found
+
+    def skips(self, value: dict[str, Any] | list[Any]) -> bool:
+        """Whether ``value`` has no hit in its strings (the cursor then moves past them)."""
+        span = self.spans.get(id(value))
+        # Its strings start here, or the span is another place the same object stands.
+        if span is None or span[0] != self.position:
+            return False
+        start, end = span
+        if self.before[end] != self.before[start]:
+            return False
+        self.position = end
+        return True
 
 
 def _split(
