@@ -289,6 +289,18 @@ def test_a_long_text_is_detected_once_for_its_rescan(monkeypatch: pytest.MonkeyP
     sanitizer.detect(a), sanitizer.detect(b), sanitizer.detect(b)
     assert calls == [a[-12:], b[-12:]]
     calls.clear()
+    rescans: list[str] = []
+    prefilter = sanitizer._prefilter
+    assert prefilter is not None
+    rescan = prefilter.rescan
+
+    def counted_rescan(found: Any, text: str, replaced: Any) -> Any:
+        rescans.append(text[-12:])
+        return rescan(found, text, replaced)
+
+    monkeypatch.setattr(prefilter, "rescan", counted_rescan)
     published = sanitizer.text(filler + "password=hunter2xyz")
-    assert len(calls) == 2  # the text, then what its redaction left
-    assert sanitizer.detect(published) == [] and len(calls) == 2
+    # The text scanned whole, what its redaction left only where that changed, and the
+    # fail-closed rescan answered from that.
+    assert len(calls) == 1 and rescans == [published[-12:]]
+    assert sanitizer.detect(published) == [] and len(calls) == 1 and len(rescans) == 1

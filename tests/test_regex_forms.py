@@ -143,3 +143,55 @@ def test_every_match_of_every_detector_is_in_its_windows(text: str) -> None:
                     index,
                     text,
                 )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(ALPHABET, max_size=12).map("".join),
+    st.lists(st.tuples(st.integers(0, 400), st.integers(1, 40)), max_size=4),
+    st.integers(1, 20000),
+)
+def test_every_match_after_a_redaction_is_in_the_windows_of_its_rescan(
+    text: str, spans: list[tuple[int, int]], number: int
+) -> None:
+    # The spans replaced are anywhere (not where a detector hit): what is around a
+    # placeholder, inside it and across its edges must be found as a whole scan would.
+    prefilter = prefilter_for(RULES)
+    _, found = prefilter.look(text)
+    if found is None:
+        return
+    replaced = []
+    pieces = []
+    last = length = 0
+    for start, size in sorted(spans):
+        if start < last or start >= len(text):
+            continue
+        end = min(start + size, len(text))
+        placeholder = f"<redacted:credential:{number + len(replaced)}>"
+        pieces.append(text[last:start])
+        length += start - last
+        replaced.append((start, end, length, length + len(placeholder)))
+        pieces.append(placeholder)
+        length += len(placeholder)
+        last = end
+    pieces.append(text[last:])
+    after = "".join(pieces)
+    rescanned = prefilter.rescan(found, after, replaced)
+    if rescanned is None:
+        assert found.backward is None  # it could not tell: only when nothing ran backwards
+        return
+    windows, again = rescanned
+    assert again.text == after
+    for index, detector in enumerate(DETECTORS):
+        mine = windows.get(index, [])
+        for start in range(len(after) + 1):
+            match = detector.pattern.match(after, start)
+            if match is None:
+                continue
+            if index in prefilter.starting:
+                assert any(a <= match.start() < b for a, b in mine), (index, after)
+            else:
+                assert any(a <= match.start() and match.end() <= b for a, b in mine), (
+                    index,
+                    after,
+                )

@@ -28,11 +28,18 @@ package (a platform it has no wheel for) everything is scanned whole.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
+import numpy
+
 from ledger._internal.regex_forms import (
+    can_take,
+    first_characters,
     hyperscan_literal,
     hyperscan_pattern,
     line_local,
@@ -92,6 +99,9 @@ class Prefilter:
         self._spans: dict[int, Any] = {}
         self._any: Any = None
         self._backward: Any = None
+        self._across: Any = None
+        self._outside: frozenset[int] = frozenset()
+        self._spanned: frozenset[int] = frozenset()
         self._line_local: frozenset[int] = frozenset()
         self.starting: frozenset[int] = frozenset()
         """The regexes whose windows hold where their matches start (not whole matches)."""
@@ -162,6 +172,24 @@ class Prefilter:
                 [hyperscan.HS_FLAG_MULTILINE] * len(backward),
                 [i for _, i in backward],
             )
+        # What may hold a placeholder's "<" is scanned backwards again after a
+        # redaction; any other starts where it started before, or inside a placeholder.
+        self._outside = frozenset(
+            i for i in starting if not can_take(patterns[i], "<", written=True)
+        )
+        self._firsts = {
+            i: None if (first := first_characters(patterns[i])) is None else set(map(ord, first))
+            for i in self._outside
+        }
+        self._inside: dict[tuple[int, str], list[int]] = {}
+        across = [(e, i) for e, i in backward if i not in self._outside]
+        if across:
+            self._across = _compiled(
+                [e for e, _ in across],
+                [hyperscan.HS_FLAG_MULTILINE] * len(across),
+                [i for _, i in across],
+            )
+        self._spanned = frozenset(range(self.count)) - self._line_local - self.starting
 
     def build(self) -> None:
         """Builds every span database now rather than when first needed (about 2 ms each:
@@ -188,8 +216,8 @@ class Prefilter:
         return merge(spans)
 
     def _scan(self, data: bytes) -> tuple[dict[int, list[int]], set[int]] | None:
-        """Per line-local regex the ends found, and the other regexes that may match,
-        each with its literal condition met; None when the text must be scanned whole."""
+        """Per line-local regex the ends found (whatever its literals), and the indexes
+        that fired (regexes and literals); None when the text must be scanned whole."""
         events: list[tuple[int, int]] = []
         self._any.scan(
             data, match_event_handler=lambda index, start, end, *rest: events.append((index, end))
@@ -201,51 +229,216 @@ class Prefilter:
         for index, end in events:
             if index in self._line_local:
                 ends.setdefault(index, []).append(end)
-        needs = self._needs
+        return ends, fired
 
-        def met(index: int) -> bool:
-            wanted = needs[index]
-            return wanted is None or not wanted.isdisjoint(fired)
-
-        may = {i for i in fired if i < self.count and i not in self._line_local and met(i)}
-        return {i: found for i, found in ends.items() if met(i)}, may
+    def _starts(self, database: Any, backward: bytes) -> dict[int, list[int]]:
+        """Per regex of a backward database, where its matches may start in the text
+        ``backward`` is (read backwards)."""
+        starts: dict[int, list[int]] = {}
+        size = len(backward)
+        database.scan(
+            backward,
+            match_event_handler=lambda index, start, end, *rest: starts.setdefault(
+                index, []
+            ).append(size - end),
+        )
+        return starts
 
     def windows(self, text: str) -> dict[int, list[Window]] | None:
         """Per pattern index, the merged spans of ``text`` where it may match, or for one
         of :attr:`starting`, where its matches may start (an index absent: it matches
         nowhere, or none of its literals occurs); None when the text must be scanned
         whole."""
+        return self.look(text)[0]
+
+    def look(self, text: str) -> tuple[dict[int, list[Window]] | None, Found | None]:
+        """:meth:`windows`, and what the scans found, for :meth:`rescan`."""
         if self._any is None or not text.isascii():
-            return None
+            return None, None
         data = text.encode("ascii")
         scanned = self._scan(data)
         if scanned is None:
-            return None
-        ends, may = scanned
-        out = {index: _lines(text, found) for index, found in ends.items()}
-        starts: dict[int, list[int]] = {}
-        if may & self.starting:
-            size = len(data)
-            self._backward.scan(
-                data[::-1],
-                match_event_handler=lambda index, start, end, *rest: starts.setdefault(
-                    index, []
-                ).append(size - end),
-            )
+            return None, None
+        ends, fired = scanned
+        needs = self._needs
+
+        def met(index: int) -> bool:
+            wanted = needs[index]
+            return wanted is None or not wanted.isdisjoint(fired)
+
+        out = {index: _lines(text, found) for index, found in ends.items() if met(index)}
+        may = {i for i in fired if i < self.count and i not in self._line_local and met(i)}
+        backward = _reversed(data) if may & self.starting else None
+        starts = None if backward is None else self._starts(self._backward, backward)
         for index in may:
-            if index in self.starting:
-                # Written backwards it matches nowhere: so does the prefilter's guess.
-                if index in starts:
-                    out[index] = merge([(s, s + 1) for s in starts[index]])
-            else:
+            if index not in self.starting:
                 out[index] = self._spans_of(index, data)
-        return dict(sorted(out.items()))
+            elif starts is not None and index in starts:
+                # Not written backwards: it matches nowhere, whatever the guess.
+                out[index] = _points(starts[index])
+        return dict(sorted(out.items())), Found(text, ends, starts, backward)
+
+    def rescan(
+        self, found: Found, text: str, replaced: Sequence[Replaced]
+    ) -> tuple[dict[int, list[Window]], Found] | None:
+        """The windows of ``text``, which is ``found.text`` with spans replaced by
+        placeholders (each ``<...>``, one line), scanned only where that changed. What
+        matches inside a placeholder is not looked for (it is no hit), nor are the
+        literals (the caller checks them). None when this cannot tell: the text must be
+        looked at whole (:meth:`look`)."""
+        if (found.backward is None and self.starting) or self._spanned or not text.isascii():
+            return None
+        for _, _, start, end in replaced:
+            placeholder = text[start:end]
+            if placeholder[:1] != "<" or placeholder[-1:] != ">" or _SEPARATORS.search(placeholder):
+                return None
+        old = found.text
+        moved = _Moved(replaced)
+        ends: dict[int, list[int]] = {}
+        for index, previous in found.ends.items():
+            # A match whose line no redaction touched is where it was, moved.
+            kept = [moved.position(e) for e in previous if not moved.touches(*_line_of(old, e))]
+            if kept:
+                ends[index] = kept
+        for index, end in self._ends_near(text, replaced):
+            ends.setdefault(index, []).append(end)
+        starts: dict[int, list[int]] = {}
+        previous_starts = found.starts or {}
+        # One that cannot hold a placeholder's "<" has each match between two placeholders
+        # (where the text is as it was: it starts where it did) or starting inside one.
+        for index in self._outside:
+            kept = [
+                moved.position(s) for s in previous_starts.get(index, ()) if not moved.inside(s)
+            ]
+            for _, _, start, end in replaced:
+                kept.extend(
+                    start + offset for offset in self._starts_inside(index, text[start:end])
+                )
+            starts[index] = kept
+        backward = None if found.backward is None else _spliced(found.backward, text, replaced)
+        if self._across is not None and backward is not None:
+            starts.update(self._starts(self._across, backward))
+        out = {index: _lines(text, found) for index, found in ends.items()}
+        out.update((index, _points(found)) for index, found in starts.items() if found)
+        return dict(sorted(out.items())), Found(text, ends, starts, backward)
+
+    def _starts_inside(self, index: int, placeholder: str) -> list[int]:
+        """Where in ``placeholder`` (after its "<") a match of a regex may start: where it
+        holds a character such a match may start with."""
+        found = self._inside.get((index, placeholder))
+        if found is None:
+            firsts = self._firsts[index]
+            found = self._inside[(index, placeholder)] = [
+                offset
+                for offset in range(1, len(placeholder))
+                if firsts is None or ord(placeholder[offset]) in firsts
+            ]
+        return found
+
+    def _ends_near(self, text: str, replaced: Sequence[Replaced]) -> list[tuple[int, int]]:
+        """The line-local regexes' ends in the lines that hold a placeholder, scanned as
+        one text. (A match on any other line is on a line as it was, between the same
+        line breaks: only a lookbehind's character is past its line, and that is a line
+        break.)"""
+        blocks = [
+            (_line_of(text, start + 1)[0], _line_of(text, end)[1]) for _, _, start, end in replaced
+        ]
+        blocks = merge(blocks)
+        joined = "\n".join(text[low:high] for low, high in blocks)
+        offsets = list(itertools.accumulate((high - low + 1 for low, high in blocks), initial=0))
+        scanned = self._scan(joined.encode("ascii"))
+        if scanned is None:  # pragma: no cover - checked above: no separator is there
+            raise AssertionError("a separator appeared in a rescan")
+        out = []
+        for index, found in scanned[0].items():
+            for end in found:
+                block = bisect.bisect_right(offsets, end - 1) - 1
+                out.append((index, end - offsets[block] + blocks[block][0]))
+        return out
 
     def firing(self, data: bytes) -> set[int]:
         """The indexes of the patterns that may match ``data`` (``count`` itself: it holds
         a character the two engines read differently)."""
         found = self.windows(data.decode("latin-1"))
         return {self.count} if found is None else set(found)
+
+
+Replaced = tuple[int, int, int, int]
+"""A span of a text (start, end) and the placeholder's span (start, end) in what replaced
+it."""
+_SEPARATORS = re.compile(r"[\x1c-\x1f]")
+
+
+@attrs.frozen
+class Found:
+    """What the scans found in a text, kept so that what a redaction leaves of it is
+    scanned again only where it changed (:meth:`Prefilter.rescan`)."""
+
+    text: str
+    ends: dict[int, list[int]]
+    """Per line-local regex, the ends of its shortest form, whatever its literals."""
+    starts: dict[int, list[int]] | None
+    """Per regex written backwards, where its matches may start; None when the text was
+    not scanned backwards (nothing of the kind could fire)."""
+    backward: bytes | None
+    """The text read backwards, when it was scanned so."""
+
+
+def _reversed(data: bytes) -> bytes:
+    # numpy's copy against a negative stride is about twice bytes' own [::-1].
+    return numpy.frombuffer(data, numpy.uint8)[::-1].tobytes()
+
+
+def _spliced(backward: bytes, text: str, replaced: Sequence[Replaced]) -> bytes:
+    """``text`` read backwards, made of ``backward`` (what it was before the spans were
+    replaced, read backwards) and the placeholders: copies, not a reversal."""
+    size = len(backward)
+    pieces: list[bytes] = []
+    last = size
+    for start, end, new_start, new_end in reversed(replaced):
+        pieces.append(backward[size - last : size - end])
+        pieces.append(text[new_start:new_end][::-1].encode("ascii"))
+        last = start
+    pieces.append(backward[size - last :])
+    return b"".join(pieces)
+
+
+class _Moved:
+    """Where a position of a text is once spans of it are replaced."""
+
+    def __init__(self, replaced: Sequence[Replaced]) -> None:
+        self._starts = [r[0] for r in replaced]
+        self._ends = [r[1] for r in replaced]
+        self._shifts = list(
+            itertools.accumulate(
+                ((b - a) - (end - start) for start, end, a, b in replaced), initial=0
+            )
+        )
+
+    def position(self, position: int) -> int:
+        """Where ``position`` (outside every replaced span) is now."""
+        return position + self._shifts[bisect.bisect_right(self._ends, position)]
+
+    def inside(self, position: int) -> bool:
+        index = bisect.bisect_right(self._starts, position) - 1
+        return index >= 0 and position < self._ends[index]
+
+    def touches(self, start: int, end: int) -> bool:
+        """Whether a replaced span overlaps [start, end)."""
+        index = bisect.bisect_right(self._ends, start)
+        return index < len(self._starts) and self._starts[index] < end
+
+
+def _line_of(text: str, end: int) -> Window:
+    """The line a match ending at ``end`` is on (with the line before when it ends on the
+    line break before that line: the character a lookbehind took)."""
+    start = text.rfind("\n", 0, end - 1) + 1
+    stop = text.find("\n", end)
+    return start, len(text) if stop < 0 else stop
+
+
+def _points(starts: list[int]) -> list[Window]:
+    return merge([(s, s + 1) for s in starts])
 
 
 def _lines(text: str, ends: list[int]) -> list[Window]:
@@ -255,9 +448,7 @@ def _lines(text: str, ends: list[int]) -> list[Window]:
     for end in sorted(ends):
         if windows and end <= windows[-1][1]:
             continue
-        start = text.rfind("\n", 0, end - 1) + 1
-        stop = text.find("\n", end)
-        windows.append((start, len(text) if stop < 0 else stop))
+        windows.append(_line_of(text, end))
     return merge(windows)
 
 

@@ -125,9 +125,10 @@ def line_local(pattern: re.Pattern[str]) -> bool:
     return parsed.getwidth()[0] > 0 and not can_take(pattern, "\n")
 
 
-def can_take(pattern: re.Pattern[str], characters: str) -> bool:
+def can_take(pattern: re.Pattern[str], characters: str, *, written: bool = False) -> bool:
     """Whether a match of ``pattern`` may hold one of ``characters`` (what its lookarounds
-    look at aside; True for a part this cannot tell, such as a back reference)."""
+    look at aside; True for a part this cannot tell, such as a back reference). With
+    ``written``: of the part :func:`reversed_expression` writes, where a match starts."""
     parser = re._parser  # type: ignore[attr-defined]
     codes = {ord(c) for c in characters}
 
@@ -137,7 +138,8 @@ def can_take(pattern: re.Pattern[str], characters: str) -> bool:
                 continue  # looks, takes nothing
             if op is parser.LITERAL:
                 found = av in codes or (
-                    bool(flags & re.IGNORECASE) and ord(chr(av).swapcase()[:1] or " ") in codes
+                    bool(flags & re.IGNORECASE)
+                    and any(chr(av).lower() == c.lower() for c in characters)
                 )
             elif op is parser.NOT_LITERAL:
                 found = bool(codes - {av})
@@ -162,7 +164,9 @@ def can_take(pattern: re.Pattern[str], characters: str) -> bool:
                 return True
         return False
 
-    return takes(parser.parse(pattern.pattern, pattern.flags), pattern.flags)
+    parsed = parser.parse(pattern.pattern, pattern.flags)
+    items = _up_to_narrow_end(parsed, pattern.flags) if written else parsed
+    return takes(items, pattern.flags)
 
 
 _QUANTIFIER = re.compile(r"(?:[*+?]|\{([0-9]*)(?:,[0-9]*)?\})[?+]?")
@@ -384,40 +388,57 @@ def _up_to_narrow_end(parsed: Any, flags: int) -> list[Any]:
 
 
 def _last_characters(items: list[Any], flags: int) -> set[int] | None:
-    """The ASCII characters a match of ``items`` may end with (of those that hold one);
-    None when there are more than :data:`_NARROW` or it cannot tell."""
+    """The ASCII characters a match of ``items`` may end with; None when there are more
+    than :data:`_NARROW` or it cannot tell."""
+    return _edge_characters(items, flags, True, _NARROW)
+
+
+def first_characters(pattern: re.Pattern[str]) -> str | None:
+    """The ASCII characters a match of ``pattern`` may start with (what its assertions
+    would refuse too); None when it cannot tell."""
+    parser = re._parser  # type: ignore[attr-defined]
+    parsed = parser.parse(pattern.pattern, pattern.flags)
+    found = _edge_characters(list(parsed), pattern.flags, False, 128)
+    return None if found is None else "".join(map(chr, sorted(found)))
+
+
+def _edge_characters(items: list[Any], flags: int, last: bool, limit: int) -> set[int] | None:
+    """The ASCII characters a match of ``items`` may end with (``last``) or start with;
+    None when there are more than ``limit`` or it cannot tell."""
     parser = re._parser  # type: ignore[attr-defined]
     found: set[int] = set()
-    for op, av in reversed(items):
+    for op, av in reversed(items) if last else items:
         if op in (parser.AT, parser.ASSERT, parser.ASSERT_NOT):
             continue
+        single: set[int] | None
         if op is parser.LITERAL:
-            single: set[int] | None = {av}
-            if flags & re.IGNORECASE:
-                single = {ord(c) for c in {chr(av).lower(), chr(av).upper()} if ord(c) < 128}
+            single = {av}
+            if flags & re.IGNORECASE and av < 128:
+                single = {ord(chr(av).lower()), ord(chr(av).upper())}
         elif op is parser.IN:
             compiled = re._compiler.compile(  # type: ignore[attr-defined]
                 parser.SubPattern(parser.State(), [(op, av)]), flags
             )
             single = {c for c in range(128) if compiled.fullmatch(chr(c))}
         elif op is parser.SUBPATTERN:
-            single = _last_characters(list(av[-1]), flags)
+            _, added, removed, sub = av
+            single = _edge_characters(list(sub), (flags | added) & ~removed, last, limit)
         elif op is parser.BRANCH:
             single = set()
             for branch in av[1]:
-                ending = _last_characters(list(branch), flags)
-                if ending is None:
+                edge = _edge_characters(list(branch), flags, last, limit)
+                if edge is None:
                     return None
-                single |= ending
+                single |= edge
         elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
-            single = _last_characters(list(av[2]), flags)
+            single = _edge_characters(list(av[2]), flags, last, limit)
         else:
             return None
         if single is None:
             return None
         found |= single
-        if len(found) > _NARROW:
+        if len(found) > limit:
             return None
         if parser.SubPattern(parser.State(), [(op, av)]).getwidth()[0] > 0:
-            return found  # this one holds a character: what is before it ends nothing
+            return found  # this one holds a character: what is past it is no edge
     return found

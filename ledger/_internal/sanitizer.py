@@ -24,7 +24,7 @@ import attrs
 import orjson
 
 from ledger._internal import jsonio
-from ledger._internal.prefilter import Window, prefilter_for
+from ledger._internal.prefilter import Found, Replaced, Window, prefilter_for
 from ledger._internal.regex_forms import lookahead_reach
 from ledger.errors import InvalidArtifact
 
@@ -238,6 +238,8 @@ class Sanitizer:
         self._secret_keys: dict[str, bool] = {}
         self._flags: dict[str, bool] = {}
         self._prefilter = prefilter_for(self.rules) if prefilter else None
+        self._last_found: Found | None = None
+        """What the prefilter found in the last long text it scanned whole."""
 
     # -- detection ----------------------------------------------------------------------
 
@@ -318,9 +320,31 @@ class Sanitizer:
         return list(found)
 
     def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
-        windows = self._prefilter.windows(text) if self._prefilter is not None else None
+        if self._prefilter is None:
+            return self._detect(text, key)
+        windows, found = self._prefilter.look(text)
+        if len(text) > _MEMO_LONGEST:
+            self._last_found = found
         # The windows are this text's own: a detector among them has a literal here.
         return self._detect(text, key, windows, literals_found=windows is not None)
+
+    def _detect_again(
+        self, before: str, text: str, replaced: list[Replaced], key: str | None
+    ) -> list[Hit]:
+        """:meth:`detect` of what a redaction of ``before`` left, a long text rescanned
+        by the prefilter only where the redaction changed it."""
+        found = self._last_found
+        if self._prefilter is None or len(text) <= _MEMO_LONGEST or found is None:
+            return self.detect(text, key)
+        if found.text is not before and found.text != before:
+            return self.detect(text, key)
+        rescanned = self._prefilter.rescan(found, text, replaced)
+        if rescanned is None:
+            return self.detect(text, key)
+        windows, self._last_found = rescanned
+        hits = self._detect(text, key, windows)  # literals not looked for: checked here
+        self._last_long = (text, key, hits)
+        return list(hits)
 
     def _keyed(self, key: str | None) -> bool:
         """Whether the key alone can make a value redactable (a secret's or a GPU's)."""
@@ -364,13 +388,12 @@ class Sanitizer:
 
     def detect_all(self, items: list[tuple[str, str | None]]) -> list[tuple[Hit, ...]]:
         """:meth:`detect` of each (text, key), the texts scanned by the prefilter as one."""
-        results: list[tuple[Hit, ...] | None] = [None] * len(items)
+        # Most are known (keys, finish reasons, a rescan's strings): looked up in one go.
+        results: list[tuple[Hit, ...] | None] = list(map(self._memo.get, items))
         batch: list[int] = []
-        for index, (text, key) in enumerate(items):
-            found = self._memo.get((text, key)) if len(text) <= _MEMO_LONGEST else None
-            if found is not None:
-                results[index] = found
-            elif self._prefilter is not None and text.isascii():
+        for index in [i for i, found in enumerate(results) if found is None]:
+            text, key = items[index]
+            if self._prefilter is not None and text.isascii():
                 batch.append(index)
             else:
                 results[index] = tuple(self.detect(text, key))
@@ -495,21 +518,27 @@ class Sanitizer:
         for _ in range(_PASSES):
             if not hits:
                 break
-            text = self._redact(text, hits)
-            hits = self.detect(text, key)
+            redacted, replaced = self._redact(text, hits)
+            hits = self._detect_again(text, redacted, replaced, key)
+            text = redacted
         return text
 
-    def _redact(self, text: str, hits: Sequence[Hit]) -> str:
-        if not hits:
-            return text
-        out = []
+    def _redact(self, text: str, hits: Sequence[Hit]) -> tuple[str, list[Replaced]]:
+        """``text`` with each hit replaced by its placeholder, and where each was and is."""
+        out: list[str] = []
+        replaced: list[Replaced] = []
         last = 0
+        length = 0
         for hit in hits:
-            out.append(text[last : hit.start])
-            out.append(self.placeholder(hit.category, text[hit.start : hit.end]))
+            before = text[last : hit.start]
+            placeholder = self.placeholder(hit.category, text[hit.start : hit.end])
+            length += len(before)
+            replaced.append((hit.start, hit.end, length, length + len(placeholder)))
+            length += len(placeholder)
+            out += (before, placeholder)
             last = hit.end
         out.append(text[last:])
-        return "".join(out)
+        return "".join(out), replaced
 
     def document(self, value: Any, key: str | None = None) -> Any:
         """The JSON value sanitized, keys too (``value`` itself when nothing is redacted).
@@ -665,18 +694,21 @@ def _strings(
     if isinstance(value, str):
         out.append((value, key))
     elif type(value) is int:
-        # Most numbers are small: the key is looked at only for a long one.
-        if value >= _LONG_NUMBER or value <= -_LONG_NUMBER:
-            secret = numbers.known.get(key) if key is not None else False
-            if secret is None:
-                secret = numbers.decide(value, key)
-            if secret:
-                out.append((str(value), key))
+        _number(value, key, out, numbers)
     elif isinstance(value, dict):
         start = len(out)
+        append = out.append
         for k in sorted(value):
-            out.append((k, None))
-            _strings(value[k], k, out, numbers, spans)
+            append((k, None))
+            # A member that is a plain string or number is most of them: no call for it.
+            item = value[k]
+            kind = type(item)
+            if kind is str:
+                append((item, k))
+            elif kind is int:
+                _number(item, k, out, numbers)
+            elif kind is not float and kind is not bool and item is not None:
+                _strings(item, k, out, numbers, spans)
         if spans is not None:
             spans[id(value)] = (start, len(out))
     elif isinstance(value, list) and not _plain(value):
@@ -685,6 +717,16 @@ def _strings(
             _strings(item, under, out, numbers, spans)
         if spans is not None:
             spans[id(value)] = (start, len(out))
+
+
+def _number(value: int, key: str | None, out: list[tuple[str, str | None]], numbers: _Keys) -> None:
+    # Most numbers are small: the key is looked at only for a long one.
+    if value >= _LONG_NUMBER or value <= -_LONG_NUMBER:
+        secret = numbers.known.get(key) if key is not None else False
+        if secret is None:
+            secret = numbers.decide(value, key)
+        if secret:
+            out.append((str(value), key))
 
 
 class _Cursor:
