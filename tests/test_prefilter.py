@@ -128,6 +128,14 @@ def test_a_regex_that_cannot_be_written_backwards_has_its_spans_or_the_whole_tex
     assert whole.windows("x a\nab y") == {0: [(0, 8)]}
 
 
+def test_a_form_hyperscan_refuses_gives_way_to_the_next() -> None:
+    # Hyperscan has no possessive repeat: the line form of the first does not compile,
+    # and it is written backwards instead (as a plain repeat); the other keeps its lines.
+    found = Prefilter([re.compile(r"x[a-z]*+y"), re.compile("hf_[a-z]{3,}")])
+    assert found.starting == {0}
+    assert found.windows("a xabcy b\nhf_abcd") == {0: [(2, 3)], 1: [(10, 17)]}
+
+
 def test_starts_are_tried_left_to_right_as_finditer_does() -> None:
     # A start inside the last match is not tried: finditer would not try it either.
     pattern = re.compile(r"ab\s*ab")

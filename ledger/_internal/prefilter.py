@@ -108,43 +108,51 @@ class Prefilter:
         self._needs: list[frozenset[int] | None] = [None] * self.count
         if hyperscan is None or not patterns:
             return
-        forward: list[tuple[bytes, int]] = []
-        backward: list[tuple[bytes, int]] = []
-        lines: set[int] = set()
-        starting: set[int] = set()
+        # Each regex's forms, best first: its shortest forms if it is line-local, then
+        # written backwards; Hyperscan's own spans (or the whole text) when none compiles.
+        forms: list[list[tuple[str, bytes]]] = []
         for index, pattern in enumerate(patterns):
-            shortest = (
-                next(
-                    (
-                        compiled
-                        for form in shortest_forms(self._expressions[index].decode())
-                        if (compiled := _compiling(form.encode())) is not None
-                    ),
-                    None,
+            mine = [
+                ("line", form.encode())
+                for form in (
+                    shortest_forms(self._expressions[index].decode()) if line_local(pattern) else ()
                 )
-                if line_local(pattern)
-                else None
-            )
-            backwards = None if shortest is not None else _compiling(reversed_expression(pattern))
-            if shortest is not None:
-                lines.add(index)
-                forward.append((shortest, hyperscan.HS_FLAG_MULTILINE))
-                continue
+            ]
+            backwards = reversed_expression(pattern)
             if backwards is not None:
-                starting.add(index)
-                backward.append((backwards, index))
-            # Only whether it may match at all: one that can be written backwards starts
-            # there, any other has its own spans.
-            forward.append(
-                (
-                    self._expressions[index],
-                    hyperscan.HS_FLAG_PREFILTER
-                    | hyperscan.HS_FLAG_SINGLEMATCH
-                    | hyperscan.HS_FLAG_MULTILINE,
+                mine.append(("start", backwards))
+            forms.append(mine)
+        try:
+            self._build(patterns, literals, {i: mine[0] for i, mine in enumerate(forms) if mine})
+        except hyperscan.error:
+            # Some form does not compile: each is tried on its own (some tens of
+            # milliseconds each), and the first of each regex's that does is kept.
+            self._build(patterns, literals, _compilable(forms))
+
+    def _build(
+        self,
+        patterns: Sequence[re.Pattern[str]],
+        literals: Sequence[Sequence[str]] | None,
+        chosen: dict[int, tuple[str, bytes]],
+    ) -> None:
+        self._line_local = frozenset(i for i, (kind, _) in chosen.items() if kind == "line")
+        self.starting = frozenset(i for i, (kind, _) in chosen.items() if kind == "start")
+        forward: list[tuple[bytes, int]] = []
+        backward = [(chosen[i][1], i) for i in sorted(self.starting)]
+        for index in range(self.count):
+            if index in self._line_local:
+                forward.append((chosen[index][1], hyperscan.HS_FLAG_MULTILINE))
+            else:
+                # Only whether it may match at all: one written backwards starts there,
+                # any other has its own spans.
+                forward.append(
+                    (
+                        self._expressions[index],
+                        hyperscan.HS_FLAG_PREFILTER
+                        | hyperscan.HS_FLAG_SINGLEMATCH
+                        | hyperscan.HS_FLAG_MULTILINE,
+                    )
                 )
-            )
-        self._line_local = frozenset(lines)
-        self.starting = frozenset(starting)
         # Python counts \x1c-\x1f as white space and Hyperscan does not: text holding one
         # is scanned whole.
         forward.append((rb"[\x1c-\x1f]", hyperscan.HS_FLAG_SINGLEMATCH))
@@ -175,7 +183,7 @@ class Prefilter:
         # What may hold a placeholder's "<" is scanned backwards again after a
         # redaction; any other starts where it started before, or inside a placeholder.
         self._outside = frozenset(
-            i for i in starting if not can_take(patterns[i], "<", written=True)
+            i for i in self.starting if not can_take(patterns[i], "<", written=True)
         )
         self._firsts = {
             i: None if (first := first_characters(patterns[i])) is None else set(map(ord, first))
@@ -452,15 +460,19 @@ def _lines(text: str, ends: list[int]) -> list[Window]:
     return merge(windows)
 
 
-def _compiling(expression: bytes | None) -> bytes | None:
-    """``expression`` if Hyperscan compiles it as it is (it matches something), else None."""
-    if expression is None:
-        return None
-    try:
-        _compiled([expression], [hyperscan.HS_FLAG_MULTILINE])
-    except hyperscan.error:
-        return None
-    return expression
+def _compilable(forms: list[list[tuple[str, bytes]]]) -> dict[int, tuple[str, bytes]]:
+    """Per regex, the first of its forms Hyperscan compiles on its own (the regexes
+    without one absent)."""
+    chosen = {}
+    for index, mine in enumerate(forms):
+        for kind, form in mine:
+            try:
+                _compiled([form], [hyperscan.HS_FLAG_MULTILINE])
+            except hyperscan.error:
+                continue
+            chosen[index] = (kind, form)
+            break
+    return chosen
 
 
 def _compiled(expressions: list[bytes], flags: list[int], ids: list[int] | None = None) -> Any:
