@@ -153,6 +153,21 @@ def test_a_regex_none_of_whose_literals_occurs_is_not_run() -> None:
     assert set(found.windows("none x=1") or {}) == {2, 3}
 
 
+def test_a_rescan_looks_for_the_literals_again() -> None:
+    # The literal was in what the placeholder replaced: the regex is not run any more,
+    # as a scan of the whole would decide; one whose literal a placeholder brings is.
+    found = Prefilter(
+        [re.compile(r"[a-z]+=[0-9]+"), re.compile(r"[a-z]+:[0-9]+")], [("pass",), ("redacted",)]
+    )
+    text = "x=1 pass y:2\nmore"
+    windows, scanned = found.look(text)
+    assert windows == {0: [(0, 12)]} and scanned is not None
+    after = "x=1 <redacted:credential:1> y:2\nmore"
+    rescanned = found.rescan(scanned, after, [(4, 8, 4, 27)])
+    assert rescanned is not None
+    assert rescanned[0] == found.windows(after) == {1: [(0, 31)]}
+
+
 def test_a_match_near_a_window_s_false_end_is_taken_from_the_whole_text() -> None:
     # Searched as "ab\n", "ab$" matches at 0; in the whole text it does not.
     pattern = re.compile("ab$")

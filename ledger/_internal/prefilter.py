@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -100,6 +100,7 @@ class Prefilter:
         self._any: Any = None
         self._backward: Any = None
         self._across: Any = None
+        self._literals: Any = None
         self._outside: frozenset[int] = frozenset()
         self._spanned: frozenset[int] = frozenset()
         self._line_local: frozenset[int] = frozenset()
@@ -174,6 +175,13 @@ class Prefilter:
                     needs.add(ids[word])
             self._needs[index] = frozenset(needs)
         self._any = _compiled([e for e, _ in forward], [f for _, f in forward])
+        if ids:
+            # The literals alone, for a rescan: their ids are the same as in _any.
+            self._literals = _compiled(
+                [forward[i][0] for i in ids.values()],
+                [forward[i][1] for i in ids.values()],
+                list(ids.values()),
+            )
         if backward:
             self._backward = _compiled(
                 [e for e, _ in backward],
@@ -268,12 +276,7 @@ class Prefilter:
         if scanned is None:
             return None, None
         ends, fired = scanned
-        needs = self._needs
-
-        def met(index: int) -> bool:
-            wanted = needs[index]
-            return wanted is None or not wanted.isdisjoint(fired)
-
+        met = self._met(fired)
         out = {index: _lines(text, found) for index, found in ends.items() if met(index)}
         may = {i for i in fired if i < self.count and i not in self._line_local and met(i)}
         backward = _reversed(data) if may & self.starting else None
@@ -286,14 +289,23 @@ class Prefilter:
                 out[index] = _points(starts[index])
         return dict(sorted(out.items())), Found(text, ends, starts, backward)
 
+    def _met(self, fired: set[int]) -> Callable[[int], bool]:
+        """Whether a regex's literal condition holds, given what fired in a scan."""
+        needs = self._needs
+
+        def met(index: int) -> bool:
+            wanted = needs[index]
+            return wanted is None or not wanted.isdisjoint(fired)
+
+        return met
+
     def rescan(
         self, found: Found, text: str, replaced: Sequence[Replaced]
     ) -> tuple[dict[int, list[Window]], Found] | None:
         """The windows of ``text``, which is ``found.text`` with spans replaced by
-        placeholders (each ``<...>``, one line), scanned only where that changed. What
-        matches inside a placeholder is not looked for (it is no hit), nor are the
-        literals (the caller checks them). None when this cannot tell: the text must be
-        looked at whole (:meth:`look`)."""
+        placeholders (each ``<...>``, one line), scanned only where that changed (the
+        literals are looked for again in the whole). None when this cannot tell: the text
+        must be looked at whole (:meth:`look`)."""
         if (found.backward is None and self.starting) or self._spanned or not text.isascii():
             return None
         for _, _, start, end in replaced:
@@ -326,8 +338,17 @@ class Prefilter:
         backward = None if found.backward is None else _spliced(found.backward, text, replaced)
         if self._across is not None and backward is not None:
             starts.update(self._starts(self._across, backward))
-        out = {index: _lines(text, found) for index, found in ends.items()}
-        out.update((index, _points(found)) for index, found in starts.items() if found)
+        fired: set[int] = set()
+        if self._literals is not None:
+            self._literals.scan(
+                text.encode("ascii"),
+                match_event_handler=lambda index, *rest: fired.add(index),
+            )
+        met = self._met(fired)
+        out = {index: _lines(text, found) for index, found in ends.items() if met(index)}
+        out.update(
+            (index, _points(found)) for index, found in starts.items() if found and met(index)
+        )
         return dict(sorted(out.items())), Found(text, ends, starts, backward)
 
     def _starts_inside(self, index: int, placeholder: str) -> list[int]:

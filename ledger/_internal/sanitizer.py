@@ -342,7 +342,7 @@ class Sanitizer:
         if rescanned is None:
             return self.detect(text, key)
         windows, self._last_found = rescanned
-        hits = self._detect(text, key, windows)  # literals not looked for: checked here
+        hits = self._detect(text, key, windows, literals_found=True)
         self._last_long = (text, key, hits)
         return list(hits)
 
