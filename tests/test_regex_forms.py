@@ -60,7 +60,9 @@ def test_line_local(pattern: str, local: bool) -> None:
         ),
         ("[]x]{3,}", ["[]x]{3}", "[]x]{3,}"]),  # "]" first is a member of the class
         (r"a\x41{2,}", [r"a\x41{2}", r"a\x41{2,}"]),
-        ("a|b+", ["a|b+"]),  # alternation at the top: one item is not its tail
+        ("a|b+", ["a|b", "a|b+"]),  # each branch cut
+        ("x(?:ab+|c{2,})", ["x(?:ab|c{2})", "x(?:ab+|c{2,})"]),
+        ("a|b*", []),  # could match nothing, cut or not
         ("(?i)[a-z]*", []),  # every form could match nothing
     ],
 )

@@ -3,6 +3,7 @@ least where the regex does, and says where that is in a way a scan can report ch
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -185,16 +186,18 @@ def _class_end(expression: str, i: int) -> int:
     return i + 1
 
 
-def _items(expression: str) -> list[tuple[int, int, int]] | None:
+def _items(expression: str) -> list[tuple[int, int, int]]:
     """The top-level items of an expression, each (start, end of its atom, end of its
-    quantifier); None when it alternates at the top."""
+    quantifier); a "|" between two branches is an item of its own."""
     items: list[tuple[int, int, int]] = []
     i = 0
     while i < len(expression):
         start = i
         char = expression[i]
         if char == "|":
-            return None
+            items.append((i, i + 1, i + 1))
+            i += 1
+            continue
         if char == "\\":
             i += 4 if expression.startswith("x", i + 1) else 2
         elif char == "[":
@@ -224,10 +227,13 @@ def _items(expression: str) -> list[tuple[int, int, int]] | None:
 
 
 def _shortened(expression: str) -> str:
-    """``expression`` with its last unbounded or optional items cut to their least."""
+    """``expression`` with its last unbounded or optional items cut to their least (in
+    each branch, where it has several)."""
     items = _items(expression)
-    if items is None:
-        return expression
+    bars = [start for start, _, _ in items if expression[start] == "|"]
+    if bars:
+        edges = [-1, *bars, len(expression)]
+        return "|".join(_shortened(expression[a + 1 : b]) for a, b in itertools.pairwise(edges))
     while items:
         start, atom_end, end = items[-1]
         atom = expression[start:atom_end]
