@@ -8,10 +8,10 @@ the fail-closed rescan (``Sanitizer.scan``) per JSON artifact; ``Sanitizer.text`
 rescan per log. It runs
 
 - without the prefilter, in one process (every detector over every text: the reference);
-- with the Hyperscan prefilter, in one process, then in --jobs processes (files dealt out
-  largest first to the process with the fewest bytes; each process its own sanitizer,
-  as publications of separate campaigns are), each --repeats times: the median is
-  printed (the machines here are shared and noisy).
+- with the Hyperscan prefilter, in one process, then in --jobs processes (each takes the
+  next file, largest first, from one queue, with a sanitizer of its own, as publishers
+  of separate campaigns would), each --repeats times: the median is printed (the
+  machines here are shared and noisy).
 
 Every run must leave no planted value in its output, and the prefiltered output must be
 byte-identical to the reference's. First, the prefilter candidates are measured on the
@@ -25,9 +25,9 @@ on the first --reference-mib MiB.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import hashlib
 import json
+import multiprocessing
 import random
 import statistics
 import tempfile
@@ -112,81 +112,97 @@ def generate(folder: Path, mib: int, seed: int = 0) -> list[str]:
     return used
 
 
+def _sanitized(sanitizer: Sanitizer, path: Path) -> bytes:
+    """One file as publish sanitizes it, with the fail-closed rescan."""
+    data = path.read_bytes()
+    if path.suffix == ".json":
+        cleaned = sanitizer.document(orjson.loads(data))
+        output = orjson.dumps(cleaned, option=orjson.OPT_SORT_KEYS)
+        if list(sanitizer.scan(cleaned)):
+            raise SystemExit(f"{path.name}: still redactable after sanitizing")
+        return output
+    text = sanitizer.text(data.decode())
+    if sanitizer.detect(text):
+        raise SystemExit(f"{path.name}: still redactable after sanitizing")
+    return text.encode()
+
+
+def _left(outputs: list[bytes], used: set[str]) -> list[str]:
+    """The planted values some output still holds, as written or JSON-escaped."""
+    blob = b"\n".join(outputs).decode()
+    return sorted(v for v in used if v in blob or json.dumps(v)[1:-1] in blob)
+
+
 def sanitize(
     files: list[Path], used: set[str], prefilter: bool = True
-) -> tuple[float, dict[str, str], list[str], float]:
-    """Sanitizes ``files`` as publish does: (seconds, file -> output digest, the planted
-    values some output still holds, as written or JSON-escaped, and the monotonic clock
-    when it finished, which every process of this machine reads alike)."""
+) -> tuple[float, dict[str, str], list[str]]:
+    """Sanitizes ``files`` in this process: (seconds, file -> output digest, the planted
+    values some output still holds)."""
     sanitizer = Sanitizer(prefilter=prefilter)
     prefilter_for(sanitizer.rules).build()  # once per process, as a long publication would
     digests: dict[str, str] = {}
     outputs: list[bytes] = []
     start = time.perf_counter()
     for path in files:
-        data = path.read_bytes()
-        if path.suffix == ".json":
-            cleaned = sanitizer.document(orjson.loads(data))
-            output = orjson.dumps(cleaned, option=orjson.OPT_SORT_KEYS)
-            if list(sanitizer.scan(cleaned)):
-                raise SystemExit(f"{path.name}: still redactable after sanitizing")
-        else:
-            text = sanitizer.text(data.decode())
-            if sanitizer.detect(text):
-                raise SystemExit(f"{path.name}: still redactable after sanitizing")
-            output = text.encode()
+        output = _sanitized(sanitizer, path)
         digests[path.name] = hashlib.sha256(output).hexdigest()
         outputs.append(output)
-    finished = time.monotonic()
     elapsed = time.perf_counter() - start
-    # Looked for after the clock stops, in the process that holds the outputs: only the
-    # digests and what is left travel back.
-    blob = b"\n".join(outputs).decode()
-    left = sorted(v for v in used if v in blob or json.dumps(v)[1:-1] in blob)
-    return elapsed, digests, left, finished
+    return elapsed, digests, _left(outputs, used)
 
 
-def _warm() -> None:
+def _worker(queue: Any, go: Any, ready: Any, results: Any, used: set[str], repeats: int) -> None:
+    """Takes files from ``queue`` until it is empty, each run, with a sanitizer of its
+    own per run; reports when it finished (the monotonic clock, which every process of
+    this machine reads alike), then what its outputs still hold, off the clock."""
     prefilter_for(load_rules()).build()
     Sanitizer().text("warm")
-
-
-def _sanitize_share(
-    share: tuple[list[Path], set[str]],
-) -> tuple[float, dict[str, str], list[str], float]:
-    return sanitize(*share)
-
-
-def _shares(files: list[Path], jobs: int) -> list[list[Path]]:
-    """Files dealt out largest first, each to the process with the fewest bytes so far
-    (as a pool hands the next file to whichever process is free)."""
-    shares: list[list[Path]] = [[] for _ in range(jobs)]
-    loads = [0] * jobs
-    for path in sorted(files, key=lambda p: (-p.stat().st_size, p.name)):
-        least = loads.index(min(loads))
-        shares[least].append(path)
-        loads[least] += path.stat().st_size
-    return shares
+    ready.put(True)
+    for _ in range(repeats):
+        go.get()
+        sanitizer = Sanitizer()
+        outputs = []
+        while True:
+            path = queue.get()
+            if path is None:
+                break
+            outputs.append(_sanitized(sanitizer, path))
+        results.put((time.monotonic(), _left(outputs, used)))
 
 
 def run_parallel(
     files: list[Path], jobs: int, used: set[str], repeats: int
 ) -> tuple[list[float], list[str]]:
     """Wall seconds of each of ``repeats`` runs with ``jobs`` processes (after each has
-    built its databases), and the planted values an output still holds."""
-    shares = [(share, used) for share in _shares(files, jobs)]
+    built its databases) taking the next file from one queue, largest first, as a pool
+    of publishers would; and the planted values an output still holds."""
+    context = multiprocessing.get_context("fork")
+    queue, ready, results = (context.Queue() for _ in range(3))
+    # A start signal each: one process cannot take another's.
+    goes = [context.Queue() for _ in range(jobs)]
+    workers = [
+        context.Process(target=_worker, args=(queue, go, ready, results, used, repeats))
+        for go in goes
+    ]
+    for worker in workers:
+        worker.start()
+    for _ in workers:
+        ready.get()
+    order = sorted(files, key=lambda p: (-p.stat().st_size, p.name))
     walls: list[float] = []
     left: set[str] = set()
-    with concurrent.futures.ProcessPoolExecutor(jobs, initializer=_warm) as pool:
-        # Every process started and warm: a task each that outlasts a start.
-        list(pool.map(time.sleep, [0.5] * jobs))
-        for _ in range(repeats):
-            start = time.monotonic()
-            results = list(pool.map(_sanitize_share, shares))
-            # Until the last process finished (each then looks for planted values, off
-            # the clock).
-            walls.append(max(finished for *_, finished in results) - start)
-            left.update(v for _, _, found, _ in results for v in found)
+    for _ in range(repeats):
+        for path in [*order, *[None] * jobs]:
+            queue.put(path)
+        time.sleep(0.2)  # the queue filled before the clock starts
+        start = time.monotonic()
+        for go in goes:
+            go.put(True)
+        finished = [results.get() for _ in workers]
+        walls.append(max(at for at, _ in finished) - start)
+        left.update(v for _, found in finished for v in found)
+    for worker in workers:
+        worker.join()
     return walls, sorted(left)
 
 
@@ -280,14 +296,14 @@ def main() -> None:
                 f"| {name} | {speed:.0f} | {left:,} of {count * len(load_rules().detectors):,} | {gives} |"
             )
         print()
-        reference, expected, left, _ = sanitize(files, used, prefilter=False)
+        reference, expected, left = sanitize(files, used, prefilter=False)
         print(
             f"sanitizer, no prefilter, 1 process:   {size / reference:7.1f} MB/s "
             f"({reference:.1f} s), planted values left: {len(left)}"
         )
         singles = []
         for _ in range(args.repeats):
-            single, digests, left, _ = sanitize(files, used)
+            single, digests, left = sanitize(files, used)
             singles.append(single)
             if digests != expected:
                 break
