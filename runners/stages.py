@@ -159,10 +159,16 @@ async def _open_loop(
     run.schedule_start_ns = start - run.origin_ns
     tasks: set[asyncio.Task[None]] = set()
 
-    async def send(prompt: Prompt, due: int) -> None:
+    async def send(
+        prompt: Prompt, due: int, before: asyncio.Event | None, mine: asyncio.Event
+    ) -> None:
         while time.perf_counter_ns() < due:
             await asyncio.sleep(0)
-        # Tasks reach this in the order they are due, and the semaphore queues them so.
+        # A stall of the loop can let a later task see its due time pass first: each
+        # waits until the one due before it is queued for a slot, so they queue in order.
+        if before is not None and not before.is_set():
+            await before.wait()
+        mine.set()
         if slots is not None:
             await slots.acquire()
         try:
@@ -174,13 +180,16 @@ async def _open_loop(
     collecting = gc.isenabled()
     gc.disable()
     try:
+        before: asyncio.Event | None = None
         for prompt, offset in zip(prompts, offsets, strict=True):
             due = start + offset
             prepare(prompt)
             wait = due - SPIN_NS - time.perf_counter_ns()
             if wait > 0:
                 await asyncio.sleep(wait / 1e9)
-            task = asyncio.create_task(send(prompt, due))
+            mine = asyncio.Event()
+            task = asyncio.create_task(send(prompt, due, before, mine))
+            before = mine
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:

@@ -10,6 +10,7 @@ import json
 import math
 import re
 import statistics
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -681,3 +682,39 @@ def test_a_sweep_s_rates_are_held_to_the_probes_they_came_from() -> None:
     assert [(rel, pointer) for rel, pointer, _ in found] == [
         (rel, "/cell/arrival/sweep/from") for rel, _ in mixed
     ]
+
+
+def test_a_stall_does_not_let_a_later_request_out_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop stalls while every task spins towards its due time: the clock jumps past
+    all of them just as the task of request 4 looks at it, before those of 2 and 3 do. The
+    requests still queue for a slot, and go out, in the order they are due."""
+    from runners import stages
+
+    monkeypatch.setattr(stages, "SPIN_NS", 50_000_000)
+    real = time.perf_counter_ns
+    jump = [0]
+
+    def clock() -> int:
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # outside the loop
+            task = None
+        frame = getattr(task.get_coro(), "cr_frame", None) if task is not None else None
+        prompt = frame.f_locals.get("prompt") if frame is not None else None
+        if not jump[0] and getattr(prompt, "index", None) == 4 and len(asyncio.all_tasks()) > 12:
+            jump[0] = 1_000_000_000  # every request is due now
+        return real() + jump[0]
+
+    monkeypatch.setattr(stages.time, "perf_counter_ns", clock)
+    prompts = [Prompt(i, False, [], "0" * 64) for i in range(12)]
+    offsets = [i * 1_000_000 for i in range(12)]
+    run = CellRun(new_origin())
+    order: list[int] = []
+
+    async def one(prompt: Prompt, due: int) -> None:
+        order.append(prompt.index)
+        await asyncio.sleep(0.005)
+
+    asyncio.run(stages._open_loop(prompts, offsets, 2, run, lambda p: None, one))
+    assert jump[0]  # the stall happened where it was meant to
+    assert order == list(range(12))
