@@ -229,8 +229,8 @@ def candidates(files: list[Path]) -> list[tuple[str, float, int, int, str]]:
     def hyperscan_fired(data: bytes) -> set[int]:
         return engine.firing(data) - {engine.count}
 
-    timed("hyperscan 0.9 (every regex, prefilter mode)", hyperscan_fired,
-          "which regexes, then each one's spans")  # fmt: skip
+    timed("hyperscan 0.9 (line forms, backward forms, literals)", hyperscan_fired,
+          "which regexes, and where (lines, or starts)")  # fmt: skip
 
     regex_set = re2.Set.SearchSet(re2.Options())
     for expression in expressions:

@@ -80,7 +80,9 @@ def test_what_cannot_be_prefiltered_is_scanned_whole() -> None:
     assert found.windows("nothing here") == {}
     # Python's \s holds \x1c-\x1f, Hyperscan's does not; and outside ASCII the two
     # engines read \w, \b and case differently.
-    assert found.windows(f"x {token}\x1c") is None
+    for separator in "\x1c\x1d\x1e\x1f":
+        assert found.windows(f"x {token}{separator}") is None
+    assert found.windows(f"x {token}\x1b") is not None
     assert found.windows(f"é {token}") is None
 
 
@@ -136,13 +138,43 @@ def test_a_form_hyperscan_refuses_gives_way_to_the_next() -> None:
     assert found.windows("a xabcy b\nhf_abcd") == {0: [(2, 3)], 1: [(10, 17)]}
 
 
-def test_starts_are_tried_left_to_right_as_finditer_does() -> None:
+@pytest.mark.parametrize("starts", [[(0, 1), (3, 4), (6, 7), (9, 10)], [(0, 11)]])
+def test_starts_are_tried_left_to_right_as_finditer_does(starts: list[tuple[int, int]]) -> None:
     # A start inside the last match is not tried: finditer would not try it either.
     pattern = re.compile(r"ab\s*ab")
     text = "ab ab ab ab"
-    starts = [(0, 1), (3, 4), (6, 7), (9, 10)]
     assert [m.span() for m in _starting(pattern, text, starts)] == [(0, 5), (6, 11)]
     assert [m.span() for m in pattern.finditer(text)] == [(0, 5), (6, 11)]
+
+
+def test_a_placeholder_holding_a_separator_is_no_rescan() -> None:
+    text = "x " * 600 + "Bearer abcdefghijk"
+    found = Prefilter([re.compile(r"(?i)bearer\s+\S{8,}")])
+    _, scanned = found.look(text)
+    assert scanned is not None
+    after = "<\x1f>" + text[1:]
+    assert found.rescan(scanned, after, [(0, 1, 0, 3)]) is None
+    assert found.rescan(scanned, "<a>" + text[1:], [(0, 1, 0, 3)]) is not None
+    assert found.rescan(scanned, "[a]" + text[1:], [(0, 1, 0, 3)]) is None  # not "<...>"
+
+
+def test_a_rescan_is_of_the_text_the_last_scan_was_of() -> None:
+    # The last long text scanned whole was a log; the next redaction is of a long string
+    # in a document: the log's scan must not stand for it.
+    filler = "decode prefill batch\n" * 60
+    fast, slow = Sanitizer(), Sanitizer(prefilter=False)
+    log = filler + "Bearer abcdefghijklmnop " * 3
+    assert fast.text(log) == slow.text(log)
+    # A JWT whose redaction uncovers a secret after it (found on the second pass).
+    line = (
+        "python examples/cli.py eyJhbGciOiJIUzI1NiJ9.eyJJc3N1ZXIiOiJJc3N1ZXIiLCJVc2VybmFtZSI6"
+        "IkJhZFNlY3JldHMiLCJleHAiOjE1OTMxMzM0ODMsImlhdCI6MTQ2NjkwMzA4M30.ovqRikAo_0kKJ0GVrAw"
+        "QlezymxrLGjcEiW_s3UJMMCosecret_length = X25519.secret_lengthh1:cuNEagBQEHWN1FnbGEjC"
+        "XL2szYEXqfJPbP2HNUaca9Y="
+    )
+    cleaned = fast.document({"log": filler + line})
+    assert cleaned == slow.document({"log": filler + line})
+    assert "cuNEag" not in cleaned["log"]
 
 
 def test_a_regex_none_of_whose_literals_occurs_is_not_run() -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import hyperscan
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger._internal.prefilter import prefilter_for
+from ledger._internal.prefilter import Prefilter, prefilter_for
 from ledger._internal.regex_forms import (
     line_local,
     reversed_expression,
@@ -37,6 +38,7 @@ DETECTORS = RULES.detectors
         (r"(?s)a.b", False),
         (r"a(?s:.)b", False),  # DOTALL of a group only
         (r"a\nb", False),
+        (r"a(?:bc|\n)d", False),  # a later branch takes one
         (r"(\w)\1", False),  # a back reference: what it takes is not known here
         (r"x?", False),  # can match nothing
     ],
@@ -59,6 +61,7 @@ def test_line_local(pattern: str, local: bool) -> None:
             [r"eyJ[\w-]{4,}\.eyJ[\w-]{4}", r"eyJ[\w-]{4,}\.eyJ[\w-]{4,}(?:\.[\w-]*)?"],
         ),
         ("[]x]{3,}", ["[]x]{3}", "[]x]{3,}"]),  # "]" first is a member of the class
+        ("a[]x]*", ["a", "a[]x]*"]),
         (r"a\x41{2,}", [r"a\x41{2}", r"a\x41{2,}"]),
         ("a|b+", ["a|b", "a|b+"]),  # each branch cut
         ("x(?:ab+|c{2,})", ["x(?:ab|c{2})", "x(?:ab+|c{2,})"]),
@@ -92,12 +95,22 @@ def _starts(expression: bytes, text: str) -> set[int]:
 @pytest.mark.parametrize(
     ("pattern", "expression"),
     [
-        (r"(?i)ab+c", b"(?i)c(?:b){1,}a"),
+        (r"(?i)ab+c", b"[Cc](?:[Bb]){1,}[Aa]"),
         (r"key=\S+", b"\\x3dyek"),  # up to "=": a run of \S would follow every character
         (r"a(?=b)c\bd", b"dca"),  # assertions dropped
-        (r"a(?i:b)", b"(?i:b)a"),
-        (r"[^\s'x-z]", b"[^\\t\\n\\x0b\\x0c\\r \\x1c-\\x1f\\x27x-z]"),
-        (r"é", None),  # outside ASCII
+        (r"a(?i:b)", b"(?:[Bb])a"),
+        (r"a(?s:.)b;", b"\\x3bb(?:[\\x00-\\xff])a"),  # DOTALL of a group only
+        (r"a.b;", b"\\x3bb[\\x00-\\x09\\x0b-\\x7f]a"),
+        (r"a[^x]+;", b"\\x3b(?:[\\x00-wy-\\x7f]){1,}a"),
+        (r"a[\w]+=;", b"\\x3b\\x3d(?:[0-9A-Z\\x5fa-z]){1,}a"),
+        (r"a[\W]+=;", b"\\x3b\\x3d(?:[\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\x7f]){1,}a"),
+        (r"a[\d]+;", b"\\x3b(?:[0-9]){1,}a"),
+        (r"a[\D\n]+;", b"\\x3b(?:[\\x00-\\x2f\\x3a-\\x7f]){1,}a"),
+        (r"a[\s]+;", b"\\x3b(?:[\\x09-\\x0d\\x1c-\\x20]){1,}a"),  # Python's white space
+        (r"a[^b\-z]+;", b"\\x3b(?:[\\x00-\\x2c\\x2e-ac-y\\x7b-\\x7f]){1,}a"),
+        (r"a[^\u0134x]+;", b"\\x3b(?:[\\x00-wy-\\x7f]){1,}a"),  # outside ASCII: no member
+        (r"(?i)k[\u212a]=;", b"\\x3b\\x3d[Kk][Kk]"),  # the Kelvin sign folds to "k"
+        (r"a[\u0134]+;", None),  # matches no ASCII character
         (r"(a)\1", b"(?:a)"),  # up to the group: where it starts, a match may
         (r"(a)\1b", None),  # a back reference
         (r"a?", None),
@@ -197,3 +210,80 @@ def test_every_match_after_a_redaction_is_in_the_windows_of_its_rescan(
                     index,
                     after,
                 )
+
+
+def _replaced(text: str, spans: list[tuple[int, int]], first: int) -> tuple[str, list[Any]]:
+    """``text`` with each span replaced by a placeholder, and the spans as rescan takes them."""
+    pieces, replaced, last, length = [], [], 0, 0
+    for number, (start, end) in enumerate(spans, first):
+        placeholder = f"<redacted:credential:{number}>"
+        pieces.append(text[last:start])
+        length += start - last
+        replaced.append((start, end, length, length + len(placeholder)))
+        pieces.append(placeholder)
+        length += len(placeholder)
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces), replaced
+
+
+def _covers(windows: dict[int, list[Any]], text: str, prefilter: Any) -> None:
+    for index, detector in enumerate(DETECTORS):
+        for match in (detector.pattern.match(text, s) for s in range(len(text) + 1)):
+            if match is None:
+                continue
+            mine = windows.get(index, [])
+            if index in prefilter.starting:
+                assert any(a <= match.start() < b for a, b in mine), (index, text)
+            else:
+                assert any(a <= match.start() and match.end() <= b for a, b in mine), (index, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "rounds"),
+    [
+        # Two rescans in a row: the second works from what the first found, moved.
+        ("a b Bearer abcdefghijk", [[(0, 1)], [(24, 25)]]),
+        # A short match at a line's start after a placeholder longer than what it replaced.
+        ("a\n10.0.0.1 x\nBearer abcdefghijk", [[(0, 1)]]),
+        # A key, "=" and a quoted value that is now a placeholder: scanned backwards again.
+        ('A_KEY = "x y" Bearer abcdefghijk', [[(9, 12)]]),
+        ("sourcegraph_host: " + "0123456789abcdef" * 2 + "01234567 Bearer abcdefghijk", [[(0, 1)]]),
+    ],
+)
+def test_a_rescan_covers_what_a_whole_scan_would(
+    text: str, rounds: list[list[tuple[int, int]]]
+) -> None:
+    prefilter = prefilter_for(RULES)
+    _, found = prefilter.look(text)
+    assert found is not None and found.backward is not None
+    first = 1
+    for spans in rounds:
+        text, replaced = _replaced(text, spans, first)
+        first += len(spans)
+        rescanned = prefilter.rescan(found, text, replaced)
+        assert rescanned is not None
+        windows, found = rescanned
+        _covers(windows, text, prefilter)
+        whole = prefilter.windows(text)
+        assert whole is not None
+        for index, mine in whole.items():
+            for start, end in mine:
+                if index in prefilter.starting:
+                    assert all(
+                        any(a <= s < b for a, b in windows[index]) for s in range(start, end)
+                    )
+
+
+def test_a_line_s_ends_are_kept_whatever_its_literals() -> None:
+    # The second regex's literal is nowhere before the redaction, and in the placeholder
+    # after it: the rescan must still know where that regex ended on the first line.
+    found = Prefilter(
+        [re.compile(r"[a-z]+=[0-9]+"), re.compile(r"[a-z]+:[0-9]+")], [("pass",), ("redacted",)]
+    )
+    windows, scanned = found.look("y:2\nx=1 pass")
+    assert windows == {0: [(4, 12)]} and scanned is not None
+    after, replaced = _replaced("y:2\nx=1 pass", [(8, 12)], 1)
+    rescanned = found.rescan(scanned, after, replaced)
+    assert rescanned is not None
+    assert rescanned[0] == found.windows(after) == {1: [(0, 3), (4, 31)]}

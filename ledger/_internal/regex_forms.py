@@ -279,11 +279,6 @@ def shortest_forms(expression: str) -> list[str]:
     return forms
 
 
-_SPACE = r"\t\n\x0b\x0c\r \x1c-\x1f"
-"""Python's white space in ASCII (the separators included: text holding one is scanned
-whole anyway)."""
-
-
 def hyperscan_literal(code: int) -> str:
     """One character as Hyperscan reads it literally."""
     return chr(code) if chr(code).isalnum() and code < 128 else f"\\x{code:02x}"
@@ -296,68 +291,32 @@ class _Unwritable(Exception):
 def reversed_expression(pattern: re.Pattern[str]) -> bytes | None:
     """A Hyperscan expression that matches, read backwards, a prefix of every string
     ``pattern`` matches (what its assertions and lookarounds would refuse too): its ends
-    in a reversed text are where ``pattern``'s matches may start. None for what it cannot
-    write (a back reference, a character outside ASCII), and for a regex that can match
-    nothing (an empty match starts anywhere)."""
+    in a reversed text are where ``pattern``'s matches may start. Each character it may
+    take is written as the set of ASCII characters Python's own regex matches there (the
+    prefilter reads ASCII text only), so case, ``\\s`` and the flags of a group are
+    Python's. None for what it cannot write (a back reference, a character that matches
+    no ASCII one), and for a regex that can match nothing (an empty match starts
+    anywhere)."""
     parser = re._parser  # type: ignore[attr-defined]
-    categories = {
-        parser.CATEGORY_DIGIT: r"\d",
-        parser.CATEGORY_NOT_DIGIT: r"\D",
-        parser.CATEGORY_SPACE: _SPACE,
-        parser.CATEGORY_NOT_SPACE: r"\S",
-        parser.CATEGORY_WORD: r"\w",
-        parser.CATEGORY_NOT_WORD: r"\W",
-    }
 
-    def members(items: Any) -> str:
-        out: list[str] = []
-        for op, av in items:
-            if op is parser.NEGATE:
-                out.insert(0, "^")
-            elif op is parser.LITERAL:
-                out.append(hyperscan_literal(av))
-            elif op is parser.RANGE:
-                low, high = av
-                if low < 128:
-                    out.append(f"{hyperscan_literal(low)}-{hyperscan_literal(min(high, 127))}")
-            elif op is parser.CATEGORY and av in categories:
-                out.append(categories[av])
-            else:
-                raise _Unwritable
-        return "".join(out)
-
-    def backwards(items: Any) -> str:
+    def backwards(items: Any, flags: int) -> str:
         out: list[str] = []
         for op, av in reversed(list(items)):
             if op in (parser.AT, parser.ASSERT, parser.ASSERT_NOT):
                 continue  # an assertion dropped: a constraint less
-            if op is parser.LITERAL:
-                if av >= 128:
-                    raise _Unwritable
-                out.append(hyperscan_literal(av))
-            elif op is parser.NOT_LITERAL:
-                out.append(f"[^{hyperscan_literal(av)}]" if av < 128 else r"[\x00-\xff]")
-            elif op is parser.ANY:
-                out.append(r"[\x00-\xff]" if pattern.flags & re.DOTALL else r"[^\n]")
-            elif op is parser.IN:
-                written = members(av)
-                if not written or written == "^":
-                    raise _Unwritable
-                out.append(f"[{written}]")
+            if op in (parser.LITERAL, parser.NOT_LITERAL, parser.ANY, parser.IN):
+                out.append(_written(_ascii_matches(repr((op, av)), (op, av), flags)))
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
-                if (added | removed) & ~re.IGNORECASE:
-                    raise _Unwritable
-                mode = "i" if added & re.IGNORECASE else "-i" if removed & re.IGNORECASE else ""
-                out.append(f"(?{mode}:{backwards(sub)})")
+                out.append(f"(?:{backwards(sub, (flags | added) & ~removed)})")
             elif op is parser.BRANCH:
-                out.append("(?:" + "|".join(backwards(b) for b in av[1]) + ")")
+                out.append("(?:" + "|".join(backwards(b, flags) for b in av[1]) + ")")
             elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
                 low, high, sub = av
                 bound = "" if high is parser.MAXREPEAT or high == parser.MAXREPEAT else high
-                out.append(f"(?:{backwards(sub)}){{{low},{bound}}}")
+                out.append(f"(?:{backwards(sub, flags)}){{{low},{bound}}}")
             elif op is parser.ATOMIC_GROUP:
-                out.append(f"(?:{backwards(av)})")
+                out.append(f"(?:{backwards(av, flags)})")
             else:
                 raise _Unwritable
         return "".join(out)
@@ -366,10 +325,42 @@ def reversed_expression(pattern: re.Pattern[str]) -> bytes | None:
         parsed = parser.parse(pattern.pattern, pattern.flags)
         if parsed.getwidth()[0] == 0:
             return None
-        body = backwards(_up_to_narrow_end(parsed, pattern.flags))
+        return backwards(_up_to_narrow_end(parsed, pattern.flags), pattern.flags).encode()
     except _Unwritable:
         return None
-    return (("(?i)" if pattern.flags & re.IGNORECASE else "") + body).encode()
+
+
+_ASCII_MATCHES: dict[tuple[str, int], frozenset[int]] = {}
+
+
+def _ascii_matches(key: str, node: Any, flags: int) -> frozenset[int]:
+    """The ASCII characters one character-taking node of a parsed regex matches, under
+    ``flags`` (remembered by the node's repr: the same classes recur across rules)."""
+    found = _ASCII_MATCHES.get((key, flags))
+    if found is None:
+        parser = re._parser  # type: ignore[attr-defined]
+        compiled = re._compiler.compile(  # type: ignore[attr-defined]
+            parser.SubPattern(parser.State(), [node]), flags
+        )
+        found = frozenset(c for c in range(128) if compiled.fullmatch(chr(c)))
+        _ASCII_MATCHES[(key, flags)] = found
+    return found
+
+
+def _written(codes: frozenset[int]) -> str:
+    """A set of ASCII characters as Hyperscan reads it."""
+    if not codes:
+        raise _Unwritable  # it matches no ASCII character, which is all the text holds
+    if len(codes) == 1:
+        return hyperscan_literal(next(iter(codes)))
+    if len(codes) == 128:
+        return r"[\x00-\xff]"
+    ranges: list[str] = []
+    for _, run in itertools.groupby(enumerate(sorted(codes)), lambda pair: pair[1] - pair[0]):
+        members = [code for _, code in run]
+        low, high = hyperscan_literal(members[0]), hyperscan_literal(members[-1])
+        ranges.append(low if len(members) == 1 else f"{low}-{high}")
+    return "[" + "".join(ranges) + "]"
 
 
 _NARROW = 8
