@@ -8,8 +8,10 @@ import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ledger._internal.sanitizer import Sanitizer
+from ledger._internal.sanitizer import Sanitizer, Taken
 from tests.conftest import DATA, seed_paths
 
 CORPUS = DATA / "secrets-corpus"
@@ -428,3 +430,19 @@ def test_an_object_met_twice_is_rebuilt_each_time() -> None:
     cleaned = Sanitizer().document(document)
     assert cleaned == {"a_flags": shared, "m": "<redacted:credential:1>", "z_flags": shared}
     assert Sanitizer(prefilter=False).document(document) == cleaned
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=40))
+def test_a_span_is_free_exactly_when_it_overlaps_nothing_taken(
+    spans: list[tuple[int, int]],
+) -> None:
+    taken, every = Taken(), []
+    for start, width in spans:
+        end = start + width
+        overlaps = any(end > a and start < b for a, b in every)
+        assert taken.free(start, end) is not overlaps
+        if not overlaps and width:
+            taken.add(start, end)
+            every.append((start, end))
+    assert bool(taken) is bool(every)

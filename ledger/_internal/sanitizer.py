@@ -16,7 +16,7 @@ import ipaddress
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -431,15 +431,13 @@ class Sanitizer:
             return ()
         if rules.placeholder.fullmatch(text):
             return ()
-        taken: list[tuple[int, int]] = [m.span() for m in rules.placeholder.finditer(text)]
+        taken = Taken(m.span() for m in rules.placeholder.finditer(text))
+        free = taken.free
         hits: list[Hit] = []
-
-        def free(start: int, end: int) -> bool:
-            return all(end <= a or start >= b for a, b in taken)
 
         def add(category: str, start: int, end: int) -> None:
             if start < end and free(start, end):
-                taken.append((start, end))
+                taken.add(start, end)
                 hits.append(Hit(category, start, end))
 
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
@@ -638,6 +636,32 @@ class Sanitizer:
                 zip(value, self._item_keys(value, key), strict=True)
             ):
                 yield from self._scan(item, f"{pointer}/{index}", under)
+
+
+class Taken:
+    """The spans of a text already taken (placeholders, then hits), which never overlap:
+    kept sorted, so whether a span is free is one look at the last that starts before
+    its end (against every span, a log with a hit on each of 40,000 lines took 84 s)."""
+
+    def __init__(self, spans: Iterable[tuple[int, int]] = ()) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        for start, end in spans:
+            self.add(start, end)
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+    def free(self, start: int, end: int) -> bool:
+        """Whether [start, end) overlaps no taken span."""
+        before = bisect.bisect_left(self._starts, end)
+        return before == 0 or self._ends[before - 1] <= start
+
+    def add(self, start: int, end: int) -> None:
+        """Takes [start, end), which must be free."""
+        at = bisect.bisect_left(self._starts, start)
+        self._starts.insert(at, start)
+        self._ends.insert(at, end)
 
 
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]")
