@@ -443,3 +443,33 @@ def test_a_folder_above_the_evidence_root_is_named_as_such(tmp_path: Path, cli: 
     status, _, err = cli("sql", "--from", str(tmp_path / "top"), "SELECT 1")
     assert status == 2 and "a folder of campaigns, not a campaign" in err
     assert verify_json(cli, tmp_path / "top" / "evidence")[0] == 0
+
+
+def test_a_public_text_is_scanned_whole_as_publish_sanitizes_it(tmp_path: Path) -> None:
+    # A private key's block spans lines: read line by line, no detector saw it.
+    from ledger._internal import scan
+
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3\n-----END RSA PRIVATE KEY-----"
+    path = tmp_path / "server.log"
+    path.write_text(f"starting\nready\n{key}\ndone\nalso at 10.1.2.3:8000\n")
+    found = scan.process_file(scan.FileTask(str(path), "candidate/server.log", False, None, True))
+    assert [i.message for i in found.issues] == [
+        "line 3: credential in a public file",
+        "line 7: endpoint in a public file",
+    ]
+
+
+def test_a_public_text_too_large_to_scan_is_an_error(tmp_path: Path) -> None:
+    from ledger._internal import scan
+    from ledger._internal.findings import CODES
+
+    path = tmp_path / "server.log"
+    path.write_text("token=supersecretvalue123 and 10.1.2.3:8000\n" * 100)
+    task = scan.FileTask(str(path), "candidate/server.log", False, None, True)
+    found = scan.process_file(task, max_json_bytes=1000)
+    assert [i.code for i in found.issues] == ["too-large-to-scan"]
+    assert CODES["too-large-to-scan"][0] == "error"
+    # Under the limit it is scanned; outside a publication it is not scanned at all.
+    assert {i.code for i in scan.process_file(task).issues} == {"private-data"}
+    raw = scan.FileTask(str(path), "candidate/server.log", False, None, False)
+    assert scan.process_file(raw, max_json_bytes=1000).issues == ()

@@ -17,6 +17,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "file-changed": ("error", "a file changed, vanished or was replaced while being verified"),
     "not-regular-file": ("error", "a FIFO, socket or device where an artifact should be"),
     "json-too-large": ("error", "a JSON artifact over the size cap (not parsed; still hashed)"),
+    "too-large-to-scan": (
+        "error",
+        "a public text file over the size cap (hashed, not scanned for private data)",
+    ),
     "json-bom": ("error", "a JSON artifact starts with a byte-order mark"),
     "json-encoding": ("error", "a JSON artifact is not UTF-8"),
     "json-syntax": ("error", "a JSON artifact does not parse"),

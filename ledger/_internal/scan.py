@@ -146,6 +146,16 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
                     f"{size} bytes is over the {max_json_bytes}-byte limit; hashed but not parsed",
                 )
             )
+        elif task.scan_private:
+            # A public file nobody looked into is not one that holds nothing private.
+            issues.append(
+                Issue(
+                    "too-large-to-scan",
+                    "",
+                    f"{size} bytes is over the {max_json_bytes}-byte limit; hashed but not "
+                    "scanned for private data (--max-json-bytes raises the limit)",
+                )
+            )
     after = os.fstat(fd)
     if size != before.st_size or identity(after) != identity(before):
         return _changed(task, "changed while being read")
@@ -192,14 +202,14 @@ def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
     """Detector hits in a public text file, by line (never the value); in a file of JSON
     lines, in the JSON each line decodes to as well."""
     text = data.decode("utf-8", "replace")
-    lines = text.split("\n")
-    # Line by line as before; the prefilter scans them as one text (the file itself).
-    hits = detector().detect_all([(line, None) for line in lines])
-    found = [
-        Issue("private-data", "", f"line {number}: {hit.category} in a public file")
-        for number, found in enumerate(hits, 1)
-        for hit in found
-    ]
+    # The whole text, as publish sanitizes it: line by line, a private key's block (or a
+    # key and its value on two lines) was never seen. Each hit is named by its first line.
+    found = []
+    line, last = 1, 0
+    for hit in detector().detect(text):  # in the order they start
+        line += text.count("\n", last, hit.start)
+        last = hit.start
+        found.append(Issue("private-data", "", f"line {line}: {hit.category} in a public file"))
     if json_lines:
         found.extend(
             Issue("private-data", "", f"line {number} at {pointer}: {category} in a public file")
