@@ -77,7 +77,7 @@ class Prefilter:
     must occur for it to run (if any), that tell where each may match in a text.
 
     A regex whose matches never hold a line break (:func:`line_local`) is looked for in
-    its shortest form (:func:`shortest_form`): each exact match lies in a line where one
+    its shortest form (:func:`shortest_forms`): each exact match lies in a line where one
     of those ends, and such lines are its windows. Any other regex is looked for written
     backwards (:func:`reversed_expression`) in the text read backwards: its ends there are
     every place an exact match may start, and those places are its windows
@@ -136,6 +136,8 @@ class Prefilter:
         literals: Sequence[Sequence[str]] | None,
         chosen: dict[int, tuple[str, bytes]],
     ) -> None:
+        # Nothing of an attempt that failed is kept.
+        self._backward = self._across = self._literals = None
         self._line_local = frozenset(i for i, (kind, _) in chosen.items() if kind == "line")
         self.starting = frozenset(i for i, (kind, _) in chosen.items() if kind == "start")
         forward: list[tuple[bytes, int]] = []
