@@ -145,19 +145,7 @@ def test_every_match_of_every_detector_is_in_its_windows(text: str) -> None:
     prefilter = prefilter_for(RULES)
     windows = prefilter.windows(text)
     assert windows is not None
-    for index, detector in enumerate(DETECTORS):
-        mine = windows.get(index, [])
-        for start in range(len(text) + 1):
-            match = detector.pattern.match(text, start)
-            if match is None:
-                continue
-            if index in prefilter.starting:
-                assert any(a <= match.start() < b for a, b in mine), (index, text)
-            else:
-                assert any(a <= match.start() and match.end() <= b for a, b in mine), (
-                    index,
-                    text,
-                )
+    _covers(windows, text, prefilter)
 
 
 @settings(max_examples=300, deadline=None)
@@ -175,41 +163,18 @@ def test_every_match_after_a_redaction_is_in_the_windows_of_its_rescan(
     _, found = prefilter.look(text)
     if found is None:
         return
-    replaced = []
-    pieces = []
-    last = length = 0
+    kept: list[tuple[int, int]] = []
     for start, size in sorted(spans):
-        if start < last or start >= len(text):
-            continue
-        end = min(start + size, len(text))
-        placeholder = f"<redacted:credential:{number + len(replaced)}>"
-        pieces.append(text[last:start])
-        length += start - last
-        replaced.append((start, end, length, length + len(placeholder)))
-        pieces.append(placeholder)
-        length += len(placeholder)
-        last = end
-    pieces.append(text[last:])
-    after = "".join(pieces)
+        if start >= (kept[-1][1] if kept else 0) and start < len(text):
+            kept.append((start, min(start + size, len(text))))
+    after, replaced = _replaced(text, kept, number)
     rescanned = prefilter.rescan(found, after, replaced)
     if rescanned is None:
         assert found.backward is None  # it could not tell: only when nothing ran backwards
         return
     windows, again = rescanned
     assert again.text == after
-    for index, detector in enumerate(DETECTORS):
-        mine = windows.get(index, [])
-        for start in range(len(after) + 1):
-            match = detector.pattern.match(after, start)
-            if match is None:
-                continue
-            if index in prefilter.starting:
-                assert any(a <= match.start() < b for a, b in mine), (index, after)
-            else:
-                assert any(a <= match.start() and match.end() <= b for a, b in mine), (
-                    index,
-                    after,
-                )
+    _covers(windows, after, prefilter)
 
 
 def _replaced(text: str, spans: list[tuple[int, int]], first: int) -> tuple[str, list[Any]]:
@@ -228,6 +193,8 @@ def _replaced(text: str, spans: list[tuple[int, int]], first: int) -> tuple[str,
 
 
 def _covers(windows: dict[int, list[Any]], text: str, prefilter: Any) -> None:
+    """Every match of every detector, at every position of ``text``, lies in its windows
+    (starts in one, for a regex whose windows are where matches start)."""
     for index, detector in enumerate(DETECTORS):
         for match in (detector.pattern.match(text, s) for s in range(len(text) + 1)):
             if match is None:

@@ -185,28 +185,17 @@ class Prefilter:
                 list(ids.values()),
             )
         if backward:
-            self._backward = _compiled(
-                [e for e, _ in backward],
-                [hyperscan.HS_FLAG_MULTILINE] * len(backward),
-                [i for _, i in backward],
-            )
+            self._backward = _compiled_backward(backward)
         # What may hold a placeholder's "<" is scanned backwards again after a
         # redaction; any other starts where it started before, or inside a placeholder.
         self._outside = frozenset(
             i for i in self.starting if not can_take(patterns[i], "<", written=True)
         )
-        self._firsts = {
-            i: None if (first := first_characters(patterns[i])) is None else set(map(ord, first))
-            for i in self._outside
-        }
+        self._firsts = {i: first_characters(patterns[i]) for i in self._outside}
         self._inside: dict[tuple[int, str], list[int]] = {}
         across = [(e, i) for e, i in backward if i not in self._outside]
         if across:
-            self._across = _compiled(
-                [e for e, _ in across],
-                [hyperscan.HS_FLAG_MULTILINE] * len(across),
-                [i for _, i in across],
-            )
+            self._across = _compiled_backward(across)
         self._spanned = frozenset(range(self.count)) - self._line_local - self.starting
 
     def build(self) -> None:
@@ -496,6 +485,15 @@ def _compilable(forms: list[list[tuple[str, bytes]]]) -> dict[int, tuple[str, by
             chosen[index] = (kind, form)
             break
     return chosen
+
+
+def _compiled_backward(written: list[tuple[bytes, int]]) -> Any:
+    """A database of backward forms, each under its regex's index."""
+    return _compiled(
+        [e for e, _ in written],
+        [hyperscan.HS_FLAG_MULTILINE] * len(written),
+        [i for _, i in written],
+    )
 
 
 def _compiled(expressions: list[bytes], flags: list[int], ids: list[int] | None = None) -> Any:

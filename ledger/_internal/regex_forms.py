@@ -390,13 +390,12 @@ def _last_characters(items: list[Any], flags: int) -> set[int] | None:
     return _edge_characters(items, flags, True, _NARROW)
 
 
-def first_characters(pattern: re.Pattern[str]) -> str | None:
-    """The ASCII characters a match of ``pattern`` may start with (what its assertions
-    would refuse too); None when it cannot tell."""
+def first_characters(pattern: re.Pattern[str]) -> set[int] | None:
+    """The ASCII characters (their codes) a match of ``pattern`` may start with (what its
+    assertions would refuse too); None when it cannot tell."""
     parser = re._parser  # type: ignore[attr-defined]
     parsed = parser.parse(pattern.pattern, pattern.flags)
-    found = _edge_characters(list(parsed), pattern.flags, False, 128)
-    return None if found is None else "".join(map(chr, sorted(found)))
+    return _edge_characters(list(parsed), pattern.flags, False, 128)
 
 
 def _edge_characters(items: list[Any], flags: int, last: bool, limit: int) -> set[int] | None:

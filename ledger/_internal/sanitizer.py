@@ -336,7 +336,7 @@ class Sanitizer:
         found = self._last_found
         if self._prefilter is None or len(text) <= _MEMO_LONGEST or found is None:
             return self.detect(text, key)
-        if found.text is not before and found.text != before:
+        if found.text != before:  # the same object compares at once
             return self.detect(text, key)
         rescanned = self._prefilter.rescan(found, text, replaced)
         if rescanned is None:
