@@ -361,6 +361,7 @@ def _campaign(
 ) -> None:
     """Loads one campaign's artifacts: ``files`` are its JSON files (path -> rel), and
     ``schemas`` the sniffed schema of every file of the build."""
+    name = folder.resolve().name  # once: a resolve reads every part of the path
     for path in sorted(files):
         if path not in schemas:
             continue
@@ -372,12 +373,12 @@ def _campaign(
                 f"{folder / rel}: campaign_id is {json.dumps(campaign_id)}, not a string; "
                 "run ledger verify"
             )
-        if campaign_id is not None and campaign_id != folder.resolve().name:
+        if campaign_id is not None and campaign_id != name:
             # Rows are keyed by the artifacts' own id: a copy under another name would be
             # merged with the original.
             raise UsageError(
                 f"{folder / rel}: campaign_id {campaign_id!r} but the folder is "
-                f"{folder.resolve().name!r} (a copied campaign?); run ledger verify"
+                f"{name!r} (a copied campaign?); run ledger verify"
             )
         if kind in ("cell-run", "imported-run"):
             digest, _ = sha256_file(path)

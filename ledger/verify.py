@@ -7,6 +7,7 @@ artifacts and promotion evidence) run afterwards in this process.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -283,8 +284,7 @@ def verify_paths(
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
         findings.extend(_check_campaign(campaign, mine, policy, recompute, restate))
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
-    findings.extend(_recompute_all(recompute))
-    findings.extend(_restate_all(restate, jobs))
+    findings.extend(_derive_again(recompute, restate, jobs))
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
@@ -599,16 +599,56 @@ def _is_kind(schema: str | None, kind: str) -> bool:
         return False
 
 
-def _restate_all(campaigns: Sequence[_Campaign], jobs: int | None) -> list[Finding]:
-    """:func:`_restated` of each campaign, spread over the cores (each reads its whole
-    campaign again)."""
-    folders = [str(c.folder) for c in campaigns]
-    issues = scan.map_processes(_restated, folders, jobs=jobs)
-    return [
-        Finding.of(_join(c.display, manifest.SUMMARY_NAME), issue, c.display)
-        for c, found in zip(campaigns, issues, strict=True)
-        for issue in found
+def _derive_again(
+    recompute: Sequence[tuple[_Campaign, scan.FileResult]],
+    restate: Sequence[_Campaign],
+    jobs: int | None,
+) -> list[Finding]:
+    """Every comparison derived again (:func:`_recomputed`) and every summary restated
+    (:func:`_restated`), over the cores: the comparisons in one batch per core (each in one
+    database of its campaigns), then the summaries, a share of them at a time."""
+    derivable = [(c, r) for c, r in recompute if _derivable(r)]
+    workers = max(1, min(jobs or scan.default_jobs(), len(derivable) + len(restate)))
+    # A campaign's comparisons stay in one batch: its rows are loaded once.
+    folders = list(dict.fromkeys(str(c.folder) for c, _ in derivable))
+    batches: list[list[tuple[str, str]]] = [[] for _ in range(min(workers, len(folders)))]
+    batch_of = {folder: index % max(1, len(batches)) for index, folder in enumerate(folders)}
+    for campaign, result in derivable:
+        batches[batch_of[str(campaign.folder)]].append((str(campaign.folder), result.rel))
+    shares = [str(c.folder) for c in restate]
+    size = max(1, len(shares) // (workers * 4))
+    tasks: list[tuple[str, list[str] | list[tuple[str, str]]]] = [
+        *(("derive", batch) for batch in batches),
+        *(("restate", shares[i : i + size]) for i in range(0, len(shares), size)),
     ]
+    done = scan.map_processes(_derivation_task, tasks, jobs=workers, chunksize=1)
+    derived = [found for (kind, _), found in zip(tasks, done, strict=True) if kind == "derive"]
+    by_file = {
+        item: issues
+        for batch, found in zip(batches, derived, strict=True)
+        for item, issues in zip(batch, found, strict=True)
+    }
+    restated = [found for (kind, _), found in zip(tasks, done, strict=True) if kind == "restate"]
+    findings = [
+        Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
+        for campaign, result in derivable
+        for issue in by_file[(str(campaign.folder), result.rel)]
+    ]
+    findings.extend(
+        Finding.of(_join(c.display, manifest.SUMMARY_NAME), issue, c.display)
+        for c, found in zip(restate, itertools.chain.from_iterable(restated), strict=True)
+        for issue in found
+    )
+    return findings
+
+
+def _derivation_task(task: tuple[str, Any]) -> list[list[Issue]]:
+    """One task of :func:`_derive_again`: a batch of (folder, comparison) to derive again,
+    or folders whose summaries to restate; the issues of each item."""
+    kind, items = task
+    if kind == "derive":
+        return _recomputed(items)
+    return [_restated(folder) for folder in items]
 
 
 def _restated(folder_name: str) -> list[Issue]:
@@ -809,13 +849,15 @@ _SET_ASIDE = re.compile(SET_ASIDE)
 _DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})
 
 
-def _derived_document(folder: Path, result: scan.FileResult) -> dict[str, Any] | None:
-    """A comparison to derive again: every source it names is present and intact (with a
-    source withheld only its internal arithmetic, checked per file, applies)."""
-    if any(CODES[i.code][0] == "error" for i in result.issues):
-        return None
+def _derivable(result: scan.FileResult) -> bool:
+    """Whether a comparison is derived again: every source it names is present and intact
+    (with a source withheld only its internal arithmetic, checked per file, applies)."""
+    return not any(CODES[i.code][0] == "error" for i in result.issues)
+
+
+def _derived_document(path: Path) -> dict[str, Any] | None:
     try:
-        document = jsonio.read_json(folder / result.rel)
+        document = jsonio.read_json(path)
     except (OSError, InvalidArtifact):
         return None
     if not isinstance(document, dict) or "derivation" not in document:
@@ -823,45 +865,48 @@ def _derived_document(folder: Path, result: scan.FileResult) -> dict[str, Any] |
     return document
 
 
-def _recompute_all(recompute: Sequence[tuple[_Campaign, scan.FileResult]]) -> list[Finding]:
-    """Derives every comparison again, from one database of all their campaigns when it
-    builds; otherwise (a campaign that cannot be loaded) each from its own, as alone."""
+def _recomputed(batch: Sequence[tuple[str, str]]) -> list[list[Issue]]:
+    """Derives each (folder, comparison) again, from one database of all their campaigns
+    when it builds; otherwise (a campaign that cannot be loaded) each from its own, as
+    alone. The issues of each."""
+    documents = [_derived_document(Path(folder) / rel) for folder, rel in batch]
     jobs = [
-        (campaign, result, document)
-        for campaign, result in recompute
-        if (document := _derived_document(campaign.folder, result)) is not None
+        (Path(folder), document)
+        for (folder, _), document in zip(batch, documents, strict=True)
+        if document is not None
     ]
     if not jobs:
-        return []
+        return [[] for _ in batch]
     # Imported here: DuckDB and numpy load only when a derived artifact needs them.
     from ledger import derive
     from ledger.database import Database, DatabaseError, build
 
-    folders = list(dict.fromkeys(campaign.folder for campaign, _, _ in jobs))
+    folders = list(dict.fromkeys(folder for folder, _ in jobs))
     shared: Database | None = None
     if len(folders) > 1:
         try:
             shared = build(folders)
         except (DatabaseError, UsageError):
             shared = None
-    findings: list[Finding] = []
+    out: list[list[Issue]] = []
     try:
         # The shared database holds each campaign under its folder's name: build refuses
         # an artifact whose campaign_id is another's, so a comparison naming another
         # campaign never finds that one's rows in it (it is derived alone, and fails).
         reads = None
         if shared is not None:
-            reads = derive.reads_of(shared, [derive.comparison_of(d) for _, _, d in jobs])
-        for campaign, result, document in jobs:
-            issues = derive.recompute(campaign.folder, document, shared, reads)
-            findings.extend(
-                Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
-                for issue in issues
+            reads = derive.reads_of(shared, [derive.comparison_of(d) for _, d in jobs])
+        for (folder, _), document in zip(batch, documents, strict=True):
+            found = (
+                None
+                if document is None
+                else derive.recompute(Path(folder), document, shared, reads)
             )
+            out.append(found or [])
     finally:
         if shared is not None:
             shared.close()
-    return findings
+    return out
 
 
 def _listed_kinds(loaded: Manifest | None) -> list[str]:

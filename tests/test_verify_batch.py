@@ -4,12 +4,13 @@ deriving each in a database of its own campaign."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledger import database, derive, manifest
+from ledger import database, derive, manifest, verify
 from ledger._internal import comparison_reads
 from ledger._internal.jsonio import write_json
 from ledger.decide import decide
@@ -93,6 +94,33 @@ def test_one_database_finds_what_one_per_campaign_finds(
         (f"{EXAMPLE.name}-copy1", "/rows/0/metrics/e2e_p50_ms/candidate"),
         (f"{EXAMPLE.name}-copy1", "/headline_results/0"),
     ]
+
+
+def test_the_cores_share_the_derivations_and_find_the_same(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each worker derives a batch of campaigns (forked: the wrapper is theirs too) and
+    # restates summaries; the findings are those of one process, in the same order.
+    log = tmp_path / "batches"
+    real = verify._recomputed
+
+    def logged(batch: list[tuple[str, str]]) -> list[list[Any]]:
+        with log.open("a") as out:
+            out.write(f"{os.getpid()} {' '.join(Path(f).name for f, _ in batch)}\n")
+        return real(batch)
+
+    monkeypatch.setattr(verify, "_recomputed", logged)
+    alone = verify_paths([str(tree)], jobs=1)
+    log.unlink()
+    shared = verify_paths([str(tree)], jobs=2)
+    assert shared.findings == alone.findings
+    assert any(f.code == "derived-mismatch" for f in shared.findings)
+    lines = sorted(log.read_text().splitlines(), key=lambda line: line.split()[1:])
+    pids = {line.split()[0] for line in lines}
+    batches = [line.split()[1:] for line in lines]
+    name = EXAMPLE.name
+    assert len(pids) == 2 and str(os.getpid()) not in pids
+    assert batches == [[f"{name}-copy0", f"{name}-copy2"], [f"{name}-copy1"]]
 
 
 def test_a_campaign_the_shared_database_cannot_load_is_derived_alone(tree: Path) -> None:

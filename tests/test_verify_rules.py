@@ -153,7 +153,9 @@ def test_what_cannot_be_read_at_the_last_moment_adds_nothing_of_its_own(tmp_path
     # Files that vanished after the scan: their own findings say why, these add none.
     assert verify._check_policy(tmp_path, None, load_policy()) == []
     gone = scan.FileResult("derived/gone.json", A, 10)
-    assert verify._derived_document(tmp_path, gone) is None
+    assert verify._derivable(gone)
+    assert verify._derived_document(tmp_path / gone.rel) is None
+    assert verify._recomputed([(str(tmp_path), gone.rel)]) == [[]]
 
 
 def test_a_manifest_with_only_warnings_is_still_read() -> None:
