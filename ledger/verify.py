@@ -622,13 +622,12 @@ def _derive_again(
         *(("restate", shares[i : i + size]) for i in range(0, len(shares), size)),
     ]
     done = scan.map_processes(_derivation_task, tasks, jobs=workers, chunksize=1)
-    derived = [found for (kind, _), found in zip(tasks, done, strict=True) if kind == "derive"]
+    derived, restated = done[: len(batches)], done[len(batches) :]
     by_file = {
         item: issues
         for batch, found in zip(batches, derived, strict=True)
         for item, issues in zip(batch, found, strict=True)
     }
-    restated = [found for (kind, _), found in zip(tasks, done, strict=True) if kind == "restate"]
     findings = [
         Finding.of(_join(campaign.display, result.rel), issue, campaign.display)
         for campaign, result in derivable

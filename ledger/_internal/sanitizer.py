@@ -334,11 +334,12 @@ class Sanitizer:
         """:meth:`detect` of what a redaction of ``before`` left, a long text rescanned
         by the prefilter only where the redaction changed it."""
         found = self._last_found
-        if self._prefilter is None or len(text) <= _MEMO_LONGEST or found is None:
-            return self.detect(text, key)
-        if found.text != before:  # the same object compares at once
-            return self.detect(text, key)
-        rescanned = self._prefilter.rescan(found, text, replaced)
+        rescanned = None
+        # Only a rescan of the text the last whole scan was of (the same object compares
+        # at once).
+        long = len(text) > _MEMO_LONGEST
+        if self._prefilter is not None and long and found is not None and found.text == before:
+            rescanned = self._prefilter.rescan(found, text, replaced)
         if rescanned is None:
             return self.detect(text, key)
         windows, self._last_found = rescanned
