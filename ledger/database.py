@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import csv
 import datetime
+import hashlib
 import io
 import json
 import math
@@ -25,7 +26,7 @@ from typing import Any, Literal
 import attrs
 import duckdb
 
-from ledger._internal import jsonio, sql, tree
+from ledger._internal import columns, jsonio, sql, tree
 from ledger._internal.outputs import OutputExists, new_file, new_folder
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.hashing import sha256_file
@@ -272,6 +273,8 @@ def _columns(spec: dict[str, str]) -> str:
 @attrs.define
 class _Sources:
     cell_runs: list[tuple[str, str, str]] = attrs.Factory(list)  # (file, rel, sha256)
+    fast: dict[str, str] = attrs.Factory(dict)
+    """file -> sha256 of the runs DuckDB may read from their text."""
     imported: list[tuple[str, str, str]] = attrs.Factory(list)
     artifacts: list[tuple[Any, ...]] = attrs.Factory(list)
     gates: list[tuple[Any, ...]] = attrs.Factory(list)
@@ -285,8 +288,24 @@ third of a millisecond per file, six times the parse. Larger ones (raw runs of m
 requests) are left to DuckDB, which does not hold them in memory whole."""
 
 
-def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
-    """file -> (schema, campaign_id) of every JSON artifact with a schema field.
+_RUN_KINDS = {"cell-run": sql.CELL_RUN_FIELDS, "imported-run": sql.IMPORTED_RUN_FIELDS}
+"""The run artifacts whose requests are rows, and the fields loaded of each."""
+_CONVERTS = {kind: columns.checker(fields) for kind, fields in _RUN_KINDS.items()}
+_TRANSFORM_BATCH = 64 << 20
+"""Text handed to DuckDB's ``json_transform`` at once: memory stays bounded however many
+runs a campaign holds."""
+
+
+def _kind(schema: str) -> str:
+    return schema.removeprefix("anvil-serving.").split("/")[0]
+
+
+def _schemas(
+    con: duckdb.DuckDBPyConnection, files: list[str], fast: dict[str, str] | None = None
+) -> dict[str, tuple[str, Any]]:
+    """file -> (schema, campaign_id) of every JSON artifact with a schema field. Into
+    ``fast``, file -> sha256 of each run artifact that DuckDB may read from its text
+    (:mod:`ledger._internal.columns`).
 
     Raises:
         DatabaseError: a file is not strict JSON.
@@ -294,7 +313,7 @@ def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
     found: dict[str, tuple[str, Any]] = {}
     rest: list[str] = []
     for file in files:
-        sniffed = _sniff(file)
+        sniffed = _sniff(file, fast)
         if sniffed is False:
             rest.append(file)
         elif sniffed is not None:
@@ -303,11 +322,14 @@ def _schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tupl
     return found
 
 
-def _sniff(file: str) -> tuple[str, Any] | Literal[False] | None:
+def _sniff(
+    file: str, fast: dict[str, str] | None = None
+) -> tuple[str, Any] | Literal[False] | None:
     """An artifact's (schema, campaign_id as it is); None when the file is not one (no
     schema, or not one JSON object: DuckDB's reader would take an array's items, or each
     line of a file of lines, as artifacts of their own and pool their rows); False when it
-    is too large to parse here and starts as an object, for DuckDB to tell.
+    is too large to parse here and starts as an object, for DuckDB to tell. A run artifact
+    whose values convert exactly is noted in ``fast`` with its digest.
 
     Raises:
         DatabaseError: it cannot be read, or is not strict JSON.
@@ -325,7 +347,11 @@ def _sniff(file: str) -> tuple[str, Any] | Literal[False] | None:
         raise DatabaseError(f"{file}: {e} (ledger verify lists every such file)") from None
     if not isinstance(document, dict) or not isinstance(document.get("schema"), str):
         return None
-    return document["schema"], document.get("campaign_id")
+    schema = document["schema"]
+    converts = _CONVERTS.get(_kind(schema))
+    if fast is not None and converts is not None and converts(document):
+        fast[file] = hashlib.sha256(data).hexdigest()
+    return schema, document.get("campaign_id")
 
 
 def _duckdb_schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
@@ -367,7 +393,7 @@ def _campaign(
             continue
         schema, campaign_id = schemas[path]
         rel = files[path]
-        kind = schema.removeprefix("anvil-serving.").split("/")[0]
+        kind = _kind(schema)
         if campaign_id is not None and not isinstance(campaign_id, str):
             raise UsageError(
                 f"{folder / rel}: campaign_id is {json.dumps(campaign_id)}, not a string; "
@@ -380,8 +406,8 @@ def _campaign(
                 f"{folder / rel}: campaign_id {campaign_id!r} but the folder is "
                 f"{name!r} (a copied campaign?); run ledger verify"
             )
-        if kind in ("cell-run", "imported-run"):
-            digest, _ = sha256_file(path)
+        if kind in _RUN_KINDS:
+            digest = sources.fast.get(path) or sha256_file(path)[0]
             target = sources.cell_runs if kind == "cell-run" else sources.imported
             target.append((path, rel, digest))
         elif kind == "manifest":
@@ -450,25 +476,75 @@ def _load_runs(
     con: duckdb.DuckDBPyConnection,
     table: str,
     files: list[tuple[str, str, str]],
-    columns: dict[str, str],
+    fields: columns.Fields,
+    fast: dict[str, str],
 ) -> None:
+    """Runs into ``table``: those in ``fast`` from their text, read here in batches, the
+    rest (large ones, or ones whose values DuckDB would convert otherwise) by DuckDB's
+    reader, which names a file it cannot convert.
+
+    Raises:
+        DatabaseError: a file read here is no longer the one sniffed.
+    """
+    names = columns.read_json_columns(fields)
+    declared = ", ".join(f"{_identifier(n)} {t}" for n, t in names.items())
+    con.execute(
+        f"CREATE TEMP TABLE {table} ({declared}, filename VARCHAR, artifact VARCHAR, "
+        "sha256 VARCHAR)"
+    )
+    slow = [f for f in files if f[0] not in fast]
+    batch: list[tuple[str, str, str, str]] = []
+    size = 0
+    for file, rel, digest in files:
+        if file not in fast:
+            continue
+        try:
+            with open(file, "rb") as stream:
+                data = stream.read(_SNIFF_IN_PYTHON + 1)
+        except OSError as e:
+            raise DatabaseError(f"{file}: {e.strerror or e}") from None
+        if hashlib.sha256(data).hexdigest() != fast[file]:
+            raise DatabaseError(f"{file}: changed while the database was being built")
+        batch.append((data.decode("utf-8"), file, rel, digest))
+        size += len(data)
+        if size >= _TRANSFORM_BATCH:
+            _transform(con, table, fields, batch)
+            batch, size = [], 0
+    _transform(con, table, fields, batch)
+    if not slow:
+        return
     con.execute(
         f"CREATE TEMP TABLE {table}_paths (filename VARCHAR, artifact VARCHAR, sha256 VARCHAR)"
     )
-    if not files:
-        con.execute(
-            f"CREATE TEMP TABLE {table} AS SELECT * FROM "
-            f"(SELECT NULL::VARCHAR AS filename) , {table}_paths WHERE false"
-        )
-        return
-    insert_rows(con, f"{table}_paths", files)
+    insert_rows(con, f"{table}_paths", slow)
     con.execute(
-        f"CREATE TEMP TABLE {table} AS SELECT j.*, p.artifact, p.sha256 FROM read_json("
-        f"?, columns={_columns(columns)}, filename=true, "
+        f"INSERT INTO {table} SELECT j.*, p.artifact, p.sha256 FROM read_json("
+        f"?, columns={_columns(names)}, filename=true, "
         f"format='auto', maximum_object_size={_MAX_OBJECT_BYTES}) AS j "
         f"JOIN {table}_paths AS p USING (filename)",
-        [[f for f, _, _ in files]],
+        [[f for f, _, _ in slow]],
     )
+
+
+def _transform(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    fields: columns.Fields,
+    batch: list[tuple[str, str, str, str]],
+) -> None:
+    if not batch:
+        return
+    texts, files, rels, digests = (list(c) for c in zip(*batch, strict=True))
+    con.execute(
+        f"INSERT INTO {table} SELECT unnest(json_transform(u.text, ?)), u.file, u.rel, u.sha256 "
+        "FROM (SELECT unnest(?::VARCHAR[]) AS text, unnest(?::VARCHAR[]) AS file, "
+        "unnest(?::VARCHAR[]) AS rel, unnest(?::VARCHAR[]) AS sha256) AS u",
+        [columns.structure(fields), texts, files, rels, digests],
+    )
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def build(
@@ -589,13 +665,13 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
             jsons = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}
             campaigns.append((folder, jsons))
     # One sniff of every campaign's files: DuckDB's reader costs milliseconds per call.
-    schemas = _schemas(con, [p for _, jsons in campaigns for p in jsons])
+    schemas = _schemas(con, [p for _, jsons in campaigns for p in jsons], sources.fast)
     for folder, jsons in campaigns:
         _campaign(folder, jsons, schemas, sources)
     con.execute(sql.REQUEST_ROWS_DDL)
     con.execute(sql.TABLES_DDL)
-    _load_runs(con, "cell_run_files", sources.cell_runs, sql.CELL_RUN_COLUMNS)
-    _load_runs(con, "imported_run_files", sources.imported, sql.IMPORTED_RUN_COLUMNS)
+    _load_runs(con, "cell_run_files", sources.cell_runs, sql.CELL_RUN_FIELDS, sources.fast)
+    _load_runs(con, "imported_run_files", sources.imported, sql.IMPORTED_RUN_FIELDS, sources.fast)
     if sources.cell_runs:
         con.execute(sql.INSERT_CELL_RUN_ROWS)
         con.execute(sql.CELL_SETTINGS)

@@ -7,48 +7,88 @@ every view, derived comparison and recomputation in verify reads them from here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ledger._internal.arrivals import LATE_THRESHOLD_MS
 
-# The part of a cell-run document the database needs. DuckDB's JSON reader ignores the
-# rest (chunk times, content digests), so large artifacts load without building them.
-CELL_RUN_COLUMNS = {
+# The parts of run artifacts the database loads (DuckDB types, nested as the documents
+# are: a dict is a STRUCT, a one-item list a LIST). DuckDB ignores the rest (chunk times,
+# content digests), so large artifacts load without building them.
+CELL_RUN_FIELDS: dict[str, Any] = {
     "campaign_id": "VARCHAR",
     "arm": "VARCHAR",
-    "stage": "STRUCT(name VARCHAR, kind VARCHAR)",
-    "cell": (
-        "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, "
-        '"requests" BIGINT, warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, '
-        "temperature DOUBLE, seed BIGINT, prefix VARCHAR, arrival STRUCT(rate DOUBLE))"
-    ),
+    "stage": {"name": "VARCHAR", "kind": "VARCHAR"},
+    "cell": {
+        "id": "VARCHAR",
+        "context_target": "BIGINT",
+        "concurrency": "BIGINT",
+        "thinking": "BOOLEAN",
+        "requests": "BIGINT",
+        "warmup": "BIGINT",
+        "max_tokens": "BIGINT",
+        "controlled_output": "BOOLEAN",
+        "temperature": "DOUBLE",
+        "seed": "BIGINT",
+        "prefix": "VARCHAR",
+        "arrival": {"rate": "DOUBLE"},
+    },
     "status": "VARCHAR",
     "identity": "JSON",
-    "metrics": (
-        "STRUCT(available BOOLEAN, prefix_cache STRUCT(hits DOUBLE, queries DOUBLE, "
-        "hit_rate DOUBLE))"
-    ),
-    "requests": (
-        'STRUCT("index" BIGINT, warmup BOOLEAN, prompt_sha256 VARCHAR, sent_ns BIGINT, '
-        "first_token_ns BIGINT, first_content_ns BIGINT, last_token_ns BIGINT, end_ns BIGINT, "
-        "usage STRUCT(prompt_tokens BIGINT, completion_tokens BIGINT, cached_tokens BIGINT), "
-        'finish_reason VARCHAR, error STRUCT("class" VARCHAR), output_as_requested BOOLEAN, '
-        "server_timings STRUCT(prompt_ms DOUBLE, predicted_n DOUBLE, predicted_ms DOUBLE), "
-        "scheduled_ns BIGINT)[]"
-    ),
+    "metrics": {
+        "available": "BOOLEAN",
+        "prefix_cache": {"hits": "DOUBLE", "queries": "DOUBLE", "hit_rate": "DOUBLE"},
+    },
+    "requests": [
+        {
+            "index": "BIGINT",
+            "warmup": "BOOLEAN",
+            "prompt_sha256": "VARCHAR",
+            "sent_ns": "BIGINT",
+            "first_token_ns": "BIGINT",
+            "first_content_ns": "BIGINT",
+            "last_token_ns": "BIGINT",
+            "end_ns": "BIGINT",
+            "usage": {
+                "prompt_tokens": "BIGINT",
+                "completion_tokens": "BIGINT",
+                "cached_tokens": "BIGINT",
+            },
+            "finish_reason": "VARCHAR",
+            "error": {"class": "VARCHAR"},
+            "output_as_requested": "BOOLEAN",
+            "server_timings": {
+                "prompt_ms": "DOUBLE",
+                "predicted_n": "DOUBLE",
+                "predicted_ms": "DOUBLE",
+            },
+            "scheduled_ns": "BIGINT",
+        }
+    ],
 }
 
-IMPORTED_RUN_COLUMNS = {
+IMPORTED_RUN_FIELDS: dict[str, Any] = {
     "campaign_id": "VARCHAR",
     "arm": "VARCHAR",
     "stage": "VARCHAR",
-    "cell": "STRUCT(id VARCHAR, context_target BIGINT, concurrency BIGINT)",
-    "source": "STRUCT(tool VARCHAR, version VARCHAR, settings JSON)",
-    "requests": (
-        'STRUCT("index" BIGINT, ok BOOLEAN, error_class VARCHAR, prompt_tokens BIGINT, '
-        "completion_tokens BIGINT, finish_reason VARCHAR, ttft_ms DOUBLE, first_token_ms DOUBLE, "
-        "e2e_ms DOUBLE, decode_tok_s DOUBLE, effective_prefill_tok_s DOUBLE, sent_ns BIGINT, "
-        "end_ns BIGINT)[]"
-    ),
+    "cell": {"id": "VARCHAR", "context_target": "BIGINT", "concurrency": "BIGINT"},
+    "source": {"tool": "VARCHAR", "version": "VARCHAR", "settings": "JSON"},
+    "requests": [
+        {
+            "index": "BIGINT",
+            "ok": "BOOLEAN",
+            "error_class": "VARCHAR",
+            "prompt_tokens": "BIGINT",
+            "completion_tokens": "BIGINT",
+            "finish_reason": "VARCHAR",
+            "ttft_ms": "DOUBLE",
+            "first_token_ms": "DOUBLE",
+            "e2e_ms": "DOUBLE",
+            "decode_tok_s": "DOUBLE",
+            "effective_prefill_tok_s": "DOUBLE",
+            "sent_ns": "BIGINT",
+            "end_ns": "BIGINT",
+        }
+    ],
 }
 
 # One row per request. Timestamps are integer nanoseconds from the cell start.

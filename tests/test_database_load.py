@@ -1,0 +1,226 @@
+"""How run artifacts reach the database: DuckDB's json_transform over text read once, or
+DuckDB's reader where a value would convert otherwise. Both must give the same tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from generate_verify_assets import cell_run, load_cell_run
+
+from ledger import database
+from ledger._internal import columns, sql
+from ledger._internal.imports import import_files
+from ledger._internal.jsonio import write_json
+from tests.conftest import DATA
+
+SPEC = {
+    "s": "VARCHAR",
+    "i": "BIGINT",
+    "d": "DOUBLE",
+    "b": "BOOLEAN",
+    "j": "JSON",
+    "o": {"x": "BIGINT"},
+    "l": [{"y": "VARCHAR"}],
+}
+
+# What each scalar type takes as it is, and values of every other JSON type it does not.
+VALUES: dict[str, Any] = {
+    "string": "5",
+    "int": 5,
+    "float": 5.5,
+    "whole float": 5.0,
+    "bool": True,
+    "object": {"x": 1},
+    "array": [1],
+    "int64 max": (1 << 63) - 1,
+    "int64 min": -(1 << 63),
+    "past int64": 1 << 63,
+    "below int64": -(1 << 63) - 1,
+}
+TAKES = {
+    "s": {"string"},
+    "i": {"int", "int64 max", "int64 min"},
+    "d": {"int", "float", "whole float", "int64 max", "int64 min"},
+    "b": {"bool"},
+    "j": set(VALUES),
+}
+
+
+@pytest.mark.parametrize("field", sorted(TAKES))
+@pytest.mark.parametrize("value", sorted(VALUES))
+def test_a_scalar_converts_exactly_only_with_its_own_json_type(field: str, value: str) -> None:
+    check = columns.checker(SPEC)
+    assert check({field: VALUES[value]}) is (value in TAKES[field])
+    # Absent and null are NULL either way.
+    assert check({}) and check({field: None})
+
+
+def test_structs_and_lists_are_checked_all_the_way_down() -> None:
+    check = columns.checker(SPEC)
+    assert check({"o": {"x": 1, "other": "anything"}, "l": [{"y": "a"}, None, {}]})
+    for wrong in (
+        {"o": [1]},
+        {"o": "x"},
+        {"o": {"x": "1"}},
+        {"l": {"y": "a"}},
+        {"l": [{"y": "a"}, {"y": 1}]},
+        {"l": ["a"]},
+    ):
+        assert not check(wrong), wrong
+    assert not check([{"s": "a"}]) and not check("text")
+
+
+def test_the_fields_give_duckdb_the_types_read_json_was_given() -> None:
+    types = columns.read_json_columns(sql.CELL_RUN_FIELDS)
+    assert types["stage"] == 'STRUCT("name" VARCHAR, "kind" VARCHAR)'
+    assert types["requests"].endswith(', "scheduled_ns" BIGINT)[]')
+    assert json.loads(columns.structure(sql.IMPORTED_RUN_FIELDS)) == sql.IMPORTED_RUN_FIELDS
+
+
+def _odd_cell_run() -> dict[str, Any]:
+    """A cell run every value of which converts exactly, in the shapes a value may take:
+    identity a string, numbers where doubles are, absent and null fields, nested text."""
+    document = load_cell_run()
+    document["identity"] = {"os": "linux", "note": 'caf\u00e9\n\t"quoted"', "list": [1, None]}
+    document["cell"]["temperature"] = 1
+    document["cell"]["arrival"]["rate"] = 20
+    first, second, third = document["requests"]
+    first["server_timings"] = {"prompt_ms": 3, "predicted_n": 3.0, "predicted_ms": 25.5}
+    second["usage"]["cached_tokens"] = None
+    del third["finish_reason"]
+    third["error"] = {"class": "http-503", "message": "x"}
+    return document
+
+
+def _tables(db: database.Database) -> dict[str, tuple[tuple[Any, ...], ...]]:
+    return {
+        table: db.query(f"SELECT * FROM {table} ORDER BY ALL").rows
+        for table in ("cell_run_files", "imported_run_files", "request_rows", "cell_settings")
+    }
+
+
+@pytest.fixture
+def transformed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the files each json_transform batch loads."""
+    seen: list[int] = []
+    real = database._transform
+
+    def counted(con: Any, table: str, fields: Any, batch: list[Any]) -> None:
+        if batch:
+            seen.append(len(batch))
+        real(con, table, fields, batch)
+
+    monkeypatch.setattr(database, "_transform", counted)
+    yield seen
+
+
+def _campaign(tmp_path: Path, documents: dict[str, dict[str, Any]]) -> Path:
+    folder = tmp_path / "2026-11-01-asset-campaign"
+    for rel, document in documents.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_json(folder / rel, document)
+    return folder
+
+
+def test_runs_read_from_their_text_load_as_duckdb_s_reader_loads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transformed: list[int]
+) -> None:
+    plain = cell_run()
+    plain["cell"]["id"] = "ctx1024-c2-nothink"
+    folder = _campaign(tmp_path, {"a/odd.json": _odd_cell_run(), "b/plain.json": plain})
+    fast = _tables(database.build([folder]))
+    assert transformed == [2]
+    monkeypatch.setattr(database, "_CONVERTS", {})
+    slow = _tables(database.build([folder]))
+    assert transformed == [2]
+    assert fast == slow
+    assert len(fast["request_rows"]) == 5 and len(fast["cell_settings"]) == 2
+
+
+def test_imported_runs_read_from_their_text_load_as_duckdb_s_reader_loads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transformed: list[int]
+) -> None:
+    campaign = "2026-11-02-imported"
+    source = DATA / "realworld" / "vllm-bench-serve" / "vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
+    import_files("vllm", [source], raw_dir=tmp_path, campaign=campaign, arm="baseline")
+    folder = tmp_path / campaign
+    fast = _tables(database.build([folder]))
+    assert transformed and fast["imported_run_files"]
+    monkeypatch.setattr(database, "_CONVERTS", {})
+    assert _tables(database.build([folder])) == fast
+
+
+def test_batches_bound_the_text_held_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transformed: list[int]
+) -> None:
+    documents = {}
+    for index in range(5):
+        document = cell_run()
+        document["cell"]["id"] = f"ctx1024-c{index + 1}-nothink"
+        documents[f"cells/{index}.json"] = document
+    folder = _campaign(tmp_path, documents)
+    whole = _tables(database.build([folder]))
+    assert transformed == [5]
+    monkeypatch.setattr(database, "_TRANSFORM_BATCH", 1)
+    assert _tables(database.build([folder])) == whole
+    assert transformed == [5, 1, 1, 1, 1, 1]
+
+
+def test_a_run_with_a_value_of_another_type_is_left_to_duckdb_s_reader(
+    tmp_path: Path, transformed: list[int]
+) -> None:
+    loose = cell_run()
+    loose["cell"]["temperature"] = "0.0"  # DuckDB's reader converts it; so must we
+    loose["cell"]["id"] = "ctx1024-c2-nothink"
+    folder = _campaign(tmp_path, {"a.json": cell_run(), "b.json": loose})
+    db = database.build([folder])
+    assert transformed == [1]
+    temperatures = db.query("SELECT cell, temperature FROM cell_settings ORDER BY cell").rows
+    assert temperatures == (("ctx1024-c1-nothink", 0.0), ("ctx1024-c2-nothink", 0.0))
+
+
+def test_a_run_that_changes_between_its_sniff_and_its_load_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _campaign(tmp_path, {"cell.json": cell_run()})
+    real = database._schemas
+
+    def then_changed(*args: Any) -> Any:
+        found = real(*args)
+        document = cell_run()
+        document["requests"][0]["sent_ns"] += 1
+        write_json(folder / "cell.json", document)
+        return found
+
+    monkeypatch.setattr(database, "_schemas", then_changed)
+    with pytest.raises(database.DatabaseError, match=r"cell\.json: changed while the database"):
+        database.build([folder])
+
+
+def test_a_large_run_is_read_by_duckdb_s_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transformed: list[int]
+) -> None:
+    folder = _campaign(tmp_path, {"cell.json": cell_run()})
+    monkeypatch.setattr(database, "_SNIFF_IN_PYTHON", 100)
+    db = database.build([folder])
+    assert transformed == []
+    assert db.query("SELECT count(*) FROM request_rows").rows == ((2,),)
+
+
+def test_a_copy_of_a_folder_loads_the_same(tmp_path: Path, transformed: list[int]) -> None:
+    # Two campaigns whose runs are byte for byte alike but for their ids: one batch, each
+    # row under its own campaign.
+    first = _campaign(tmp_path / "one", {"cell.json": cell_run()})
+    second = tmp_path / "two" / "2026-11-03-other"
+    shutil.copytree(first, second)
+    text = (second / "cell.json").read_text().replace(first.name, second.name)
+    (second / "cell.json").write_text(text)
+    db = database.build([first, second])
+    assert transformed == [2]
+    counts = db.query("SELECT campaign_id, count(*) FROM request_rows GROUP BY 1 ORDER BY 1")
+    assert counts.rows == ((first.name, 2), (second.name, 2))
