@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ledger._internal import prefilter
 from ledger._internal.prefilter import Prefilter, merge
-from ledger._internal.regex_forms import hyperscan_pattern, lookahead_reach
+from ledger._internal.regex_forms import SPECIAL, hyperscan_pattern, lookahead_reach
 from ledger._internal.sanitizer import Sanitizer, _split, _starting, _within
 from tests.conftest import DATA
 
@@ -78,12 +78,19 @@ def test_what_cannot_be_prefiltered_is_scanned_whole() -> None:
     token = "hf_" + "a" * 24
     assert found.windows(f"x {token} y") == {0: [(0, 31)]}
     assert found.windows("nothing here") == {}
-    # Python's \s holds \x1c-\x1f, Hyperscan's does not; and outside ASCII the two
-    # engines read \w, \b and case differently.
+    # Python's \s holds \x1c-\x1f, Hyperscan's does not.
     for separator in "\x1c\x1d\x1e\x1f":
         assert found.windows(f"x {token}{separator}") is None
     assert found.windows(f"x {token}\x1b") is not None
-    assert found.windows(f"é {token}") is None
+    # Outside ASCII, a character stands as one of its kind; but Python's regex, ignoring
+    # case, reads these four as ASCII letters, so they stand for nothing else.
+    assert found.windows(f"\u00e9 {token} \u2013") == {0: [(0, 31)]}
+    for special in SPECIAL:
+        assert found.windows(f"{special} {token}") is None
+    # A detector that names a character outside ASCII: no stand-in can be one of its kind.
+    named = Prefilter([re.compile(r"hf_[A-Za-z0-9]{20,}"), re.compile("caf\u00e9")])
+    assert named.windows(f"x {token}") == {0: [(0, 29)]}
+    assert named.windows(f"\u00e9 {token}") is None
 
 
 def test_a_match_without_a_line_break_has_its_line() -> None:

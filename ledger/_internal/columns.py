@@ -64,7 +64,8 @@ def checker(spec: Any) -> Check:
     _emit(spec, "value", lines, 1, counter)
     lines.append("    return True")
     namespace: dict[str, Any] = {"_INT64": _INT64}
-    exec(compile("\n".join(lines), f"<columns check {id(spec)}>", "exec"), namespace)
+    # Our own text, from field names of ours: no input reaches it.
+    exec(compile("\n".join(lines), f"<columns check {id(spec)}>", "exec"), namespace)  # noqa: S102
     check: Check = namespace["check"]
     return check
 

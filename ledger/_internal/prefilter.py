@@ -21,9 +21,15 @@ run, and one that fires on three lines of a log is run on those lines. The resul
 exact regex's, not an approximation of it.
 
 The two engines agree on what ``\\s``, ``\\w``, ``\\b`` and case mean only for ASCII text
-without the separators ``\\x1c``-``\\x1f`` (which Python counts as white space); any other
-text is scanned whole by every detector, as without a prefilter. Without the ``hyperscan``
-package (a platform it has no wheel for) everything is scanned whole.
+without the separators ``\\x1c``-``\\x1f`` (which Python counts as white space). A text
+outside ASCII is scanned as ASCII: each character outside it replaced by an ASCII
+character of its kind (a letter's by ``_``, a space's by a space) that every part of every
+detector takes wherever it takes the one it stands for
+(:func:`ledger._internal.regex_forms.stand_ins`), so the windows hold at least every match;
+the exact regexes then run in them over the text itself. A text holding a separator, or
+one of the four characters Python's regex reads as ASCII letters when ignoring case, is
+scanned whole by every detector, as without a prefilter. Without the ``hyperscan`` package
+(a platform it has no wheel for) everything is scanned whole.
 """
 
 from __future__ import annotations
@@ -38,13 +44,16 @@ import attrs
 import numpy
 
 from ledger._internal.regex_forms import (
+    SPECIAL,
     can_take,
     first_characters,
     hyperscan_literal,
     hyperscan_pattern,
+    kind_of,
     line_local,
     reversed_expression,
     shortest_forms,
+    stand_ins,
 )
 
 if TYPE_CHECKING:
@@ -107,8 +116,12 @@ class Prefilter:
         self.starting: frozenset[int] = frozenset()
         """The regexes whose windows hold where their matches start (not whole matches)."""
         self._needs: list[frozenset[int] | None] = [None] * self.count
+        self._stand_ins = _StandIns({})
         if hyperscan is None or not patterns:
             return
+        # A literal outside ASCII may be in a text outside ASCII, where a stand-in is not.
+        if all(word.isascii() for words in literals or () for word in words):
+            self._stand_ins = _StandIns(stand_ins(list(patterns)))
         # Each regex's forms, best first: its shortest forms if it is line-local, then
         # written backwards; Hyperscan's own spans (or the whole text) when none compiles.
         forms: list[list[tuple[str, bytes]]] = []
@@ -260,9 +273,11 @@ class Prefilter:
 
     def look(self, text: str) -> tuple[dict[int, list[Window]] | None, Found | None]:
         """:meth:`windows`, and what the scans found, for :meth:`rescan`."""
-        if self._any is None or not text.isascii():
+        if self._any is None:
             return None, None
-        data = text.encode("ascii")
+        data = self._stand_ins.ascii(text)
+        if data is None:
+            return None, None
         scanned = self._scan(data)
         if scanned is None:
             return None, None
@@ -381,6 +396,42 @@ class Prefilter:
         a character the two engines read differently)."""
         found = self.windows(data.decode("latin-1"))
         return {self.count} if found is None else set(found)
+
+
+class _Whole(Exception):
+    """A character no stand-in stands for: the text is scanned whole."""
+
+
+_OUTSIDE_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+class _StandIns(dict[str, str]):
+    """Each character outside ASCII met so far, and the ASCII character it is scanned
+    as (:func:`ledger._internal.regex_forms.stand_ins`), given by kind."""
+
+    def __init__(self, by_kind: dict[str, str]) -> None:
+        super().__init__()
+        self.by_kind = by_kind
+
+    def __missing__(self, char: str) -> str:
+        found = None if char in SPECIAL else self.by_kind.get(kind_of(char))
+        if found is None:
+            raise _Whole
+        self[char] = found
+        return found
+
+    def ascii(self, text: str) -> bytes | None:
+        """``text`` as ASCII, a character for a character; None where it cannot be."""
+        if text.isascii():
+            return text.encode("ascii")
+        if not self.by_kind:
+            return None
+        try:
+            return _OUTSIDE_ASCII.sub(
+                lambda run: "".join(map(self.__getitem__, run.group())), text
+            ).encode("ascii")
+        except _Whole:
+            return None
 
 
 Replaced = tuple[int, int, int, int]

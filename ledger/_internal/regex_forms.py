@@ -438,3 +438,109 @@ def _edge_characters(items: list[Any], flags: int, last: bool, limit: int) -> se
         if parser.SubPattern(parser.State(), [(op, av)]).getwidth()[0] > 0:
             return found  # this one holds a character: what is past it is no edge
     return found
+
+
+SPECIAL = frozenset("\u0130\u0131\u017f\u212a")
+"""The characters outside ASCII that Python's regex, ignoring case, takes for ASCII
+letters (and two of which are lowered to ASCII): they stand for nothing else."""
+
+_WORD = re.compile(r"\w")
+_DIGIT = re.compile(r"\d")
+_SPACE = re.compile(r"\s")
+
+KINDS = {
+    # kind: (a character outside ASCII of that kind, the ASCII characters it may stand as)
+    "word": ("\u00e9", "_" + "ZQXJzqxj" + "0123456789"),
+    "digit": ("\u0663", "_" + "0123456789" + "ZQXJzqxj"),
+    "space": ("\u00a0", " \t\x0b\x0c"),
+    "other": ("\u2013", "\x7f!#$%&*,;?@^`|~"),
+}
+"""Every character outside ASCII is of one kind, by what Python's ``\\w``, ``\\d`` and ``\\s``
+say of it; a stand-in keeps what ``\\w`` says (so ``\\b`` reads it alike)."""
+
+
+def kind_of(char: str) -> str:
+    """The kind (:data:`KINDS`) of a character outside ASCII."""
+    if _WORD.match(char):
+        return "digit" if _DIGIT.match(char) else "word"
+    return "space" if _SPACE.match(char) else "other"
+
+
+def stand_ins(patterns: list[re.Pattern[str]]) -> dict[str, str]:
+    """Per kind of character outside ASCII, an ASCII character that every part of every
+    pattern takes wherever it takes one of that kind (and, in a negative lookaround,
+    only there: the prefilter may turn one into its complement): a text with each such
+    character replaced by its kind's stand-in matches every pattern at least where the
+    text did. What a part takes of a character outside ASCII depends on its kind alone
+    when the part names no such character itself (then none is given: every text
+    outside ASCII is read whole) and the character is not one of :data:`SPECIAL`. A kind
+    without a stand-in is absent."""
+    parser = re._parser  # type: ignore[attr-defined]
+    parts: list[tuple[Any, int, bool]] = []
+
+    def collect(items: Any, flags: int, negative: bool) -> bool:
+        for op, av in items:
+            if op in (parser.LITERAL, parser.NOT_LITERAL, parser.ANY, parser.IN):
+                if _names_outside_ascii(op, av):
+                    return False
+                parts.append(((op, av), flags, negative))
+                continue
+            nested: list[tuple[Any, int, bool]] = []
+            if op in (parser.ASSERT, parser.ASSERT_NOT):
+                nested.append((av[1], flags, negative or op is parser.ASSERT_NOT))
+            elif op is parser.SUBPATTERN:
+                _, added, removed, sub = av
+                nested.append((sub, (flags | added) & ~removed, negative))
+            elif op is parser.BRANCH:
+                nested.extend((branch, flags, negative) for branch in av[1])
+            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+                nested.append((av[2], flags, negative))
+            elif op is parser.ATOMIC_GROUP:
+                nested.append((av, flags, negative))
+            if not all(collect(*n) for n in nested):
+                return False
+        return True
+
+    for pattern in patterns:
+        if not collect(parser.parse(pattern.pattern, pattern.flags), pattern.flags, False):
+            return {}
+    out = {}
+    for kind, (sample, candidates) in KINDS.items():
+        for candidate in candidates:
+            if all(
+                _stands(node, flags, negative, sample, candidate) for node, flags, negative in parts
+            ):
+                out[kind] = candidate
+                break
+    return out
+
+
+def _names_outside_ascii(op: Any, av: Any) -> bool:
+    parser = re._parser  # type: ignore[attr-defined]
+    if op in (parser.LITERAL, parser.NOT_LITERAL):
+        return bool(av >= 128)
+    if op is parser.IN:
+        return any(
+            (kind in (parser.LITERAL, parser.NOT_LITERAL) and value >= 128)
+            or (kind is parser.RANGE and value[1] >= 128)
+            for kind, value in av
+        )
+    return False
+
+
+_TAKES: dict[tuple[str, int], Any] = {}
+
+
+def _stands(node: Any, flags: int, negative: bool, sample: str, candidate: str) -> bool:
+    """Whether ``candidate`` is taken by the part wherever ``sample`` is (and only there,
+    in a negative lookaround)."""
+    key = (repr(node), flags)
+    compiled = _TAKES.get(key)
+    if compiled is None:
+        parser = re._parser  # type: ignore[attr-defined]
+        compiled = _TAKES[key] = re._compiler.compile(  # type: ignore[attr-defined]
+            parser.SubPattern(parser.State(), [node]), flags
+        )
+    takes_sample = compiled.fullmatch(sample) is not None
+    takes_candidate = compiled.fullmatch(candidate) is not None
+    return takes_sample == takes_candidate if negative else takes_candidate or not takes_sample

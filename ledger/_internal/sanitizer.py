@@ -391,13 +391,7 @@ class Sanitizer:
         """:meth:`detect` of each (text, key), the texts scanned by the prefilter as one."""
         # Most are known (keys, finish reasons, a rescan's strings): looked up in one go.
         results: list[tuple[Hit, ...] | None] = list(map(self._memo.get, items))
-        batch: list[int] = []
-        for index in [i for i, found in enumerate(results) if found is None]:
-            text, key = items[index]
-            if self._prefilter is not None and text.isascii():
-                batch.append(index)
-            else:
-                results[index] = tuple(self.detect(text, key))
+        batch = [i for i, found in enumerate(results) if found is None]
         if batch:
             texts = [items[i][0] for i in batch]
             # One newline between texts: each then starts a line, as it starts a string.
