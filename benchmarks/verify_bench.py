@@ -241,6 +241,49 @@ def hashing_floor(root: Path, jobs: int) -> float:
     return time.perf_counter() - started
 
 
+def _primitives(paths: list[str]) -> None:
+    """What any verifier of these files must do, and nothing more: read and hash each
+    file, parse and schema-validate each JSON document, look for private data with one
+    prefilter scan of its text, and draw the bootstrap of each derived comparison."""
+    import numpy
+    import orjson
+
+    from ledger import schema
+    from ledger._internal import bootstrap
+    from ledger._internal.scan import detector
+
+    prefilter = detector()._prefilter
+    for path in paths:
+        with open(path, "rb", buffering=0) as stream:
+            data = stream.read()
+        hashlib.sha256(data).hexdigest()
+        if prefilter is not None:
+            prefilter.windows(data.decode("utf-8", "replace"))
+        if not path.endswith(".json") or path.endswith((".sigstore.json", ".intoto.json")):
+            continue
+        document = orjson.loads(data)
+        if isinstance(document, dict) and isinstance(document.get("schema"), str):
+            schema.issues(document, schema.schema_of(document))
+        if isinstance(document, dict) and "derivation" in document:
+            for role in ("baseline", "candidate"):
+                sizes = sorted({r["n"][role] for r in document["rows"] if r["n"][role]})
+                bootstrap.median_positions(numpy.array(sizes, dtype=numpy.int64), seed=0)
+
+
+def lower_bound(root: Path, jobs: int) -> float:
+    """:func:`_primitives` over every file of the tree, on every core; returns seconds."""
+    from ledger._internal.scan import detector
+
+    detector()  # built before the workers are forked, as verify does
+    started = time.perf_counter()
+    paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
+    batches = [paths[i :: jobs * 8] for i in range(jobs * 8)]
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        list(pool.map(_primitives, batches))
+    return time.perf_counter() - started
+
+
 def verify_in_process(root: Path, jobs: int, tickets: str | None = None) -> float:
     started = time.perf_counter()
     report = verify_paths([str(root)], jobs=jobs, tickets=tickets)
@@ -308,6 +351,7 @@ def main() -> None:
                 lambda r=root, e=extra: verify_in_process(r, args.jobs, *e[1:]), args.repeat
             )
             command = best(lambda r=root, e=extra: verify_cli(r, args.jobs, *e), args.repeat)
+            bound = best(lambda r=root: lower_bound(r, args.jobs), args.repeat) if published else 0
             peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
             print(f"{name} tree: {files} files, {size / 2**20:.0f} MiB")
             print(f"  hashing floor (hashlib, {args.jobs} cores): {floor:7.3f} s")
@@ -319,6 +363,12 @@ def main() -> None:
                 f"  ledger verify (whole command):    {command:7.3f} s  "
                 f"ratio {command / floor:5.2f}x  peak memory {peak:,.0f} MiB (of any command so far)"
             )
+            if published:
+                # No verifier can do less: the goal is met only where this is under it.
+                print(
+                    f"  lower bound (read, hash, parse, validate, one prefilter scan, "
+                    f"bootstrap draws; no check): {bound:7.3f} s  ratio {bound / floor:5.2f}x"
+                )
             shutil.rmtree(folder)
     finally:
         shutil.rmtree(base, ignore_errors=True)

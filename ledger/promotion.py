@@ -10,7 +10,7 @@ returns every unmet rule with its reason, not only the first, each with the find
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,9 @@ class Evidence:
     withheld: frozenset[str] = frozenset()
     """Paths the seal declares withheld: a comparison drawn from one cannot be derived
     again here."""
+    documents: Mapping[str, dict[str, Any]] = attrs.field(factory=dict, repr=False, eq=False)
+    """Documents already read and found to meet their schemas, by path (verify's, which
+    parsed them from the bytes it hashed): read from here rather than again."""
 
     def comparison(self, path: str | None) -> dict[str, Any] | None:
         """The A/B comparison at ``path``, if the campaign holds one there."""
@@ -134,8 +137,15 @@ class Evidence:
         return list(dict.fromkeys([*(entry["arm"] for entry in entries), *self.imported]))
 
 
-def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
+_SEAL = manifest.MANIFEST_NAME
+
+
+def _read(evidence: Evidence, rel: str) -> dict[str, Any] | None:
+    folder, problems = evidence.folder, evidence.problems
     issue = tree.check_relative_path(rel)
+    known = evidence.documents.get(rel) if issue is None else None
+    if known is not None:
+        return known  # a file of the folder's own listing, read and validated
     path = folder / rel
     if issue is None and not path.resolve().is_relative_to(folder.resolve()):
         issue = Issue("path-escape", "", f"{rel!r} leads out of the campaign folder")
@@ -149,30 +159,36 @@ def _read(folder: Path, rel: str, problems: list[str]) -> dict[str, Any] | None:
         return None
 
 
-def _owned(folder: Path, entry: dict[str, Any], problems: list[str]) -> dict[str, Any] | None:
+def _owned(evidence: Evidence, entry: dict[str, Any]) -> dict[str, Any] | None:
     """A run manifest entry's artifact, when it is the entry's own arm, stage and cell:
     the run manifest is as easy to edit as anything, the artifact's own fields are what
     its digest holds."""
     rel = entry["artifact"]["path"]
-    document = _read(folder, rel, problems)
+    document = _read(evidence, rel)
     if document is None:
         return None
     mismatch = runs.owner_mismatch(entry, runs.owner_of(document))
     if mismatch is not None:
-        problems.append(f"{rel}: {mismatch}")
+        evidence.problems.append(f"{rel}: {mismatch}")
         return None
     return document
 
 
-def load_evidence(folder: str | Path) -> Evidence:
-    """Reads the evidence of a campaign folder (never raises for a bad artifact)."""
+def load_evidence(
+    folder: str | Path, documents: Mapping[str, dict[str, Any]] | None = None
+) -> Evidence:
+    """Reads the evidence of a campaign folder (never raises for a bad artifact).
+
+    Args:
+        documents: its documents already read and found to meet their schemas, by path.
+    """
     root = Path(folder)
-    evidence = Evidence(root, root.resolve().name)
+    evidence = Evidence(root, root.resolve().name, documents=documents or {})
     problems = evidence.problems
     if (root / RUN_MANIFEST).exists():
-        evidence.run_manifest = _read(root, RUN_MANIFEST, problems)
+        evidence.run_manifest = _read(evidence, RUN_MANIFEST)
     if (root / RUN_PLAN).exists():
-        evidence.plan = _read(root, RUN_PLAN, problems)
+        evidence.plan = _read(evidence, RUN_PLAN)
     manifest = evidence.run_manifest or {}
     planned = evidence.plan if evidence.run_manifest is not None else None
     for arm, stage, cell in runs.unlisted_planned_cells(manifest, planned):
@@ -184,14 +200,14 @@ def load_evidence(folder: str | Path) -> Evidence:
         artifact = entry.get("artifact")
         if artifact is None:
             continue
-        document = _owned(root, entry, problems)
+        document = _owned(evidence, entry)
         if document is not None:
             evidence.cells[entry["arm"]].append((artifact["path"], document))
     for entry in manifest.get("evidence", ()):
         artifact = entry.get("artifact")
         if artifact is None:
             continue
-        document = _owned(root, entry, problems)
+        document = _owned(evidence, entry)
         schema = str((document or {}).get("schema"))
         kind = _KIND_OF_SCHEMA.get(schema)
         if schema == functional.SCHEMA and document is not None:
@@ -199,11 +215,13 @@ def load_evidence(folder: str | Path) -> Evidence:
         if document is not None and kind is not None:
             evidence.stages[(entry["arm"], kind)] = (artifact["path"], document)
     _load_imported(evidence)
-    evidence.withheld = frozenset(e["path"] for e in _seal_entries(root, "withheld"))
+    evidence.withheld = frozenset(
+        e["path"] for e in _seal_entries(root, "withheld", evidence.documents.get(_SEAL))
+    )
     derived = root / "derived"
     for path in sorted(derived.glob("*.json")) if derived.is_dir() else ():
         rel = path.relative_to(root).as_posix()
-        document = _read(root, rel, problems)
+        document = _read(evidence, rel)
         if document is not None and document.get("schema") == "anvil-serving.ab-comparison/v1":
             evidence.comparisons.append((rel, document))
     approvals = root / APPROVALS_FOLDER
@@ -216,29 +234,30 @@ def load_evidence(folder: str | Path) -> Evidence:
         except OSError as e:
             problems.append(f"{rel}: {e.strerror}")
             continue
-        evidence.approvals.append((rel, data, _read(root, rel, problems)))
+        evidence.approvals.append((rel, data, _read(evidence, rel)))
     return evidence
 
 
-def imported_runs(folder: Path) -> list[str]:
+def imported_runs(folder: Path, seal: dict[str, Any] | None = None) -> list[str]:
     """The paths a campaign's seal lists as runs imported from another tool. The seal names
     each artifact's schema: they are found without reading every file of the campaign (its
     cell runs may hold millions of requests). Empty when the seal cannot be read (its own
-    finding says why)."""
+    finding says why). ``seal``: the manifest, when already read."""
     return [
         entry["path"]
-        for entry in _seal_entries(folder, "artifacts")
+        for entry in _seal_entries(folder, "artifacts", seal)
         if entry.get("schema") == IMPORTED_SCHEMA
     ]
 
 
-def _seal_entries(folder: Path, field: str) -> list[dict[str, Any]]:
+def _seal_entries(folder: Path, field: str, seal: Any = None) -> list[dict[str, Any]]:
     """The seal's entries under ``field`` (``artifacts``, ``withheld``) that name a path;
     none when the seal cannot be read (its own finding says why)."""
-    try:
-        seal = jsonio.read_json(folder / manifest.MANIFEST_NAME)
-    except (OSError, InvalidArtifact):
-        return []
+    if seal is None:
+        try:
+            seal = jsonio.read_json(folder / _SEAL)
+        except (OSError, InvalidArtifact):
+            return []
     entries = seal.get(field) if isinstance(seal, dict) else None
     return [
         entry
@@ -248,8 +267,8 @@ def _seal_entries(folder: Path, field: str) -> list[dict[str, Any]]:
 
 
 def _load_imported(evidence: Evidence) -> None:
-    for path in imported_runs(evidence.folder):
-        document = _read(evidence.folder, path, evidence.problems)
+    for path in imported_runs(evidence.folder, evidence.documents.get(_SEAL)):
+        document = _read(evidence, path)
         if document is not None:
             evidence.imported.setdefault(document["arm"], []).append((path, document))
 

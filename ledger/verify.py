@@ -276,13 +276,21 @@ def verify_paths(
         )
     document_start = len(tasks)
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
-    results = scan.process_files(tasks, jobs=jobs, max_json_bytes=max_json_bytes)
+    groups = [
+        scan.Group(c.first_task, c.task_count, str(c.folder), _restates(c.listing))
+        for c in campaigns
+    ]
+    results, restated = scan.process_groups(
+        tasks, groups, _after_reading, jobs=jobs, max_json_bytes=max_json_bytes
+    )
     artifacts = 0
     recompute: list[tuple[_Campaign, scan.FileResult]] = []
     restate: list[_Campaign] = []
-    for campaign in campaigns:
+    for index, campaign in enumerate(campaigns):
         mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
-        findings.extend(_check_campaign(campaign, mine, policy, recompute, restate))
+        findings.extend(
+            _check_campaign(campaign, mine, policy, recompute, restate, restated.get(index))
+        )
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
     findings.extend(_derive_again(recompute, restate, jobs))
     findings.extend(
@@ -370,9 +378,12 @@ def _check_campaign(
     policy: Policy,
     recompute: list[tuple[_Campaign, scan.FileResult]],
     restate: list[_Campaign],
+    restated: list[Issue] | None = None,
 ) -> list[Finding]:
     """The campaign's findings; the derived comparisons to derive again are added to
-    ``recompute`` (all of them are derived in one database, afterwards)."""
+    ``recompute`` (all of them are derived in one database, afterwards), and the campaign
+    to ``restate`` when its summary is to be restated and its worker did not
+    (``restated``: what the worker that read it found, :func:`_after_reading`)."""
     display = campaign.display
     out: list[Finding] = []
 
@@ -540,7 +551,10 @@ def _check_campaign(
             if problem is not None:
                 add(result.rel, problem)
         if result.rel == manifest.SUMMARY_NAME and promotion.RUN_MANIFEST in by_rel:
-            restate.append(campaign)
+            if restated is None:
+                restate.append(campaign)
+            for issue in restated or ():
+                add(result.rel, issue)
         if summary.decision.promotion_authorized and result.rel == manifest.SUMMARY_NAME:
             for issue in _check_policy(campaign.folder, summary, policy):
                 add(result.rel, issue)
@@ -650,20 +664,42 @@ def _derivation_task(task: tuple[str, Any]) -> list[list[Issue]]:
     return [_restated(folder) for folder in items]
 
 
-def _restated(folder_name: str) -> list[Issue]:
+def _restates(listing: tree.Listing) -> bool:
+    """Whether a campaign may have its summary restated: it holds a summary and a run
+    manifest (whether they are what they say is told once they are read)."""
+    names = {e.rel for e in listing.entries}
+    return manifest.SUMMARY_NAME in names and promotion.RUN_MANIFEST in names
+
+
+def _after_reading(
+    folder: str, results: list[scan.FileResult], documents: dict[str, Any] | None
+) -> list[Issue] | None:
+    """In the worker that read a whole campaign: its summary restated
+    (:func:`_restated`) from the documents it parsed, when it is a run's summary (what
+    :func:`_check_campaign` asks); None otherwise."""
+    by_rel = {r.rel: r for r in results}
+    summary = by_rel.get(manifest.SUMMARY_NAME)
+    if summary is None or summary.summary is None or promotion.RUN_MANIFEST not in by_rel:
+        return None
+    return _restated(folder, documents)
+
+
+def _restated(folder_name: str, documents: dict[str, Any] | None = None) -> list[Issue]:
     """A run's summary against its gates and headline figures derived again from the
     evidence, under the policy the summary says decided it (a reserve threshold, a pass
-    fraction): the campaign's ``policy.json``, which must be that policy."""
+    fraction): the campaign's ``policy.json``, which must be that policy. ``documents``:
+    those of the campaign already read and found to meet their schemas, by path."""
     from ledger.decide import POLICY_NAME
     from ledger.policy import parse_policy
 
     folder = Path(folder_name)
+    known = documents or {}
     try:
-        document = read_document(folder / manifest.SUMMARY_NAME)
+        document = known.get(manifest.SUMMARY_NAME) or read_document(folder / manifest.SUMMARY_NAME)
     except (OSError, InvalidArtifact, SchemaError):
         return []  # changed since it was checked: its worker's findings stand
     try:
-        recorded = jsonio.read_json(folder / POLICY_NAME)
+        recorded = known.get(POLICY_NAME) or jsonio.read_json(folder / POLICY_NAME)
         used = parse_policy(recorded, source=POLICY_NAME, base=folder)
     except (OSError, InvalidArtifact):
         used = None
@@ -680,7 +716,7 @@ def _restated(folder_name: str) -> list[Issue]:
                 "its gates cannot be derived again",
             )
         ]
-    evidence = promotion.load_evidence(folder)
+    evidence = promotion.load_evidence(folder, documents)
     candidate = decision.get("candidate") if isinstance(decision, dict) else None
     if candidate not in evidence.arms:
         return []

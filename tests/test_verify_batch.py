@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ledger import database, derive, manifest, verify
-from ledger._internal import comparison_reads
+from ledger._internal import comparison_reads, scan
 from ledger._internal.jsonio import write_json
 from ledger.decide import decide
 from ledger.derive import derive_into
@@ -166,3 +166,72 @@ def test_verify_reads_every_comparison_in_one_query_each(
         (f"{EXAMPLE.name}-copy1", "summary.json"),
     ]
     assert sorted(calls) == ["_read_cells", "_read_evidence", "_read_values"]
+
+
+def _logging_restated(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
+    """Each restatement writes the documents it was handed (forked: the wrapper is the
+    workers' too)."""
+    real = verify._restated
+
+    def logged(folder: str, documents: dict[str, Any] | None = None) -> list[Any]:
+        with log.open("a") as out:
+            names = "none" if documents is None else ",".join(sorted(documents))
+            out.write(f"{Path(folder).name} {names}\n")
+        return real(folder, documents)
+
+    monkeypatch.setattr(verify, "_restated", logged)
+
+
+def test_a_summary_is_restated_from_what_its_reader_parsed(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A campaign read whole by one worker is restated there, from the documents it
+    # parsed; one whose files are spread over batches is restated afterwards, reading
+    # them again. The findings are the same.
+    log = tmp_path / "restated"
+    _logging_restated(monkeypatch, log)
+    whole = verify_paths([str(tree)], jobs=2)
+    calls = sorted(line.split() for line in log.read_text().splitlines())
+    assert [name for name, _ in calls] == [f"{EXAMPLE.name}-copy{i}" for i in range(3)]
+    for _, names in calls:
+        held = names.split(",")
+        assert {"summary.json", "run-manifest.json", "policy.json", "manifest.json"} <= set(held)
+        assert any(n.startswith("candidate/capacity/") for n in held)
+        assert not any(n.endswith((".md", ".svg", ".html")) for n in held)
+    log.unlink()
+    monkeypatch.setattr(scan, "_BATCH_FILES", 4)
+    split = verify_paths([str(tree)], jobs=2)
+    assert sorted(line.split()[1] for line in log.read_text().splitlines()) == ["none"] * 3
+    assert split.findings == whole.findings
+    assert any(
+        f.code == "derived-mismatch" and f.path.endswith("summary.json") for f in whole.findings
+    )
+
+
+def test_a_document_that_breaks_its_schema_is_read_again_not_handed_on(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Handed on, a cell run that breaks its schema would be counted by the restatement as
+    # if read_document had taken it: it is left out, and read again (and refused) there.
+    cell = tree / f"{EXAMPLE.name}-copy2" / "candidate/capacity/ctx1024-c1-nothink.json"
+    saved = cell.read_bytes()
+    log = tmp_path / "restated"
+    try:
+        document = json.loads(saved)
+        document["status"] = "half-done"
+        write_json(cell, document)
+        forge_seal(cell.parent.parent.parent)
+        _logging_restated(monkeypatch, log)
+        whole = verify_paths([str(tree)], jobs=1)
+        handed = {
+            line.split()[0]: line.split()[1].split(",") for line in log.read_text().splitlines()
+        }
+        assert "candidate/capacity/ctx1024-c1-nothink.json" not in handed[cell.parents[2].name]
+        assert "candidate/capacity/ctx1024-c1-nothink.json" in handed[f"{EXAMPLE.name}-copy0"]
+        monkeypatch.setattr(scan, "_BATCH_FILES", 4)
+        assert verify_paths([str(tree)], jobs=1).findings == whole.findings
+        codes = {f.code for f in whole.findings if f.path.startswith(str(cell.parents[2]))}
+        assert "schema-invalid" in codes
+    finally:
+        cell.write_bytes(saved)
+        forge_seal(cell.parent.parent.parent)

@@ -61,6 +61,9 @@ class DocumentResult:
     """A sweep stage's cell, for the check of its rates against its probes."""
     owner: runs.Owner | None = None
     """The arm, stage and cell a cell run or evidence stage says it is."""
+    valid: bool = False
+    """Whether it meets the schema it declares (what :func:`ledger.schema.read_document`
+    asks of a document)."""
 
 
 def change_percent(baseline: float, candidate: float) -> float | None:
@@ -234,4 +237,5 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
         campaign if isinstance(campaign, str) else None,
         sweep,
         runs.owner_of(document) if schema_id.kind in _OWNED else None,
+        not schema_issues,
     )

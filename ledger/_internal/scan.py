@@ -100,8 +100,12 @@ def _changed(task: FileTask, why: str) -> FileResult:
     return FileResult(task.rel, None, None, (Issue("file-changed", "", why),))
 
 
-def process_file(task: FileTask, max_json_bytes: int = MAX_JSON_BYTES) -> FileResult:
-    """Reads, hashes and (for JSON) checks one file; never raises for bad input."""
+def process_file(
+    task: FileTask, max_json_bytes: int = MAX_JSON_BYTES, documents: dict[str, Any] | None = None
+) -> FileResult:
+    """Reads, hashes and (for JSON) checks one file; never raises for bad input. Into
+    ``documents``, by its name, the document it holds when that meets its schema: what
+    :func:`ledger.schema.read_document` would give, from the very bytes hashed."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(task.path, flags)
@@ -114,7 +118,7 @@ def process_file(task: FileTask, max_json_bytes: int = MAX_JSON_BYTES) -> FileRe
             task.rel, None, None, (Issue("file-unreadable", "", f"cannot open: {e.strerror}"),)
         )
     try:
-        return _process_open(task, fd, max_json_bytes)
+        return _process_open(task, fd, max_json_bytes, documents)
     except OSError as e:
         return FileResult(
             task.rel, None, None, (Issue("file-unreadable", "", f"cannot read: {e.strerror}"),)
@@ -123,7 +127,9 @@ def process_file(task: FileTask, max_json_bytes: int = MAX_JSON_BYTES) -> FileRe
         os.close(fd)
 
 
-def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
+def _process_open(
+    task: FileTask, fd: int, max_json_bytes: int, documents: dict[str, Any] | None
+) -> FileResult:
     before = os.fstat(fd)
     if not stat.S_ISREG(before.st_mode):
         return FileResult(
@@ -171,6 +177,8 @@ def _process_open(task: FileTask, fd: int, max_json_bytes: int) -> FileResult:
         else:
             document = check_document(parsed, may_reference=may_reference(data))
             issues.extend(document.issues)
+            if documents is not None and document.valid and size <= MAX_JSON_BYTES:
+                documents[task.rel] = parsed
             if task.scan_private:
                 issues.extend(
                     Issue("private-data", pointer, f"{category} in a public artifact")
@@ -218,19 +226,68 @@ def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
     return found
 
 
-def _process_batch(batch: Sequence[FileTask], max_json_bytes: int) -> list[tuple[Any, ...]]:
+class Group(NamedTuple):
+    """Consecutive tasks (a campaign's files) read by one worker when they fit in one
+    batch, whose results and documents it then hands to the ``after`` of
+    :func:`process_groups` (where they do not fit, they are read as any tasks are)."""
+
+    first: int
+    """Its first task."""
+    length: int
+    """How many tasks it holds."""
+    context: Any
+    """What ``after`` is given of it (it crosses the process boundary)."""
+    keep: bool = False
+    """Whether ``after`` needs the documents its files hold."""
+
+
+After = Callable[[Any, list[FileResult], dict[str, Any] | None], Any]
+_Segment = tuple[list[FileTask], tuple[int, Group] | None]
+"""Tasks read in a row, and the group they are, whole, if they are one."""
+
+
+def _process_batch(
+    batch: list[_Segment], max_json_bytes: int, after: After | None
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, Any]]]:
     # Plain tuples pickle several times faster than objects on the way back.
-    return [tuple(process_file(task, max_json_bytes)) for task in batch]
+    out: list[tuple[Any, ...]] = []
+    extras: list[tuple[int, Any]] = []
+    for tasks, whole in batch:
+        documents: dict[str, Any] | None = {} if whole is not None and whole[1].keep else None
+        found = [process_file(task, max_json_bytes, documents) for task in tasks]
+        out.extend(map(tuple, found))
+        if whole is not None and after is not None:
+            extras.append((whole[0], after(whole[1].context, found, documents)))
+    return out, extras
 
 
-def _batches(tasks: Sequence[FileTask], sizes: Sequence[int]) -> Iterator[list[FileTask]]:
-    batch: list[FileTask] = []
-    weight = 0
-    for task, size in zip(tasks, sizes, strict=True):
-        if batch and (len(batch) >= _BATCH_FILES or weight + size > _BATCH_BYTES):
+def _batches(
+    tasks: Sequence[FileTask], sizes: Sequence[int], groups: Sequence[Group]
+) -> Iterator[list[_Segment]]:
+    """Batches of at most ``_BATCH_FILES`` files and ``_BATCH_BYTES`` (or one file), in
+    task order: a group that fits is kept whole, any other is read file by file."""
+    units: list[_Segment] = []
+    done = 0
+    for index, group in enumerate(groups):
+        units.extend(([task], None) for task in tasks[done : group.first])
+        end = group.first + group.length
+        mine = list(tasks[group.first : end])
+        if group.length <= _BATCH_FILES and sum(sizes[group.first : end]) <= _BATCH_BYTES:
+            units.append((mine, (index, group)))
+        else:
+            units.extend(([task], None) for task in mine)
+        done = end
+    units.extend(([task], None) for task in tasks[done:])
+    weights = {id(task): size for task, size in zip(tasks, sizes, strict=True)}
+    batch: list[_Segment] = []
+    files = weight = 0
+    for unit in units:
+        size = sum(weights[id(task)] for task in unit[0])
+        if batch and (files + len(unit[0]) > _BATCH_FILES or weight + size > _BATCH_BYTES):
             yield batch
-            batch, weight = [], 0
-        batch.append(task)
+            batch, files, weight = [], 0, 0
+        batch.append(unit)
+        files += len(unit[0])
         weight += size
     if batch:
         yield batch
@@ -247,21 +304,44 @@ def process_files(
     tasks: Sequence[FileTask], *, jobs: int | None = None, max_json_bytes: int = MAX_JSON_BYTES
 ) -> list[FileResult]:
     """Processes every task, in parallel when it pays; results come back in task order."""
+    return process_groups(tasks, (), None, jobs=jobs, max_json_bytes=max_json_bytes)[0]
+
+
+def process_groups(
+    tasks: Sequence[FileTask],
+    groups: Sequence[Group],
+    after: After | None,
+    *,
+    jobs: int | None = None,
+    max_json_bytes: int = MAX_JSON_BYTES,
+) -> tuple[list[FileResult], dict[int, Any]]:
+    """:func:`process_files`, and for each group read whole (by its index),
+    ``after(context, results, documents)`` in the process that read it: work on a whole
+    campaign that reads its documents again, from those already parsed (``documents``, for
+    a group that keeps them: each one that meets its schema, by its name).
+
+    ``groups`` are in task order and do not overlap; ``after`` must be a module-level
+    function (it crosses the process boundary)."""
     sizes = [t.identity[2] if t.identity else 0 for t in tasks]
     workers = min(jobs or default_jobs(), len(tasks))
+    batches = list(_batches(tasks, sizes, groups))
     if workers <= 1 or (len(tasks) <= _IN_PROCESS_FILES and sum(sizes) <= _IN_PROCESS_BYTES):
-        return [process_file(task, max_json_bytes) for task in tasks]
-    batches = list(_batches(tasks, sizes))
-    if any(task.scan_private for task in tasks):
-        detector()  # built once here, before the workers are forked, not once in each
-    # fork starts workers in milliseconds and shares the already-built schema validators.
-    method = "fork" if sys.platform == "linux" else None
-    context = multiprocessing.get_context(method)
+        done = [_process_batch(batch, max_json_bytes, after) for batch in batches]
+    else:
+        if any(task.scan_private for task in tasks):
+            detector()  # built once here, before the workers are forked, not once in each
+        # fork starts workers in milliseconds and shares the already-built schema validators.
+        method = "fork" if sys.platform == "linux" else None
+        context = multiprocessing.get_context(method)
+        n = len(batches)
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            done = list(pool.map(_process_batch, batches, [max_json_bytes] * n, [after] * n))
     results: list[FileResult] = []
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        for chunk in pool.map(_process_batch, batches, [max_json_bytes] * len(batches)):
-            results.extend(map(FileResult._make, chunk))
-    return results
+    extras: dict[int, Any] = {}
+    for found, more in done:
+        results.extend(map(FileResult._make, found))
+        extras.update(more)
+    return results, extras
 
 
 _T = TypeVar("_T")
