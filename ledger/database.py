@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -288,24 +288,26 @@ third of a millisecond per file, six times the parse. Larger ones (raw runs of m
 requests) are left to DuckDB, which does not hold them in memory whole."""
 
 
-_RUN_KINDS = {"cell-run": sql.CELL_RUN_FIELDS, "imported-run": sql.IMPORTED_RUN_FIELDS}
-"""The run artifacts whose requests are rows, and the fields loaded of each."""
-_CONVERTS = {kind: columns.checker(fields) for kind, fields in _RUN_KINDS.items()}
 _TRANSFORM_BATCH = 64 << 20
 """Text handed to DuckDB's ``json_transform`` at once: memory stays bounded however many
 runs a campaign holds."""
 
 
-def _kind(schema: str) -> str:
-    return schema.removeprefix("anvil-serving.").split("/")[0]
+Known = Mapping[str, "tuple[str, Any, str, int, bool] | None"]
+"""file -> (schema, campaign_id as it is, sha256, bytes, whether it loads as text) of a
+JSON file already read strictly and found to be an artifact (None: one found not to be):
+what reading it again here would learn (verify's, from the bytes it hashed)."""
 
 
 def _schemas(
-    con: duckdb.DuckDBPyConnection, files: list[str], fast: dict[str, str] | None = None
+    con: duckdb.DuckDBPyConnection,
+    files: list[str],
+    fast: dict[str, str] | None = None,
+    known: Known | None = None,
 ) -> dict[str, tuple[str, Any]]:
     """file -> (schema, campaign_id) of every JSON artifact with a schema field. Into
     ``fast``, file -> sha256 of each run artifact that DuckDB may read from its text
-    (:mod:`ledger._internal.columns`).
+    (:mod:`ledger._internal.columns`). A file in ``known`` is not read.
 
     Raises:
         DatabaseError: a file is not strict JSON.
@@ -313,6 +315,14 @@ def _schemas(
     found: dict[str, tuple[str, Any]] = {}
     rest: list[str] = []
     for file in files:
+        if known is not None and file in known:
+            told = known[file]
+            if told is not None:
+                schema, campaign_id, digest, size, as_text = told
+                found[file] = (schema, campaign_id)
+                if fast is not None and as_text and size <= _SNIFF_IN_PYTHON:
+                    fast[file] = digest
+            continue
         sniffed = _sniff(file, fast)
         if sniffed is False:
             rest.append(file)
@@ -347,11 +357,9 @@ def _sniff(
         raise DatabaseError(f"{file}: {e} (ledger verify lists every such file)") from None
     if not isinstance(document, dict) or not isinstance(document.get("schema"), str):
         return None
-    schema = document["schema"]
-    converts = _CONVERTS.get(_kind(schema))
-    if fast is not None and converts is not None and converts(document):
+    if fast is not None and columns.loads_as_text(document):
         fast[file] = hashlib.sha256(data).hexdigest()
-    return schema, document.get("campaign_id")
+    return document["schema"], document.get("campaign_id")
 
 
 def _duckdb_schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:
@@ -393,7 +401,7 @@ def _campaign(
             continue
         schema, campaign_id = schemas[path]
         rel = files[path]
-        kind = _kind(schema)
+        kind = columns.kind_of_schema(schema)
         if campaign_id is not None and not isinstance(campaign_id, str):
             raise UsageError(
                 f"{folder / rel}: campaign_id is {json.dumps(campaign_id)}, not a string; "
@@ -406,7 +414,7 @@ def _campaign(
                 f"{folder / rel}: campaign_id {campaign_id!r} but the folder is "
                 f"{name!r} (a copied campaign?); run ledger verify"
             )
-        if kind in _RUN_KINDS:
+        if kind in columns.RUN_FIELDS:
             digest = sources.fast.get(path) or sha256_file(path)[0]
             target = sources.cell_runs if kind == "cell-run" else sources.imported
             target.append((path, rel, digest))
@@ -548,7 +556,11 @@ def _identifier(name: str) -> str:
 
 
 def build(
-    paths: Sequence[str | Path], *, database: str | Path = ":memory:", locked: bool = True
+    paths: Sequence[str | Path],
+    *,
+    database: str | Path = ":memory:",
+    locked: bool = True,
+    known: Known | None = None,
 ) -> Database:
     """Builds the ledger database from evidence roots, campaign folders and Parquet exports.
 
@@ -556,6 +568,7 @@ def build(
         database: a file to create instead of an in-memory database; it appears whole when
             the build succeeds, and not at all when it fails.
         locked: :meth:`Database.lock` it once built (false only to export it).
+        known: what its JSON files are, already read (:data:`Known`); the others are read.
 
     Raises:
         UsageError: a path is not a folder, the same campaign is given twice, or
@@ -563,9 +576,9 @@ def build(
         DatabaseError: its files cannot be loaded.
     """
     if str(database) == ":memory:":
-        return _connect_and_build(":memory:", paths, locked)
+        return _connect_and_build(":memory:", paths, locked, known)
     with new_file(database) as temp:
-        db = _connect_and_build(str(temp), paths, locked)
+        db = _connect_and_build(str(temp), paths, locked, known)
         db.close()
     return Database(duckdb.connect(str(database), read_only=True))
 
@@ -584,14 +597,16 @@ def _reader_error(message: str) -> str:
     return text
 
 
-def _connect_and_build(database: str, paths: Sequence[str | Path], locked: bool) -> Database:
+def _connect_and_build(
+    database: str, paths: Sequence[str | Path], locked: bool, known: Known | None
+) -> Database:
     try:
         con = duckdb.connect(database)
         con.execute("SET enable_progress_bar = false")
     except duckdb.Error as e:
         raise DatabaseError(f"{database}: {' '.join(str(e).split())}") from None
     try:
-        exports = _build(con, paths)
+        exports = _build(con, paths, known)
     except duckdb.Error as e:
         con.close()
         raise DatabaseError(_reader_error(str(e))) from None
@@ -633,7 +648,9 @@ def _export_campaigns(con: duckdb.DuckDBPyConnection, export: Path) -> list[str]
     return [str(r[0]) for r in found]
 
 
-def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[Path]:
+def _build(
+    con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path], known: Known | None = None
+) -> list[Path]:
     """Loads every path; returns the exports, which stay where they are."""
     sources = _Sources()
     loaded: dict[str, Path] = {}
@@ -665,7 +682,8 @@ def _build(con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path]) -> list[
             jsons = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}
             campaigns.append((folder, jsons))
     # One sniff of every campaign's files: DuckDB's reader costs milliseconds per call.
-    schemas = _schemas(con, [p for _, jsons in campaigns for p in jsons], sources.fast)
+    files = [p for _, jsons in campaigns for p in jsons]
+    schemas = _schemas(con, files, sources.fast, known)
     for folder, jsons in campaigns:
         _campaign(folder, jsons, schemas, sources)
     con.execute(sql.REQUEST_ROWS_DDL)

@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -25,6 +25,9 @@ from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, print
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
 from ledger.schema import SchemaId, read_document
+
+if TYPE_CHECKING:
+    from ledger.database import Known
 
 _MAX_SUMS_BYTES = 16 << 20
 
@@ -292,7 +295,7 @@ def verify_paths(
             _check_campaign(campaign, mine, policy, recompute, restate, restated.get(index))
         )
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
-    findings.extend(_derive_again(recompute, restate, jobs))
+    findings.extend(_derive_again(recompute, restate, results, jobs))
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
@@ -616,6 +619,7 @@ def _is_kind(schema: str | None, kind: str) -> bool:
 def _derive_again(
     recompute: Sequence[tuple[_Campaign, scan.FileResult]],
     restate: Sequence[_Campaign],
+    results: Sequence[scan.FileResult],
     jobs: int | None,
 ) -> list[Finding]:
     """Every comparison derived again (:func:`_recomputed`) and every summary restated
@@ -629,10 +633,15 @@ def _derive_again(
     batch_of = {folder: index % max(1, len(batches)) for index, folder in enumerate(folders)}
     for campaign, result in derivable:
         batches[batch_of[str(campaign.folder)]].append((str(campaign.folder), result.rel))
+    # What each batch's database would read its JSON files again to learn.
+    told = {str(c.folder): _known(c, results) for c, _ in derivable}
     shares = [str(c.folder) for c in restate]
     size = max(1, len(shares) // (workers * 4))
-    tasks: list[tuple[str, list[str] | list[tuple[str, str]]]] = [
-        *(("derive", batch) for batch in batches),
+    tasks: list[tuple[str, Any]] = [
+        *(
+            ("derive", (batch, _merged(told[f] for f in dict.fromkeys(f for f, _ in batch))))
+            for batch in batches
+        ),
         *(("restate", shares[i : i + size]) for i in range(0, len(shares), size)),
     ]
     done = scan.map_processes(_derivation_task, tasks, jobs=workers, chunksize=1)
@@ -656,12 +665,38 @@ def _derive_again(
 
 
 def _derivation_task(task: tuple[str, Any]) -> list[list[Issue]]:
-    """One task of :func:`_derive_again`: a batch of (folder, comparison) to derive again,
-    or folders whose summaries to restate; the issues of each item."""
+    """One task of :func:`_derive_again`: a batch of (folder, comparison) to derive again
+    (with what its files are, read), or folders whose summaries to restate; the issues of
+    each item."""
     kind, items = task
     if kind == "derive":
-        return _recomputed(items)
+        batch, known = items
+        return _recomputed(batch, known)
     return [_restated(folder) for folder in items]
+
+
+def _known(campaign: _Campaign, results: Sequence[scan.FileResult]) -> Known:
+    """What the database learns of a campaign's JSON files by reading them, told by the
+    workers that read them (strictly parsed: a file that was not is read again)."""
+    mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
+    paths = {e.rel: e.path for e in campaign.listing.entries}
+    out: dict[str, tuple[str, Any, str, int, bool] | None] = {}
+    for result in mine:
+        if not result.parsed or result.sha256 is None or result.size is None:
+            continue
+        told = result.artifact
+        if told is None or result.schema is None:
+            out[paths[result.rel]] = None
+        else:
+            out[paths[result.rel]] = (result.schema, told[0], result.sha256, result.size, told[1])
+    return out
+
+
+def _merged(parts: Iterable[Known]) -> Known:
+    out: dict[str, tuple[str, Any, str, int, bool] | None] = {}
+    for part in parts:
+        out.update(part)
+    return out
 
 
 def _restates(listing: tree.Listing) -> bool:
@@ -900,10 +935,10 @@ def _derived_document(path: Path) -> dict[str, Any] | None:
     return document
 
 
-def _recomputed(batch: Sequence[tuple[str, str]]) -> list[list[Issue]]:
+def _recomputed(batch: Sequence[tuple[str, str]], known: Known | None = None) -> list[list[Issue]]:
     """Derives each (folder, comparison) again, from one database of all their campaigns
-    when it builds; otherwise (a campaign that cannot be loaded) each from its own, as
-    alone. The issues of each."""
+    when it builds (``known``: what their JSON files are, already read); otherwise (a
+    campaign that cannot be loaded) each from its own, as alone. The issues of each."""
     documents = [_derived_document(Path(folder) / rel) for folder, rel in batch]
     jobs = [
         (Path(folder), document)
@@ -920,7 +955,7 @@ def _recomputed(batch: Sequence[tuple[str, str]]) -> list[list[Issue]]:
     shared: Database | None = None
     if len(folders) > 1:
         try:
-            shared = build(folders)
+            shared = build(folders, known=known)
         except (DatabaseError, UsageError):
             shared = None
     out: list[list[Issue]] = []

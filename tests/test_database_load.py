@@ -135,7 +135,7 @@ def test_runs_read_from_their_text_load_as_duckdb_s_reader_loads_them(
     folder = _campaign(tmp_path, {"a/odd.json": _odd_cell_run(), "b/plain.json": plain})
     fast = _tables(database.build([folder]))
     assert transformed == [2]
-    monkeypatch.setattr(database, "_CONVERTS", {})
+    monkeypatch.setattr(columns, "loads_as_text", lambda document: False)
     slow = _tables(database.build([folder]))
     assert transformed == [2]
     assert fast == slow
@@ -151,7 +151,7 @@ def test_imported_runs_read_from_their_text_load_as_duckdb_s_reader_loads_them(
     folder = tmp_path / campaign
     fast = _tables(database.build([folder]))
     assert transformed and fast["imported_run_files"]
-    monkeypatch.setattr(database, "_CONVERTS", {})
+    monkeypatch.setattr(columns, "loads_as_text", lambda document: False)
     assert _tables(database.build([folder])) == fast
 
 
@@ -224,3 +224,52 @@ def test_a_copy_of_a_folder_loads_the_same(tmp_path: Path, transformed: list[int
     assert transformed == [2]
     counts = db.query("SELECT campaign_id, count(*) FROM request_rows GROUP BY 1 ORDER BY 1")
     assert counts.rows == ((first.name, 2), (second.name, 2))
+
+
+def _known(folder: Path) -> dict[str, Any]:
+    """What verify's workers tell a build of these files (as scan.FileResult has it)."""
+    from ledger._internal import scan, tree
+
+    out: dict[str, Any] = {}
+    for entry in tree.list_campaign(folder).entries:
+        found = scan.process_file(scan.FileTask(entry.path, entry.rel, True, entry.identity))
+        assert found.parsed and found.sha256 is not None and found.size is not None
+        told = found.artifact
+        out[entry.path] = (
+            None if told is None else (found.schema, told[0], found.sha256, found.size, told[1])
+        )
+    return out
+
+
+def test_a_build_told_what_its_files_are_reads_none_of_them_to_learn_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transformed: list[int]
+) -> None:
+    plain = cell_run()
+    plain["cell"]["id"] = "ctx1024-c2-nothink"
+    folder = _campaign(tmp_path, {"a.json": _odd_cell_run(), "b.json": plain})
+    write_json(folder / "notes.json", {"not": "an artifact"})
+    known = _known(folder)
+    assert known[str(folder / "notes.json")] is None
+    alone = _tables(database.build([folder]))
+    sniffed: list[str] = []
+    real = database._sniff
+    monkeypatch.setattr(
+        database, "_sniff", lambda file, *rest: sniffed.append(file) or real(file, *rest)
+    )
+    assert _tables(database.build([folder], known=known)) == alone
+    assert sniffed == [] and transformed == [2, 2]
+    # Told too little, it reads the rest; told a run is too large for text, DuckDB reads it.
+    del known[str(folder / "a.json")]
+    schema, campaign, digest, _, _ = known[str(folder / "b.json")]
+    known[str(folder / "b.json")] = (schema, campaign, digest, database._SNIFF_IN_PYTHON + 1, True)
+    assert _tables(database.build([folder], known=known)) == alone
+    assert sniffed == [str(folder / "a.json")] and transformed == [2, 2, 1]
+
+
+def test_a_build_told_a_digest_the_file_no_longer_has_refuses(tmp_path: Path) -> None:
+    folder = _campaign(tmp_path, {"cell.json": cell_run()})
+    known = _known(folder)
+    schema, campaign, _, size, as_text = known[str(folder / "cell.json")]
+    known[str(folder / "cell.json")] = (schema, campaign, "0" * 64, size, as_text)
+    with pytest.raises(database.DatabaseError, match=r"cell\.json: changed while the database"):
+        database.build([folder], known=known)

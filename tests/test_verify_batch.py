@@ -104,10 +104,10 @@ def test_the_cores_share_the_derivations_and_find_the_same(
     log = tmp_path / "batches"
     real = verify._recomputed
 
-    def logged(batch: list[tuple[str, str]]) -> list[list[Any]]:
+    def logged(batch: list[tuple[str, str]], known: Any = None) -> list[list[Any]]:
         with log.open("a") as out:
             out.write(f"{os.getpid()} {' '.join(Path(f).name for f, _ in batch)}\n")
-        return real(batch)
+        return real(batch, known)
 
     monkeypatch.setattr(verify, "_recomputed", logged)
     alone = verify_paths([str(tree)], jobs=1)
@@ -235,3 +235,20 @@ def test_a_document_that_breaks_its_schema_is_read_again_not_handed_on(
     finally:
         cell.write_bytes(saved)
         forge_seal(cell.parent.parent.parent)
+
+
+def test_the_databases_are_told_what_the_workers_read(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The files of the campaigns derived again are not read again to learn their schemas:
+    # the findings are those of a database that reads every one.
+    sniffed: list[str] = []
+    real = database._sniff
+    monkeypatch.setattr(
+        database, "_sniff", lambda file, *rest: sniffed.append(file) or real(file, *rest)
+    )
+    told = _findings(tree)
+    assert sniffed == []
+    monkeypatch.setattr(verify, "_known", lambda campaign, results: {})
+    assert _findings(tree) == told
+    assert len(sniffed) > 3 * 20

@@ -20,6 +20,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ledger._internal import sql
+
 Fields = dict[str, Any]
 
 _INT64 = 1 << 63
@@ -95,3 +97,31 @@ def _emit(spec: Any, name: str, lines: list[str], depth: int, counter: Any) -> N
         value = f"v{next(counter)}"
         lines.append(f"{pad}    {value} = {name}.get({field!r})")
         _emit(inner, value, lines, depth + 1, counter)
+
+
+RUN_FIELDS: dict[str, Fields] = {
+    "cell-run": sql.CELL_RUN_FIELDS,
+    "imported-run": sql.IMPORTED_RUN_FIELDS,
+}
+"""The run artifacts whose requests are rows (by kind), and the fields loaded of each."""
+_CHECKS: dict[str, Check] = {}
+
+
+def kind_of_schema(schema: str) -> str:
+    """``anvil-serving.cell-run/v1`` -> ``cell-run``."""
+    return schema.removeprefix("anvil-serving.").split("/")[0]
+
+
+def loads_as_text(document: Any) -> bool:
+    """Whether a parsed document is a run whose every loaded value has its field's JSON
+    type: ``json_transform`` then gives it what ``read_json`` gives it."""
+    if type(document) is not dict or type(document.get("schema")) is not str:
+        return False
+    kind = kind_of_schema(document["schema"])
+    fields = RUN_FIELDS.get(kind)
+    if fields is None:
+        return False
+    check = _CHECKS.get(kind)
+    if check is None:
+        check = _CHECKS[kind] = checker(fields)
+    return check(document)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from ledger._internal import columns
 from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
@@ -77,6 +78,10 @@ class FileResult(NamedTuple):
     derived: bool = False
     """Whether the document states a ``derivation`` (a comparison verify derives again):
     told here, where it is parsed anyway, so that verify reads again only those."""
+    artifact: tuple[Any, bool] | None = None
+    """For a document with a string ``schema``: its ``campaign_id`` as it is, and whether
+    the ledger database may load it from its text (:mod:`ledger._internal.columns`), so
+    that a database built of it need not read it again."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -197,8 +202,15 @@ def _process_open(
                 document.sweep,
                 document.owner,
                 isinstance(parsed, dict) and "derivation" in parsed,
+                _artifact(parsed),
             )
     return FileResult(task.rel, digest, size, tuple(issues))
+
+
+def _artifact(document: Any) -> tuple[Any, bool] | None:
+    if not isinstance(document, dict) or not isinstance(document.get("schema"), str):
+        return None
+    return document.get("campaign_id"), columns.loads_as_text(document)
 
 
 @functools.cache
