@@ -30,38 +30,33 @@ import duckdb
 
 CAMPAIGN = "2026-11-29-derive-bench"
 
-FLOOR = """
+_GROUP_BY = """
 import duckdb, sys, time, resource
 pattern = sys.argv[1]
 start = time.perf_counter()
 rows = duckdb.sql(
-    f"SELECT campaign_id, arm, stage, cell, median(ttft_ms), median(e2e_ms), "
-    f"median(decode_tok_s), median(effective_prefill_tok_s) "
-    f"FROM read_parquet('{pattern}', hive_partitioning=true) "
+    f"SELECT campaign_id, arm, stage, cell, {aggregates} "
+    f"FROM read_parquet('{{pattern}}', hive_partitioning=true) "
     f"WHERE ok AND NOT warmup GROUP BY ALL"
 ).fetchall()
 seconds = time.perf_counter() - start
 print(seconds, len(rows), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
+FLOOR = _GROUP_BY.format(
+    aggregates="median(ttft_ms), median(e2e_ms), median(decode_tok_s), "
+    "median(effective_prefill_tok_s)"
+)
+
 # No derivation can do less than this: the statistics the comparison states (six medians,
 # the counts and the throughput of each cell) in one GROUP BY, without the bootstrap's
 # values about each median or the prompt checks of every request, which need reads of
 # their own.
-STATISTICS = """
-import duckdb, sys, time, resource
-pattern = sys.argv[1]
-start = time.perf_counter()
-rows = duckdb.sql(
-    f"SELECT campaign_id, arm, stage, cell, count(*), median(ttft_ms), median(e2e_ms), "
-    f"median(decode_tok_s), median(effective_prefill_tok_s), median(completion_tokens), "
-    f"median(prompt_tokens), sum(completion_tokens) / ((max(end_ns) - min(sent_ns)) / 1e9) "
-    f"FROM read_parquet('{pattern}', hive_partitioning=true) "
-    f"WHERE ok AND NOT warmup GROUP BY ALL"
-).fetchall()
-seconds = time.perf_counter() - start
-print(seconds, len(rows), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
+STATISTICS = _GROUP_BY.format(
+    aggregates="count(*), median(ttft_ms), median(e2e_ms), median(decode_tok_s), "
+    "median(effective_prefill_tok_s), median(completion_tokens), median(prompt_tokens), "
+    "sum(completion_tokens) / ((max(end_ns) - min(sent_ns)) / 1e9)"
+)
 
 LEDGER = """
 import sys, time, resource

@@ -230,15 +230,20 @@ def _hash_many(paths: list[str]) -> list[str]:
     return [_hash_one(p) for p in paths]
 
 
-def hashing_floor(root: Path, jobs: int) -> float:
-    """hashlib.sha256 over every file of the tree, on every core; returns seconds."""
+def _over_cores(root: Path, jobs: int, work: Callable[[list[str]], object]) -> float:
+    """``work`` over every file of the tree, in batches on every core; returns seconds."""
     started = time.perf_counter()
     paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
     batches = [paths[i :: jobs * 8] for i in range(jobs * 8)]
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        list(pool.map(_hash_many, batches))
+        list(pool.map(work, batches))
     return time.perf_counter() - started
+
+
+def hashing_floor(root: Path, jobs: int) -> float:
+    """hashlib.sha256 over every file of the tree, on every core; returns seconds."""
+    return _over_cores(root, jobs, _hash_many)
 
 
 def _primitives(paths: list[str]) -> None:
@@ -275,13 +280,7 @@ def lower_bound(root: Path, jobs: int) -> float:
     from ledger._internal.scan import detector
 
     detector()  # built before the workers are forked, as verify does
-    started = time.perf_counter()
-    paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
-    batches = [paths[i :: jobs * 8] for i in range(jobs * 8)]
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        list(pool.map(_primitives, batches))
-    return time.perf_counter() - started
+    return _over_cores(root, jobs, _primitives)
 
 
 def verify_in_process(root: Path, jobs: int, tickets: str | None = None) -> float:
