@@ -82,6 +82,17 @@ def hyperscan_pattern(pattern: str) -> str:
 
 _UNBOUNDED = 1 << 16
 
+_TYPE_FLAGS = re.ASCII | re.LOCALE | re.UNICODE
+
+
+def _scoped(flags: int, added: int, removed: int) -> int:
+    """The flags inside a group that adds and removes some, as Python's compiler reads
+    them: a group that sets ASCII (or LOCALE, or UNICODE) drops the others, so that
+    ``(?a:\\w)`` takes ASCII letters only inside a pattern that is Unicode."""
+    if added & _TYPE_FLAGS:
+        flags &= ~_TYPE_FLAGS
+    return (flags | added) & ~removed
+
 
 def lookahead_reach(pattern: re.Pattern[str]) -> int | None:
     """How many characters past a position the regex may look at there (lookaheads,
@@ -152,7 +163,7 @@ def can_take(pattern: re.Pattern[str], characters: str, *, written: bool = False
                 found = any(compiled.fullmatch(c) for c in characters)
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
-                found = takes(sub, (flags | added) & ~removed)
+                found = takes(sub, _scoped(flags, added, removed))
             elif op is parser.BRANCH:
                 found = any(takes(branch, flags) for branch in av[1])
             elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
@@ -308,7 +319,7 @@ def reversed_expression(pattern: re.Pattern[str]) -> bytes | None:
                 out.append(_written(_ascii_matches(repr((op, av)), (op, av), flags)))
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
-                out.append(f"(?:{backwards(sub, (flags | added) & ~removed)})")
+                out.append(f"(?:{backwards(sub, _scoped(flags, added, removed))})")
             elif op is parser.BRANCH:
                 out.append("(?:" + "|".join(backwards(b, flags) for b in av[1]) + ")")
             elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
@@ -418,7 +429,7 @@ def _edge_characters(items: list[Any], flags: int, last: bool, limit: int) -> se
             single = {c for c in range(128) if compiled.fullmatch(chr(c))}
         elif op is parser.SUBPATTERN:
             _, added, removed, sub = av
-            single = _edge_characters(list(sub), (flags | added) & ~removed, last, limit)
+            single = _edge_characters(list(sub), _scoped(flags, added, removed), last, limit)
         elif op is parser.BRANCH:
             single = set()
             for branch in av[1]:
@@ -490,7 +501,7 @@ def stand_ins(patterns: list[re.Pattern[str]]) -> dict[str, str]:
                 nested.append((av[1], flags, negative or op is parser.ASSERT_NOT))
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
-                nested.append((sub, (flags | added) & ~removed, negative))
+                nested.append((sub, _scoped(flags, added, removed), negative))
             elif op is parser.BRANCH:
                 nested.extend((branch, flags, negative) for branch in av[1])
             elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
