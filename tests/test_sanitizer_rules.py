@@ -83,12 +83,31 @@ def test_secret_key_names(key: str, secret: bool) -> None:
 
 def test_a_pattern_that_must_start_a_word() -> None:
     detector = sanitizer._detector({"pattern": "tok[0-9]+", "word_start": True})
-    text = "tok1 xtok2 _tok3 -tok4"
-    assert [m.group(0) for m in detector.finditer(text, text.lower())] == ["tok1", "tok4"]
+    text = "tok1 xtok2 _tok3 -tok4 \u00e9tok5 9tok6"
+    assert [m.group(0) for m in detector.finditer(text, text.lower())] == [
+        "tok1", "tok4", "tok5"
+    ]  # fmt: skip
     plain = sanitizer._detector("tok[0-9]+")
     assert [m.group(0) for m in plain.finditer(text, text.lower())] == [
-        "tok1", "tok2", "tok3", "tok4"
+        "tok1", "tok2", "tok3", "tok4", "tok5", "tok6"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\u4ee4\u724cghp_" + "A" * 36,  # a CJK log writes its words without spaces
+        "\u5bc6\u94a5sk-proj-" + "B" * 30,
+        "\u0130sk-proj-" + "C" * 30,
+        "\u0131ghp_" + "D" * 36,
+        "caf\u00e9xoxb-" + "1" * 12,
+    ],
+)
+def test_a_token_after_a_letter_outside_ascii_starts_a_word(text: str) -> None:
+    # After an ASCII letter a token is part of a longer name (xtok2 above); a letter
+    # outside ASCII is no part of an ASCII name.
+    assert Sanitizer().text(text) != text
+    assert "<redacted:credential:1>" in Sanitizer(prefilter=False).text(text)
 
 
 def test_detection_is_the_same_on_short_and_long_texts() -> None:

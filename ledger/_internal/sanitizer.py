@@ -54,8 +54,9 @@ class Detector:
     pattern: re.Pattern[str]
     any: tuple[str, ...] = ()
     word_start: bool = False
-    """The match must not follow a word character (a leading ``\\b`` in the pattern
-    would stop the regex engine from searching for its literal prefix)."""
+    """The match must not follow an ASCII word character (:func:`_ascii_word`; a leading
+    ``\\b`` in the pattern would stop the regex engine from searching for its literal
+    prefix)."""
     non_global: bool = False
     """The match counts only as an IP address outside the public internet: a regex cannot
     tell ``fd00::1`` from ``2001:4860::8888``, nor either from a time of day."""
@@ -87,11 +88,14 @@ class Detector:
         )
         if not self.word_start:
             return matches
-        return (
-            m
-            for m in matches
-            if m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
-        )
+        return (m for m in matches if m.start() == 0 or not _ascii_word(text[m.start() - 1]))
+
+
+def _ascii_word(char: str) -> bool:
+    """An ASCII letter, digit or ``_``: a token glued to one is part of a longer name
+    (``myghp_...``). Not a letter outside ASCII: a CJK log writes its words without spaces,
+    and a token right after one (``令牌ghp_...``) is a token."""
+    return char.isascii() and (char.isalnum() or char == "_")
 
 
 def _within(
