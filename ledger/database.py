@@ -350,7 +350,7 @@ def _sniff(
     except OSError as e:
         raise DatabaseError(f"{file}: {e.strerror or e}") from None
     if len(data) > _SNIFF_IN_PYTHON:
-        return False if data.lstrip()[:1] == b"{" else None
+        return _sniff_large(file, data)
     try:
         document = jsonio.parse_strict(data)
     except InvalidArtifact as e:
@@ -360,6 +360,34 @@ def _sniff(
     if fast is not None and columns.loads_as_text(document):
         fast[file] = hashlib.sha256(data).hexdigest()
     return document["schema"], document.get("campaign_id")
+
+
+_JSON_VALUE_STARTS = frozenset(b'["-0123456789tfn')
+"""The bytes a JSON value other than an object starts with."""
+
+
+def _sniff_large(file: str, data: bytes) -> Literal[False] | None:
+    """:func:`_sniff` of a file too large to parse here, by how it starts: an object is
+    DuckDB's to tell; another JSON value is no artifact; anything else (a byte-order mark,
+    a NUL, UTF-16, text) is refused as a small file is, rather than left out unsaid.
+
+    Raises:
+        DatabaseError: it starts as no JSON value does.
+    """
+    try:
+        jsonio.refuse_bom(data)
+    except InvalidArtifact as e:
+        raise DatabaseError(f"{file}: {e} (ledger verify lists every such file)") from None
+    # JSON's own white space only: DuckDB's reader and bytes.lstrip take more.
+    first = data.lstrip(b" \t\r\n")[:1]
+    if first == b"{":
+        return False
+    if first and first[0] in _JSON_VALUE_STARTS:
+        return None
+    shown = repr(first) if first else "nothing but white space"
+    raise DatabaseError(
+        f"{file}: not valid JSON: it starts with {shown} (ledger verify lists every such file)"
+    )
 
 
 def _duckdb_schemas(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, tuple[str, Any]]:

@@ -346,6 +346,26 @@ def test_a_large_file_is_left_to_duckdb_unless_it_is_no_object(tmp_path: Path) -
     )
     assert database._sniff(str(big)) is False
     assert database._sniff(str(listed)) is None
+    # A large file that is no JSON value is refused as a small one is, not left out unsaid
+    # (its cell would be missing from every query); another JSON value is no artifact.
+    body = b'{"schema": "anvil-serving.cell-run/v1", "campaign_id": "big", "p": "%s"}' % pad
+    odd = tmp_path / "odd.json"
+    for start, why in (
+        (b"\xef\xbb\xbf", "starts with a byte-order mark"),
+        (b"\xff\xfe", "starts with a byte-order mark"),
+        (b"\x00", r"not valid JSON: it starts with b'\\x00'"),
+        (b"\x0c", r"not valid JSON: it starts with b'\\x0c'"),
+        (b"x", "not valid JSON: it starts with b'x'"),
+    ):
+        odd.write_bytes(start + body)
+        with pytest.raises(database.DatabaseError, match=f"^{odd}: {why}.*verify"):
+            database._sniff(str(odd))
+    odd.write_bytes(b" " * (database._SNIFF_IN_PYTHON + 1))
+    with pytest.raises(database.DatabaseError, match="nothing but white space"):
+        database._sniff(str(odd))
+    for value in (b'"%s"' % pad, b"[%s]" % pad, b"1" * len(pad), b"\n null" + pad):
+        odd.write_bytes(value)
+        assert database._sniff(str(odd)) is None
     found = database._schemas(duckdb.connect(), [str(big), str(listed)])
     assert found == {str(big): ("anvil-serving.cell-run/v1", "big")}
     # A file of lines starts as an object too; DuckDB would read each line as an artifact.

@@ -98,6 +98,19 @@ def _classify_parse_error(data: bytes, error: orjson.JSONDecodeError) -> Invalid
     return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
 
 
+def refuse_bom(data: bytes) -> None:
+    """Raises ``json-bom`` for bytes that start with a byte-order mark (of any UTF), which
+    strict JSON does not.
+
+    Raises:
+        InvalidArtifact: ``json-bom``.
+    """
+    if data.startswith(_BOMS):
+        raise InvalidArtifact(
+            "starts with a byte-order mark; JSON must be plain UTF-8", code="json-bom"
+        )
+
+
 def parse_strict(data: bytes) -> Any:
     """Parses untrusted JSON bytes strictly.
 
@@ -108,10 +121,7 @@ def parse_strict(data: bytes) -> Any:
         InvalidArtifact: with ``code`` one of ``json-bom``, ``json-encoding``,
             ``json-syntax``, ``json-nonfinite``, ``json-too-deep``, ``duplicate-key``.
     """
-    if data.startswith(_BOMS):
-        raise InvalidArtifact(
-            "starts with a byte-order mark; JSON must be plain UTF-8", code="json-bom"
-        )
+    refuse_bom(data)
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as e:
