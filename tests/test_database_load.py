@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from generate_verify_assets import cell_run, load_cell_run
 
@@ -53,11 +54,28 @@ TAKES = {
 
 @pytest.mark.parametrize("field", sorted(TAKES))
 @pytest.mark.parametrize("value", sorted(VALUES))
-def test_a_scalar_converts_exactly_only_with_its_own_json_type(field: str, value: str) -> None:
+def test_a_scalar_converts_exactly_only_with_its_own_json_type(
+    field: str, value: str, tmp_path: Path
+) -> None:
     check = columns.checker(SPEC)
     assert check({field: VALUES[value]}) is (value in TAKES[field])
     # Absent and null are NULL either way.
     assert check({}) and check({field: None})
+    if value in TAKES[field]:
+        # What the checker lets through, DuckDB's two readers give alike.
+        text = json.dumps({field: VALUES[value]})
+        (tmp_path / "one.json").write_text(text)
+        con = duckdb.connect()
+        column = columns.read_json_columns({field: SPEC[field]})
+        read = con.execute(
+            f"SELECT * FROM read_json(?, columns={column}, format='auto')",
+            [str(tmp_path / "one.json")],
+        ).fetchall()
+        transformed = con.execute(
+            "SELECT unnest(json_transform(?::VARCHAR, ?))",
+            [text, columns.structure({field: SPEC[field]})],
+        ).fetchall()
+        assert read == transformed and read[0][0] is not None
 
 
 def test_structs_and_lists_are_checked_all_the_way_down() -> None:
@@ -75,11 +93,28 @@ def test_structs_and_lists_are_checked_all_the_way_down() -> None:
     assert not check([{"s": "a"}]) and not check("text")
 
 
-def test_the_fields_give_duckdb_the_types_read_json_was_given() -> None:
-    types = columns.read_json_columns(sql.CELL_RUN_FIELDS)
-    assert types["stage"] == 'STRUCT("name" VARCHAR, "kind" VARCHAR)'
-    assert types["requests"].endswith(', "scheduled_ns" BIGINT)[]')
-    assert json.loads(columns.structure(sql.IMPORTED_RUN_FIELDS)) == sql.IMPORTED_RUN_FIELDS
+@pytest.mark.parametrize(
+    ("fields", "document", "column"),
+    [
+        (sql.CELL_RUN_FIELDS, load_cell_run(), ("stage", 'STRUCT("name" VARCHAR, kind VARCHAR)')),
+        (sql.IMPORTED_RUN_FIELDS, {"requests": [{}]}, ("stage", "VARCHAR")),
+    ],
+)
+def test_both_readers_give_the_columns_the_same_types(
+    fields: dict[str, Any], document: dict[str, Any], column: tuple[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "run.json"
+    write_json(path, document)
+    con = duckdb.connect()
+    types = columns.read_json_columns(fields)
+    con.execute(f"CREATE TABLE a AS SELECT * FROM read_json(?, columns={types})", [str(path)])
+    con.execute(
+        "CREATE TABLE b AS SELECT unnest(json_transform(?::VARCHAR, ?))",
+        [path.read_text(), columns.structure(fields)],
+    )
+    described = [[row[:2] for row in con.execute(f"DESCRIBE {t}").fetchall()] for t in "ab"]
+    assert described[0] == described[1] and [name for name, _ in described[0]] == list(fields)
+    assert column in described[0]
 
 
 def _odd_cell_run() -> dict[str, Any]:
@@ -150,7 +185,7 @@ def test_imported_runs_read_from_their_text_load_as_duckdb_s_reader_loads_them(
     import_files("vllm", [source], raw_dir=tmp_path, campaign=campaign, arm="baseline")
     folder = tmp_path / campaign
     fast = _tables(database.build([folder]))
-    assert transformed and fast["imported_run_files"]
+    assert transformed == [1] and len(fast["imported_run_files"]) == 1
     monkeypatch.setattr(columns, "loads_as_text", lambda document: False)
     assert _tables(database.build([folder])) == fast
 
@@ -182,6 +217,14 @@ def test_a_run_with_a_value_of_another_type_is_left_to_duckdb_s_reader(
     assert transformed == [1]
     temperatures = db.query("SELECT cell, temperature FROM cell_settings ORDER BY cell").rows
     assert temperatures == (("ctx1024-c1-nothink", 0.0), ("ctx1024-c2-nothink", 0.0))
+    # One DuckDB's reader refuses (json_transform would quietly give NULL) is refused,
+    # named, as before.
+    for wrong in ("abc", [1], 1 << 63):
+        loose["cell"]["temperature" if wrong != 1 << 63 else "seed"] = wrong
+        write_json(folder / "b.json", loose)
+        with pytest.raises(database.DatabaseError, match=f'in file "{folder / "b.json"}"'):
+            database.build([folder])
+        loose["cell"].update(temperature=0.0, seed=0)
 
 
 def test_a_run_that_changes_between_its_sniff_and_its_load_is_refused(
@@ -273,3 +316,17 @@ def test_a_build_told_a_digest_the_file_no_longer_has_refuses(tmp_path: Path) ->
     known[str(folder / "cell.json")] = (schema, campaign, "0" * 64, size, as_text)
     with pytest.raises(database.DatabaseError, match=r"cell\.json: changed while the database"):
         database.build([folder], known=known)
+
+
+def test_a_build_told_a_run_does_not_load_as_text_leaves_it_to_duckdb_s_reader(
+    tmp_path: Path, transformed: list[int]
+) -> None:
+    loose = cell_run()
+    loose["cell"]["temperature"] = "0.0"
+    loose["cell"]["id"] = "ctx1024-c2-nothink"
+    folder = _campaign(tmp_path, {"a.json": cell_run(), "b.json": loose})
+    known = _known(folder)
+    assert known[str(folder / "a.json")][4] is True and known[str(folder / "b.json")][4] is False
+    alone = _tables(database.build([folder]))
+    assert _tables(database.build([folder], known=known)) == alone
+    assert transformed == [1, 1]

@@ -3,6 +3,7 @@ deriving each in a database of its own campaign."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from ledger import database, derive, manifest, verify
-from ledger._internal import comparison_reads, scan
+from ledger import database, derive, manifest, promotion, verify
+from ledger._internal import columns, comparison_reads, jsonio, scan
 from ledger._internal.jsonio import write_json
+from ledger._internal.tree import list_campaign
 from ledger.decide import decide
 from ledger.derive import derive_into
 from ledger.policy import parse_policy
@@ -252,3 +254,71 @@ def test_the_databases_are_told_what_the_workers_read(
     monkeypatch.setattr(verify, "_known", lambda campaign, results: {})
     assert _findings(tree) == told
     assert len(sniffed) > 3 * 20
+
+
+def test_a_restatement_handed_documents_reads_none_of_them_again(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the worker parsed (from the bytes it hashed) is what the restatement counts:
+    # reading a file again could give other bytes, and costs a parse and a validation.
+    folder = tree / f"{EXAMPLE.name}-copy1"
+    documents: dict[str, Any] = {}
+    for entry in list_campaign(folder).entries:
+        task = scan.FileTask(entry.path, entry.rel, entry.rel.endswith(".json"), entry.identity)
+        scan.process_file(task, documents=documents)
+    assert {"summary.json", "policy.json", "manifest.json", "run-manifest.json"} <= set(documents)
+    expected = verify._restated(str(folder))
+    read: list[str] = []
+    for module, name in (
+        (promotion, "read_document"),
+        (verify, "read_document"),
+        (jsonio, "read_json"),
+    ):
+        real = getattr(module, name)
+
+        def spied(path: Any, *rest: Any, _real: Any = real, **options: Any) -> Any:
+            read.append(Path(path).relative_to(folder).as_posix())
+            return _real(path, *rest, **options)
+
+        monkeypatch.setattr(module, name, spied)
+    assert verify._restated(str(folder), documents) == expected != []
+    assert not set(read) & set(documents), sorted(set(read) & set(documents))
+
+
+def test_a_document_handed_on_under_a_path_no_listing_gives_is_not_read_from_there(
+    tmp_path: Path,
+) -> None:
+    # A run manifest may name "a//b.json" or "a\\b.json"; no listing gives such a name, and
+    # it is refused as before, whatever a mapping of documents holds under it.
+    for odd in ("candidate\\x.json", "a//b.json", "./b.json"):
+        evidence = promotion.Evidence(tmp_path, tmp_path.name, documents={odd: {"x": 1}})
+        assert promotion._read(evidence, odd) is None
+        assert "not a normalized relative POSIX path" in evidence.problems[0]
+
+
+def test_the_databases_are_told_what_each_run_is(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    told: list[Any] = []
+    real = verify._recomputed
+
+    def capture(batch: list[tuple[str, str]], known: Any = None) -> list[list[Any]]:
+        told.append(known)
+        return real(batch, known)
+
+    monkeypatch.setattr(verify, "_recomputed", capture)
+    _findings(tree)
+    (known,) = told
+    runs = 0
+    for path, found in known.items():
+        data = Path(path).read_bytes()
+        document = json.loads(data)
+        assert found is not None and found[0] == document["schema"]
+        assert found[1:4] == (
+            document.get("campaign_id"),
+            hashlib.sha256(data).hexdigest(),
+            len(data),
+        )
+        assert found[4] is columns.loads_as_text(document)
+        runs += found[4]
+    assert runs >= 3 * 8
