@@ -151,6 +151,9 @@ def test_a_kind_without_a_stand_in_is_scanned_whole() -> None:
 
 def test_a_part_naming_a_character_outside_ascii_gives_no_stand_in() -> None:
     assert stand_ins([re.compile(r"x"), re.compile(r"[a-\u00ff]")]) == {}
+    # Nor one the stand-ins do not read: a conditional group.
+    assert stand_ins([re.compile(r"(a)?(?(1)b|[^_])")]) == {}
+    assert stand_ins([re.compile(r"(a)\1\b")]) != {}  # a back reference, an assertion
     assert stand_ins([re.compile(r"[^\u2013]")]) == {}
     # A literal outside ASCII may be in such a text, where its stand-in is not.
     found = Prefilter([re.compile("x+")], [("caf\u00e9",)])

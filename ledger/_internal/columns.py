@@ -11,7 +11,7 @@ published campaign. Both convert with the same code, and give the same values wh
 value has the JSON type its field names. Where one does not (a string where a number
 belongs), ``read_json`` refuses the file with a message that names it, while
 ``json_transform`` gives NULL; so only a document whose every loaded value has its field's
-type (:func:`converts`) takes the fast way.
+type (:func:`loads_as_text`) takes the fast way.
 """
 
 from __future__ import annotations

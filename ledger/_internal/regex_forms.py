@@ -508,6 +508,9 @@ def stand_ins(patterns: list[re.Pattern[str]]) -> dict[str, str]:
                 nested.append((av[2], flags, negative))
             elif op is parser.ATOMIC_GROUP:
                 nested.append((av, flags, negative))
+            elif op not in (parser.AT, parser.GROUPREF):
+                # A part read otherwise (a conditional group): no stand-in is known to do.
+                return False
             if not all(collect(*n) for n in nested):
                 return False
         return True

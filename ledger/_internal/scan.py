@@ -278,28 +278,25 @@ def _batches(
 ) -> Iterator[list[_Segment]]:
     """Batches of at most ``_BATCH_FILES`` files and ``_BATCH_BYTES`` (or one file), in
     task order: a group that fits is kept whole, any other is read file by file."""
-    units: list[_Segment] = []
+    units: list[tuple[int, int, tuple[int, Group] | None]] = []  # task range, whole group
     done = 0
     for index, group in enumerate(groups):
-        units.extend(([task], None) for task in tasks[done : group.first])
-        end = group.first + group.length
-        mine = list(tasks[group.first : end])
-        if group.length <= _BATCH_FILES and sum(sizes[group.first : end]) <= _BATCH_BYTES:
-            units.append((mine, (index, group)))
+        units.extend((i, i + 1, None) for i in range(done, group.first))
+        done = group.first + group.length
+        if group.length <= _BATCH_FILES and sum(sizes[group.first : done]) <= _BATCH_BYTES:
+            units.append((group.first, done, (index, group)))
         else:
-            units.extend(([task], None) for task in mine)
-        done = end
-    units.extend(([task], None) for task in tasks[done:])
-    weights = {id(task): size for task, size in zip(tasks, sizes, strict=True)}
+            units.extend((i, i + 1, None) for i in range(group.first, done))
+    units.extend((i, i + 1, None) for i in range(done, len(tasks)))
     batch: list[_Segment] = []
     files = weight = 0
-    for unit in units:
-        size = sum(weights[id(task)] for task in unit[0])
-        if batch and (files + len(unit[0]) > _BATCH_FILES or weight + size > _BATCH_BYTES):
+    for start, end, whole in units:
+        size = sum(sizes[start:end])
+        if batch and (files + end - start > _BATCH_FILES or weight + size > _BATCH_BYTES):
             yield batch
             batch, files, weight = [], 0, 0
-        batch.append(unit)
-        files += len(unit[0])
+        batch.append((list(tasks[start:end]), whole))
+        files += end - start
         weight += size
     if batch:
         yield batch
