@@ -158,8 +158,7 @@ def can_take(pattern: re.Pattern[str], characters: str, *, written: bool = False
             elif op is parser.ANY:
                 found = bool(codes - {10}) or bool(flags & re.DOTALL)
             elif op is parser.IN:
-                single = parser.SubPattern(parser.State(), [(op, av)])
-                compiled = re._compiler.compile(single, flags)  # type: ignore[attr-defined]
+                compiled = _node_pattern((op, av), flags)
                 found = any(compiled.fullmatch(c) for c in characters)
             elif op is parser.SUBPATTERN:
                 _, added, removed, sub = av
@@ -341,18 +340,29 @@ def reversed_expression(pattern: re.Pattern[str]) -> bytes | None:
         return None
 
 
+_NODE_PATTERNS: dict[tuple[str, int], re.Pattern[str]] = {}
 _ASCII_MATCHES: dict[tuple[str, int], frozenset[int]] = {}
+
+
+def _node_pattern(node: Any, flags: int) -> re.Pattern[str]:
+    """One character-taking node of a parsed regex, compiled alone under ``flags``
+    (remembered by the node's repr: the same classes recur across rules)."""
+    key = (repr(node), flags)
+    found = _NODE_PATTERNS.get(key)
+    if found is None:
+        parser = re._parser  # type: ignore[attr-defined]
+        found = _NODE_PATTERNS[key] = re._compiler.compile(  # type: ignore[attr-defined]
+            parser.SubPattern(parser.State(), [node]), flags
+        )
+    return found
 
 
 def _ascii_matches(key: str, node: Any, flags: int) -> frozenset[int]:
     """The ASCII characters one character-taking node of a parsed regex matches, under
-    ``flags`` (remembered by the node's repr: the same classes recur across rules)."""
+    ``flags`` (remembered by the node's repr)."""
     found = _ASCII_MATCHES.get((key, flags))
     if found is None:
-        parser = re._parser  # type: ignore[attr-defined]
-        compiled = re._compiler.compile(  # type: ignore[attr-defined]
-            parser.SubPattern(parser.State(), [node]), flags
-        )
+        compiled = _node_pattern(node, flags)
         found = frozenset(c for c in range(128) if compiled.fullmatch(chr(c)))
         _ASCII_MATCHES[(key, flags)] = found
     return found
@@ -423,10 +433,7 @@ def _edge_characters(items: list[Any], flags: int, last: bool, limit: int) -> se
             if flags & re.IGNORECASE and av < 128:
                 single = {ord(chr(av).lower()), ord(chr(av).upper())}
         elif op is parser.IN:
-            compiled = re._compiler.compile(  # type: ignore[attr-defined]
-                parser.SubPattern(parser.State(), [(op, av)]), flags
-            )
-            single = {c for c in range(128) if compiled.fullmatch(chr(c))}
+            single = set(_ascii_matches(repr((op, av)), (op, av), flags))
         elif op is parser.SUBPATTERN:
             _, added, removed, sub = av
             single = _edge_characters(list(sub), _scoped(flags, added, removed), last, limit)
@@ -542,19 +549,10 @@ def _names_outside_ascii(op: Any, av: Any) -> bool:
     return False
 
 
-_TAKES: dict[tuple[str, int], Any] = {}
-
-
 def _stands(node: Any, flags: int, negative: bool, sample: str, candidate: str) -> bool:
     """Whether ``candidate`` is taken by the part wherever ``sample`` is (and only there,
     in a negative lookaround)."""
-    key = (repr(node), flags)
-    compiled = _TAKES.get(key)
-    if compiled is None:
-        parser = re._parser  # type: ignore[attr-defined]
-        compiled = _TAKES[key] = re._compiler.compile(  # type: ignore[attr-defined]
-            parser.SubPattern(parser.State(), [node]), flags
-        )
+    compiled = _node_pattern(node, flags)
     takes_sample = compiled.fullmatch(sample) is not None
     takes_candidate = compiled.fullmatch(candidate) is not None
     return takes_sample == takes_candidate if negative else takes_candidate or not takes_sample
