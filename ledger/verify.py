@@ -553,7 +553,7 @@ def _check_campaign(
             problem = _check_named(pointer, path, known, withheld)
             if problem is not None:
                 add(result.rel, problem)
-        if result.rel == manifest.SUMMARY_NAME and promotion.RUN_MANIFEST in by_rel:
+        if result.rel == manifest.SUMMARY_NAME and _is_run_summary(by_rel):
             if restated is None:
                 restate.append(campaign)
             for issue in restated or ():
@@ -633,17 +633,15 @@ def _derive_again(
     batch_of = {folder: index % max(1, len(batches)) for index, folder in enumerate(folders)}
     for campaign, result in derivable:
         batches[batch_of[str(campaign.folder)]].append((str(campaign.folder), result.rel))
-    # What each batch's database would read its JSON files again to learn.
-    told = {str(c.folder): _known(c, results) for c, _ in derivable}
+    by_folder = {str(c.folder): c for c, _ in derivable}
     shares = [str(c.folder) for c in restate]
     size = max(1, len(shares) // (workers * 4))
-    tasks: list[tuple[str, Any]] = [
-        *(
-            ("derive", (batch, _merged(told[f] for f in dict.fromkeys(f for f, _ in batch))))
-            for batch in batches
-        ),
-        *(("restate", shares[i : i + size]) for i in range(0, len(shares), size)),
-    ]
+    tasks: list[tuple[str, Any]] = []
+    for batch in batches:
+        # Told what its files are, its database need not read them again to learn it.
+        mine = [by_folder[folder] for folder in dict.fromkeys(f for f, _ in batch)]
+        tasks.append(("derive", (batch, _known(mine, results))))
+    tasks.extend(("restate", shares[i : i + size]) for i in range(0, len(shares), size))
     done = scan.map_processes(_derivation_task, tasks, jobs=workers, chunksize=1)
     derived, restated = done[: len(batches)], done[len(batches) :]
     by_file = {
@@ -675,27 +673,28 @@ def _derivation_task(task: tuple[str, Any]) -> list[list[Issue]]:
     return [_restated(folder) for folder in items]
 
 
-def _known(campaign: _Campaign, results: Sequence[scan.FileResult]) -> Known:
-    """What the database learns of a campaign's JSON files by reading them, told by the
-    workers that read them (strictly parsed: a file that was not is read again)."""
-    mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
-    paths = {e.rel: e.path for e in campaign.listing.entries}
+def _known(campaigns: Sequence[_Campaign], results: Sequence[scan.FileResult]) -> Known:
+    """What a database of these campaigns would learn of their JSON files by reading them
+    again, told by the workers that read them (strictly parsed: a file that was not is
+    read again)."""
     out: dict[str, tuple[str, Any, str, int, bool] | None] = {}
-    for result in mine:
-        if not result.parsed or result.sha256 is None or result.size is None:
-            continue
-        told = result.artifact
-        if told is None or result.schema is None:
-            out[paths[result.rel]] = None
-        else:
-            out[paths[result.rel]] = (result.schema, told[0], result.sha256, result.size, told[1])
-    return out
-
-
-def _merged(parts: Iterable[Known]) -> Known:
-    out: dict[str, tuple[str, Any, str, int, bool] | None] = {}
-    for part in parts:
-        out.update(part)
+    for campaign in campaigns:
+        mine = results[campaign.first_task : campaign.first_task + campaign.task_count]
+        paths = {e.rel: e.path for e in campaign.listing.entries}
+        for result in mine:
+            if not result.parsed or result.sha256 is None or result.size is None:
+                continue
+            told = result.artifact
+            if told is None or result.schema is None:
+                out[paths[result.rel]] = None
+            else:
+                out[paths[result.rel]] = (
+                    result.schema,
+                    told[0],
+                    result.sha256,
+                    result.size,
+                    told[1],
+                )
     return out
 
 
@@ -706,15 +705,20 @@ def _restates(listing: tree.Listing) -> bool:
     return manifest.SUMMARY_NAME in names and promotion.RUN_MANIFEST in names
 
 
+def _is_run_summary(by_rel: dict[str, scan.FileResult]) -> bool:
+    """Whether a campaign's summary is restated: it is a decision summary, beside a run
+    manifest."""
+    summary = by_rel.get(manifest.SUMMARY_NAME)
+    return summary is not None and summary.summary is not None and promotion.RUN_MANIFEST in by_rel
+
+
 def _after_reading(
     folder: str, results: list[scan.FileResult], documents: dict[str, Any] | None
 ) -> list[Issue] | None:
     """In the worker that read a whole campaign: its summary restated
-    (:func:`_restated`) from the documents it parsed, when it is a run's summary (what
-    :func:`_check_campaign` asks); None otherwise."""
-    by_rel = {r.rel: r for r in results}
-    summary = by_rel.get(manifest.SUMMARY_NAME)
-    if summary is None or summary.summary is None or promotion.RUN_MANIFEST not in by_rel:
+    (:func:`_restated`) from the documents it parsed, when it is a run's summary; None
+    otherwise."""
+    if not _is_run_summary({r.rel: r for r in results}):
         return None
     return _restated(folder, documents)
 
