@@ -238,6 +238,9 @@ CELL = ("capacity", "ctx1024-c1-nothink")
         ("digest", (1, 0, 0)),
         # A successful request's output length.
         ("output", (0, 0, 1)),
+        # Prompt and output lengths swapped at one index: the same values, in the other
+        # columns (a hash that did not tell the columns apart would call these the same).
+        ("swapped-lengths", (0, 1, 1)),
     ],
 )
 def test_prompt_fingerprints_agree_with_the_join(
@@ -263,6 +266,9 @@ def test_prompt_fingerprints_agree_with_the_join(
             rows[7] = _row(arm, cell, indexes[7], 1.0, digest="f" * 64)
         if case == "output" and arm == "cand":
             rows[8] = _row(arm, cell, indexes[8], 1.0, completion=65)
+        if case == "swapped-lengths":
+            lengths = (1000, 64) if arm == "base" else (64, 1000)
+            rows[9] = _row(arm, cell, indexes[9], 1.0, prompt=lengths[0], completion=lengths[1])
         _requests(db, rows)
     fingerprints = _spy(monkeypatch, "_fingerprints")
     got = _evidence(db)
@@ -301,3 +307,31 @@ def test_a_cell_with_no_success_counts_nothing_as_no_rows_do() -> None:
     assert cell["lengths_not_as_requested"] == 0 and cell["server_timed"] == 0
     assert cell["ttft_ms_p50"] is None and cell["throughput_tok_s"] is None
     assert json.dumps(cell)  # every value plain
+
+
+def test_the_fallback_column_is_read_only_for_the_arms_that_need_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One read for two comparisons, one of whose arms timed no visible content: only
+    that comparison's arms get the first-token statistics, and each comparison derives as
+    it does read alone (where a comparison with TTFT everywhere never compares them)."""
+    db = build([], locked=False)
+    cell = CELL[1]
+    for arm, seed in (("base", 1), ("cand", 2), ("old", 3), ("new", 4)):
+        _requests(db, [_row(arm, cell, i, v) for i, v in enumerate(_lognormal(seed, 300))])
+    db.connection.execute("UPDATE request_rows_loaded SET ttft_ms = NULL WHERE arm = 'new'")
+    lacking = (CAMPAIGN, ("old", "new"))
+    reads = derive_module.reads_of(db, [COMPARISON, lacking])
+    fallbacks = _spy(monkeypatch, "_read_fallback")
+    with_ttft, without = reads.cells(COMPARISON), reads.cells(lacking)
+    assert len(fallbacks) == 1
+    assert all("first_token_ms_p50" not in row for side in with_ttft for row in side.values())
+    assert all(row["first_token_ms_p50"] > 0 for side in without for row in side.values())
+    assert reads.columns(lacking) == (*derive_module.MEDIANS.values(), "first_token_ms")
+    for comparison in (COMPARISON, lacking):
+        campaign, arms = comparison
+        alone = derive(db, campaign, *arms)
+        shared = derive(db, campaign, *arms, reads=reads)
+        assert document_bytes(shared) == document_bytes(alone)
+    assert "first_token_p50_ms" in str(derive(db, CAMPAIGN, "old", "new")["rows"])
+    assert "first_token_p50_ms" not in str(derive(db, *COMPARISON[:1], *ARMS)["rows"])

@@ -192,30 +192,78 @@ class Reads:
         return found
 
     def _read_cells(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        con = self._db.connection
-        con.execute("CREATE OR REPLACE TEMP TABLE wanted_arms (campaign_id VARCHAR, arm VARCHAR)")
         pairs = {(campaign, arm) for campaign, arms in self._comparisons for arm in arms}
-        insert_rows(con, "wanted_arms", sorted(pairs))
-        # Only the columns a comparison uses: DuckDB then skips the query's other aggregates.
-        read = (*self._columns, self._fallback[1])
-        medians = ", ".join(f"c.{c}_p50, c.{c}_values, c.{c}_sum, c.{c}_squares" for c in read)
-        # The count, sum and sum of squares of each column's values: what sizes the
-        # windows (:meth:`_windows`), from the scan that takes the medians.
-        spreads = [
-            (f"{c}_{name}", aggregate.format(value=f"nullif({c}, 'NaN'::DOUBLE)"))
-            for c in read
-            for name, aggregate in (
-                ("values", "count({value})"),
-                ("sum", "sum({value})"),
-                ("squares", "sum({value} * {value})"),
+        self._want_arms(pairs)
+        rows = self._db.query(
+            _CELLS.format(
+                medians=self._statistics(self._columns, "c."), cells=self._cells_of(self._columns)
             )
-        ]
-        query = _CELLS.format(medians=medians, cells=sql.cells_select(spreads))
-        rows = self._db.query(query).to_json()
+        ).to_json()
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for key, group in itertools.groupby(rows, lambda r: (r["campaign_id"], r["arm"])):
             out[key] = list(group)
+        self._read_fallback(out)
         return out
+
+    def _read_fallback(self, cells: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+        """The fallback column's statistics, into the cells of the arms of each comparison
+        where a common cell has no median of the first column (and only there: a median
+        and spread of a column no comparison uses cost a fifth of the cells' read)."""
+        missing, extra = self._fallback
+        arms: set[tuple[str, str]] = set()
+        for campaign, pair in self._comparisons:
+            sides = [
+                {(r["stage"], r["cell"]): r for r in cells.get((campaign, arm), ())} for arm in pair
+            ]
+            common = [k for k in sides[0] if k in sides[1]]
+            if any(side[k][f"{missing}_p50"] is None for k in common for side in sides):
+                arms.update((campaign, arm) for arm in pair)
+        if not arms:
+            return
+        self._want_arms(arms)
+        found = self._db.query(
+            f"SELECT c.campaign_id, c.arm, c.stage, c.cell, {self._statistics((extra,), 'c.')} "
+            f"FROM ({self._cells_of((extra,))}) AS c JOIN wanted_arms AS w USING (campaign_id, arm)"
+        ).to_json()
+        by_cell = {
+            (r.pop("campaign_id"), r.pop("arm"), r.pop("stage"), r.pop("cell")): r for r in found
+        }
+        for (campaign, arm), rows in cells.items():
+            for row in rows:
+                statistics = by_cell.get((campaign, arm, row["stage"], row["cell"]))
+                if statistics is not None:
+                    row.update(statistics)
+
+    def _want_arms(self, pairs: set[tuple[str, str]]) -> None:
+        con = self._db.connection
+        con.execute("CREATE OR REPLACE TEMP TABLE wanted_arms (campaign_id VARCHAR, arm VARCHAR)")
+        insert_rows(con, "wanted_arms", sorted(pairs))
+
+    @staticmethod
+    def _statistics(columns: Sequence[str], prefix: str) -> str:
+        """Each column's median, and the count, sum and sum of squares of its values: what
+        sizes the windows (:meth:`_windows`), from the scan that takes the medians."""
+        return ", ".join(
+            f"{prefix}{c}_{name}" for c in columns for name in ("p50", "values", "sum", "squares")
+        )
+
+    @staticmethod
+    def _cells_of(columns: Sequence[str]) -> str:
+        """The ``cells`` query with the spread of ``columns`` (DuckDB computes only the
+        aggregates a query selects). A NaN or an infinity among a column's values makes
+        its sum not finite, and the cell is then read whole: the count need not leave
+        them out (a NULLIF on each value cost a tenth of the query)."""
+        return sql.cells_select(
+            [
+                (f"{c}_{name}", aggregate.format(value=c))
+                for c in columns
+                for name, aggregate in (
+                    ("values", "count({value})"),
+                    ("sum", "sum({value})"),
+                    ("squares", "sum({value} * {value})"),
+                )
+            ]
+        )
 
     def keys(self, comparison: Comparison) -> list[CellKey]:
         """The cells both arms ran, in the baseline's order (none when cells conflict)."""
@@ -256,7 +304,7 @@ class Reads:
 
     def _read_values(self) -> None:
         # Every comparison's (cell, arm) groups numbered in turn: one scan of the rows.
-        cells: dict[int, dict[str, Any]] = {}
+        wanted: dict[str, dict[int, dict[str, Any]]] = {}
         needed: dict[Comparison, tuple[str, ...]] = {}
         for comparison in self._comparisons:
             campaign, arms = comparison
@@ -268,10 +316,10 @@ class Reads:
                 for role, arm in enumerate(arms):
                     group = first + 2 * position + role
                     self._groups[group] = (campaign, arm, *key)
-                    cells[group] = found[role][key]
+                    for column in needed[comparison]:
+                        wanted.setdefault(column, {})[group] = found[role][key]
             self._spans[comparison] = (first, len(keys))
-        read = list(dict.fromkeys(c for found in needed.values() for c in found))
-        by_column = self._windows(read, cells) if cells else {}
+        by_column = self._windows(wanted) if wanted else {}
         for comparison, (first, count) in self._spans.items():
             out: dict[tuple[str, int], list[Ordered]] = {}
             for column in needed[comparison]:
@@ -282,14 +330,15 @@ class Reads:
             self._values[comparison] = out
 
     def _windows(
-        self, columns: Sequence[str], cells: dict[int, dict[str, Any]]
+        self, wanted: dict[str, dict[int, dict[str, Any]]]
     ) -> dict[str, dict[int, Ordered]]:
-        """Each group's values of each column about its median. A band of values is
+        """Per column, each group's values about its median (``wanted``: per column, the
+        cell row of each group that needs it). A band of values is
         guessed from the cell's median and spread, and kept where it holds every rank the
         resamples may reach; the others are read whole. Exact either way: a window is the
         sorted values of its ranks, placed by the count of values below it."""
         asked: dict[str, dict[int, Band | None]] = {}
-        for column in columns:
+        for column, cells in wanted.items():
             mine = asked[column] = {}
             for group, row in cells.items():
                 n, median = int(row[f"{column}_values"] or 0), _finite(row[f"{column}_p50"])
@@ -352,9 +401,11 @@ class Reads:
             rows.append(row)
         insert_rows(con, "bands", rows)
         # Per group, each column's count below its band and the values inside it, as a
-        # list: one scan, and no sort of every row by group.
+        # list: one scan, and no sort of every row by group. count_if, not a FILTER on
+        # count(*): each FILTER is a selection of its own over every row (a quarter of
+        # this scan's time for four columns).
         parts = ", ".join(
-            f"count(*) FILTER (WHERE r.{c} < b.lo_{i}) AS below_{i}, "
+            f"coalesce(count_if(r.{c} < b.lo_{i}), 0) AS below_{i}, "
             f"coalesce(list(r.{c}) FILTER (WHERE r.{c} BETWEEN b.lo_{i} AND b.hi_{i} "
             f"AND NOT isnan(r.{c})), []) AS inside_{i}"
             for i, c in enumerate(columns)
@@ -451,43 +502,46 @@ class Reads:
 
         Same needs, on both arms: as many requests, each with a digest, their indexes one
         contiguous run from the same first index, each index once (the sum of the
-        indexes' hashes is that of the run), and equal sums of each (index, value)'s hash.
-        Indexes each once, equal sums mean the same value at every index but for a
-        collision of 64-bit sums (about 2**-64 for data not made to collide; data made to
-        collide could as well state the baseline's digests, which nothing can check)."""
-        side = (
-            "SELECT p.job, {role} AS role, r.stage, r.cell, count(*) AS n, "
-            "count(r.prompt_sha256) AS digests, min(r.request_index) AS first, "
-            "max(r.request_index) AS last, sum(hash(r.request_index)) AS indexes, "
-            "sum(hash(r.request_index, r.prompt_sha256)) AS digest_sum, "
-            "sum(hash(r.request_index, r.prompt_tokens)) AS prompt_sum, "
-            "sum(hash(r.request_index, r.completion_tokens)) AS output_sum "
-            "FROM request_rows AS r JOIN wanted_pairs AS p "
-            "ON r.campaign_id = p.campaign_id AND r.arm = p.{arm} WHERE NOT r.warmup "
-            "GROUP BY p.job, r.stage, r.cell"
-        )
+        indexes' hashes is that of the run), and equal sums of the hash of each request's
+        (index, digest, prompt tokens, completion tokens). Indexes each once, equal sums
+        mean the same values at every index but for a collision of 64-bit sums (about
+        2**-64 for data not made to collide; data made to collide could as well state the
+        baseline's digests, which nothing can check). DuckDB's hash of several values
+        mixes each into the one before, so values swapped between the columns differ.
+
+        One row per arm and cell, whichever comparisons name the arm: reading the digests
+        is most of the query's time."""
+        self._want_arms({(c, arm) for c, arms in self._comparisons for arm in arms})
         # The run's own hash sum, over a range only as long as the arm's requests.
         rows = self._db.query(
-            f"WITH s AS ({side.format(role=0, arm='baseline')} UNION ALL "
-            f"{side.format(role=1, arm='candidate')}) "
+            "WITH s AS (SELECT r.campaign_id, r.arm, r.stage, r.cell, count(*) AS n, "
+            "count(r.prompt_sha256) AS digests, min(r.request_index) AS first, "
+            "max(r.request_index) AS last, sum(hash(r.request_index)) AS indexes, "
+            "sum(hash(r.request_index, r.prompt_sha256, r.prompt_tokens, "
+            "r.completion_tokens)) AS requests "
+            "FROM request_rows AS r JOIN wanted_arms USING (campaign_id, arm) "
+            "WHERE NOT r.warmup GROUP BY ALL) "
             "SELECT s.*, (SELECT sum(hash(i)) FROM range(s.first, CASE WHEN "
             "s.last - s.first + 1 = s.n THEN s.last + 1 ELSE s.first END) AS t(i)) AS run "
             "FROM s"
         ).to_json()
-        by_cell: dict[tuple[int, str, str], dict[int, dict[str, Any]]] = {}
+        by_arm: dict[tuple[str, str], dict[CellKey, dict[str, Any]]] = {}
         for row in rows:
-            by_cell.setdefault((row["job"], row["stage"], row["cell"]), {})[row["role"]] = row
-        out = []
-        for (job, stage, cell), sides in by_cell.items():
-            same = len(sides) == 2 and all(
-                r["digests"] == r["n"]
-                and r["last"] - r["first"] + 1 == r["n"]
-                and r["indexes"] == r["run"]
-                for r in sides.values()
+            by_arm.setdefault((row["campaign_id"], row["arm"]), {})[(row["stage"], row["cell"])] = (
+                row
             )
-            if same:
-                a, b = sides[0], sides[1]
-                keys = ("n", "first", "digest_sum", "prompt_sum", "output_sum")
-                same = all(a[k] == b[k] for k in keys)
-            out.append((job, stage, cell, same))
+        out = []
+        for job, (campaign, arms) in enumerate(self._comparisons):
+            a, b = (by_arm.get((campaign, arm), {}) for arm in arms)
+            for key in dict.fromkeys([*a, *b]):
+                sides = [side[key] for side in (a, b) if key in side]
+                same = len(sides) == 2 and all(
+                    r["digests"] == r["n"]
+                    and r["last"] - r["first"] + 1 == r["n"]
+                    and r["indexes"] == r["run"]
+                    for r in sides
+                )
+                if same:
+                    same = all(sides[0][k] == sides[1][k] for k in ("n", "first", "requests"))
+                out.append((job, *key, same))
         return out
