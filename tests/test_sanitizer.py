@@ -212,16 +212,42 @@ def test_a_secret_used_as_a_key_leaves_its_value_as_it_was(prefilter: bool) -> N
 
 
 @pytest.mark.parametrize("prefilter", [True, False])
-def test_what_one_redaction_uncovers_is_redacted_too(prefilter: bool) -> None:
-    # The Google key runs on into the private key's dashes, which the private key takes
-    # first: the key is found once the private key is a placeholder.
+def test_credentials_that_overlap_are_one_redaction(prefilter: bool) -> None:
+    # The Google key runs on into the private key's dashes: one span of both.
     key = "AIzaSyA1234567890abcdefghijklmnopqrstu1234567"
     block = "-----BEGIN PRIVATE KEY-----\nMIIabc\n-----END PRIVATE KEY-----"
     sanitizer = Sanitizer(prefilter=prefilter)
     cleaned = sanitizer.document({"note": key + block})
-    assert cleaned == {"note": "<redacted:credential:2><redacted:credential:1>"}
+    assert cleaned == {"note": "<redacted:credential:1>"}
     assert list(sanitizer.scan(cleaned)) == []
-    assert sanitizer.text(key + block) == "<redacted:credential:2><redacted:credential:1>"
+    assert sanitizer.text(key + block) == "<redacted:credential:1>"
+
+
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKjMzEfYyjiWA4R4"
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+@pytest.mark.parametrize(
+    "before",
+    ["password=hunter2", "password=sk-proj-abcdefghijklmnopqrstuvwxyz0123", "api_key: abc123"],
+)
+def test_a_secret_written_against_a_private_key_does_not_hide_the_key(
+    before: str, prefilter: bool
+) -> None:
+    """The keyed value runs to the next space, over the key's `-----BEGIN`: were the two
+    kept apart, the private key would be found by neither pass, and its body published."""
+    block = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"
+    sanitizer = Sanitizer(prefilter=prefilter)
+    name = before.split("=")[0].split(":")[0]
+    for cleaned in (
+        sanitizer.text(f"{before}{block} done"),
+        sanitizer.document({"env": [f"{before}{block} done"]})["env"][0],
+        sanitizer.lines(f"line one\n{before}{block} done\n"),
+    ):
+        assert PEM_BODY[:20] not in cleaned and "PRIVATE KEY" not in cleaned
+        last = cleaned.strip().splitlines()[-1]
+        assert last.startswith(name) and last.endswith(" done")
+        assert list(sanitizer.scan({"text": cleaned})) == []
 
 
 def test_seed_evidence_is_clean() -> None:

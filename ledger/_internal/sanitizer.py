@@ -430,17 +430,40 @@ class Sanitizer:
             return ()
         if rules.placeholder.fullmatch(text):
             return ()
-        taken = Taken(m.span() for m in rules.placeholder.finditer(text))
-        free = taken.free
-        hits: list[Hit] = []
+        placeholders = Taken(m.span() for m in rules.placeholder.finditer(text))
+        free = placeholders.free
+        taken = Taken()
+        hits: dict[int, Hit] = {}
 
         def add(category: str, start: int, end: int) -> None:
-            if start < end and free(start, end):
-                taken.add(start, end)
-                hits.append(Hit(category, start, end))
+            if start >= end or not free(start, end):
+                return
+            # A credential over others (credentials: their category is detected first)
+            # is one redaction of them all: the keyed value of `password=x-----BEGIN
+            # PRIVATE KEY-----` takes the key's first dashes, and kept apart, the key's
+            # body would be left for want of its start. Any other match over a span is
+            # dropped (user@host keeps its user, as rules v1 always did).
+            spans = taken.overlapping(start, end)
+            if spans and category != "credential":
+                return
+            if spans:
+                if spans[0][0] <= start:
+                    category = hits[spans[0][0]].category
+                for low, high in spans:
+                    taken.remove(low, high)
+                    del hits[low]
+                start, end = min(start, spans[0][0]), max(end, spans[-1][1])
+            taken.add(start, end)
+            hits[start] = Hit(category, start, end)
 
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
-        if key is not None and not taken and not plain and text.strip() and self.secret_key(key):
+        if (
+            key is not None
+            and not placeholders
+            and not plain
+            and text.strip()
+            and self.secret_key(key)
+        ):
             add("credential", 0, len(text))
         lower = None if literals_found else text.lower()
         starting = self._prefilter.starting if self._prefilter is not None else frozenset()
@@ -456,7 +479,7 @@ class Sanitizer:
                     group = "secret" if "secret" in detector.pattern.groupindex else 0
                     start, end = match.span(group)
                     if start < 0 or not free(start, end):
-                        continue
+                        continue  # a placeholder is redacted already
                     value = text[start:end]
                     if category == "credential" and (
                         _SHORT_NUMBER.fullmatch(value)
@@ -484,8 +507,7 @@ class Sanitizer:
                 for match in rules.bare_uuid.finditer(text):
                     if not self._masked_uuid(match.group(0)):
                         add("gpu", *match.span())
-        hits.sort(key=lambda h: h.start)
-        return tuple(hits)
+        return tuple(hits[start] for start in sorted(hits))
 
     # -- redaction ----------------------------------------------------------------------
 
@@ -509,9 +531,9 @@ class Sanitizer:
         return self._clean(text, self.detect(text, key), key)
 
     def _clean(self, text: str, hits: Sequence[Hit], key: str | None) -> str:
-        # A match cut short by an overlapping one (a token running into a private key's
-        # dashes) is found once the other is a placeholder: redacted until none is left,
-        # or the fail-closed rescan refuses what is.
+        # A match dropped for overlapping another's span (an endpoint over a credential;
+        # credentials join, see _detect) may be found once the other is a placeholder:
+        # redacted until none is left, or the fail-closed rescan refuses what is.
         for _ in range(_PASSES):
             if not hits:
                 break
@@ -661,6 +683,18 @@ class Taken:
         at = bisect.bisect_left(self._starts, start)
         self._starts.insert(at, start)
         self._ends.insert(at, end)
+
+    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The taken spans that overlap [start, end), in order (sorted and apart, their
+        ends are sorted too)."""
+        first = bisect.bisect_right(self._ends, start)
+        last = bisect.bisect_left(self._starts, end)
+        return list(zip(self._starts[first:last], self._ends[first:last], strict=True))
+
+    def remove(self, start: int, end: int) -> None:
+        """Gives back [start, end), which must be taken."""
+        at = bisect.bisect_left(self._starts, start)
+        del self._starts[at], self._ends[at]
 
 
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]")
