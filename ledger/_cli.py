@@ -45,8 +45,14 @@ def _positive_int(text: str) -> int:
 
 
 def _jobs_default() -> int | None:
-    value = os.environ.get("LEDGER_JOBS")
-    return int(value) if value and value.isdigit() and int(value) > 0 else None
+    value = os.environ.get("LEDGER_JOBS", "").strip()
+    if not value:
+        return None
+    try:
+        return _positive_int(value)
+    except argparse.ArgumentTypeError as e:
+        # Left unused, a typo would run on every core while saying nothing of it.
+        raise UsageError(f"LEDGER_JOBS: {e}") from None
 
 
 def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
@@ -571,7 +577,10 @@ def main(args: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if args is None else args
     # Discovering the runner commands costs about 25 ms; the core commands skip it.
-    parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
+    try:
+        parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
+    except UsageError as e:
+        return _report_error(e)
     namespace = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if namespace.verbose else logging.WARNING,

@@ -95,3 +95,24 @@ def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) ->
     status, _, err = cli("simulate", "--port", "1", "--profile", str(profile))
     assert status == 2
     assert err.strip() == f"error: {profile}: decode_tok_s must be > 0, got -5"
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_a_bad_ledger_jobs_is_refused_in_one_line(
+    cli: CliRun, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("LEDGER_JOBS", value)
+    code, out, err = cli("verify", str(ROOT / "evidence"))
+    assert code == 2 and out == ""
+    assert err.startswith("error: LEDGER_JOBS: ") and value in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_ledger_jobs_sets_the_default(cli: CliRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger._cli import _parser
+
+    monkeypatch.setenv("LEDGER_JOBS", " 3 ")
+    assert _parser(plugins=False).parse_args(["verify", "x"]).jobs == 3
+    assert _parser(plugins=False).parse_args(["verify", "--jobs", "1", "x"]).jobs == 1
+    monkeypatch.setenv("LEDGER_JOBS", "")
+    assert _parser(plugins=False).parse_args(["verify", "x"]).jobs is None
