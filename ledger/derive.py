@@ -211,6 +211,30 @@ def _compared(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dic
     return ident_a, ident_b
 
 
+def _check_declared(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]], declared: Sequence[str], flag: str
+) -> None:
+    """Refuses a declared difference that neither arm's identity names, and declared
+    differences none of which differs in any cell both arms ran: a comparison labelled by
+    what it compares (an os-comparison of two arms on one OS) would compare something
+    else, or nothing."""
+    compared = [_compared(a, b) for a, b in pairs]
+    differing = sorted(
+        {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
+    )
+    named = f"(the keys that differ: {', '.join(differing) or 'none'})"
+    known = {k for identities in compared for ident in identities for k in ident}
+    for key in declared:
+        if key not in known:
+            raise DeriveError(f"{flag} {key!r}: neither arm's identity has this key {named}")
+    if declared and not set(declared) & set(differing):
+        same = ", ".join(f"{k} {json.dumps(compared[0][0].get(k))}" for k in declared)
+        raise DeriveError(
+            f"{flag} {', '.join(map(repr, declared))}: both arms have {same} in every cell "
+            f"they both ran, so the comparison is not of what it declares {named}"
+        )
+
+
 def _match_failures(
     evidence: dict[tuple[str, str], tuple[int, int, int]],
     arms: tuple[str, str],
@@ -408,19 +432,9 @@ def derive(
             f"({named(cells[1])}): cells pair by stage and cell name"
         )
     pairs = [(cells[0][k], cells[1][k]) for k in keys]
-    if check_declared:
-        compared = [_compared(a, b) for a, b in pairs]
-        known = {k for identities in compared for ident in identities for k in ident}
-        for key in differs:
-            if key not in known:
-                differing = sorted(
-                    {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
-                )
-                raise DeriveError(
-                    f"--differs {key!r}: neither arm's identity has this key (the keys that "
-                    f"differ: {', '.join(differing) or 'none'})"
-                )
     declared = list(dict.fromkeys(differs)) or (["os"] if kind == "os" else [])
+    if check_declared:
+        _check_declared(pairs, declared, "--differs" if differs else "--kind os")
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
     columns = reads.columns(comparison)
     metrics = {m: c for m, c in {**MEDIANS, **FIRST_TOKEN}.items() if c in columns}

@@ -272,3 +272,38 @@ def test_only_cells_both_arms_ran_are_compared(campaign: Path, short_arm: str) -
     path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     cells = [row["cell"] for row in json.loads(path.read_text())["rows"]]
     assert cells and not any(c.startswith("ctx1024") for c in cells)
+
+
+def test_a_declared_difference_must_differ(campaign: Path, cli: CliRun) -> None:
+    """`--kind os` of two arms on one OS, or `--differs KEY` of a key both arms share,
+    would label a comparison by what it does not compare: refused where it is derived
+    (not where verify derives a stated one again, which says what it declared)."""
+    db = build([campaign], locked=False)
+    settings = db.connection
+    settings.execute('UPDATE cell_settings_loaded SET identity = \'{"os": "linux"}\'')
+    for kind, differs, flag in (("os", (), "--kind os"), ("ab", ("os",), "--differs")):
+        with pytest.raises(DeriveError) as refused:
+            derive(db, campaign.name, "windows", "linux", kind=kind, differs=differs,
+                   check_declared=True)  # fmt: skip
+        assert str(refused.value) == (
+            f"{flag} 'os': both arms have os \"linux\" in every cell they both ran, so the "
+            "comparison is not of what it declares (the keys that differ: none)"
+        )
+        assert derive(db, campaign.name, "windows", "linux", kind=kind, differs=differs)
+    # One declared key that differs is enough: the others may be declared to be safe.
+    settings.execute(
+        'UPDATE cell_settings_loaded SET identity = \'{"os": "linux", "gpu": "h200"}\' '
+        "WHERE arm = 'linux'"
+    )
+    derive(db, campaign.name, "windows", "linux", differs=("os", "gpu"), check_declared=True)
+    with pytest.raises(DeriveError, match=r"^--kind os 'os': both arms have os \"linux\""):
+        derive(db, campaign.name, "windows", "linux", kind="os", check_declared=True)
+    # Neither arm names the OS: the key is unknown, and what differs is named.
+    settings.execute('UPDATE cell_settings_loaded SET identity = \'{"platform": "a"}\'')
+    with pytest.raises(DeriveError, match=r"^--kind os 'os': neither arm's identity has"):
+        derive(db, campaign.name, "windows", "linux", kind="os", check_declared=True)
+    # The arms as run differ in os: derived and written.
+    status, out, _ = cli(
+        "derive", str(campaign), "--baseline", "windows", "--candidate", "linux", "--kind", "os"
+    )
+    assert status == 0 and "os-comparison-windows-vs-linux.json" in out
