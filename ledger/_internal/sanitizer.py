@@ -447,8 +447,6 @@ class Sanitizer:
             if spans and category != "credential":
                 return
             if spans:
-                if spans[0][0] <= start:
-                    category = hits[spans[0][0]].category
                 for low, high in spans:
                     taken.remove(low, high)
                     del hits[low]
