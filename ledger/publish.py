@@ -25,7 +25,7 @@ from ledger._internal.outputs import Changes, OutputExists, inside, is_within, n
 from ledger._internal.sanitizer import JSON_LINES, KeyCollision, Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
-from ledger.models import Manifest, Review, ReviewedChange
+from ledger.models import Manifest, Review, ReviewedChange, WithheldEntry
 
 MAX_TEXT_BYTES = 256 << 20
 
@@ -208,8 +208,8 @@ def publish(
             _, seal = manifest.seal_files(
                 work,
                 {intoto.STATEMENT_NAME: statement},
-                carried=raw_seal.withheld,
-                reviews=_public_reviews(raw_seal, review),
+                carried=_public_withheld(sanitizer, raw_seal),
+                reviews=_public_reviews(sanitizer, raw_seal, review),
                 jobs=1,
             )
             changes = Changes()
@@ -312,13 +312,27 @@ def _sanitized(
     return text.encode()
 
 
-def _public_reviews(sealed: Manifest, review: Review | None) -> list[Review]:
+def _public_reviews(sanitizer: Sanitizer, sealed: Manifest, review: Review | None) -> list[Review]:
     """The raw campaign's reviews, as the publication records them: paths only, since raw
-    digests would let anyone confirm a guessed redacted value."""
+    digests would let anyone confirm a guessed redacted value, and sanitized (a file a
+    review names may be gone, so it cannot be renamed as a published one is)."""
     reviews = [*sealed.reviews, *([review] if review is not None else [])]
     return [
-        Review(r.command, tuple(ReviewedChange(c.path, c.change) for c in r.changes))
+        Review(
+            r.command,
+            tuple(ReviewedChange(sanitizer.text(c.path), c.change) for c in r.changes),
+        )
         for r in reviews
+    ]
+
+
+def _public_withheld(sanitizer: Sanitizer, sealed: Manifest) -> list[WithheldEntry]:
+    """The raw campaign's withheld declarations, their paths and reasons sanitized as the
+    files are: a reason is the operator's own words (``--reason``), and a path is redacted
+    as the same value is in a document that names it."""
+    return [
+        attrs.evolve(w, path=sanitizer.text(w.path), reason=sanitizer.text(w.reason))
+        for w in sealed.withheld
     ]
 
 

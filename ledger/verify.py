@@ -273,7 +273,10 @@ def verify_paths(
                 e.rel,
                 e.rel.endswith(".json") and not _is_signature(e.rel),
                 e.identity,
-                scanned and e.rel not in manifest.SEAL_FILES,
+                # The manifest carries the operator's words (withheld reasons) and paths,
+                # the statement the decision: both are published. The sums only name
+                # files, and a bundle is the signer's certificate, public in the log.
+                scanned and e.rel not in _UNSCANNED_SEAL_FILES,
             )
             for e in listing.entries
         )
@@ -920,6 +923,7 @@ def _check_statement(
 
 
 _SET_ASIDE = re.compile(SET_ASIDE)
+_UNSCANNED_SEAL_FILES = frozenset({manifest.SUMS_NAME, manifest.BUNDLE_NAME})
 _DERIVED_SCHEMAS = frozenset({"anvil-serving.os-comparison/v1", "anvil-serving.ab-comparison/v1"})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -505,8 +506,68 @@ def test_verify_public_holds_a_publication_whose_statement_was_deleted(
         (f["path"], f["message"]) for f in report["findings"] if f["code"] == "private-data"
     ] == [
         (f"{public}/{SECRETS['hf']}.txt", "credential in a public file name"),
+        # The manifest lists the file by that name.
+        (f"{public}/manifest.json", "credential in a public artifact"),
         (f"{public}/notes.md", "line 1: credential in a public file"),
         (f"{public}/notes.md", "line 1: endpoint in a public file"),
     ]
     # A publication left whole passes --public.
     assert cli("verify", "--public", str(whole))[0] == 0
+
+
+def test_withheld_reasons_and_reviewed_paths_are_sanitized(raw: Path, tmp_path: Path) -> None:
+    """The manifest a publication carries holds the operator's words and the raw files'
+    names: a reason given to `seal --reason`, a withheld file's name, and the names a
+    review of the raw folder recorded (a file since deleted cannot be renamed)."""
+    token = "ghp_" + "R" * 36
+    named = "ghp_" + "N" * 36
+    (raw / f"{named}.log").write_text("added after the seal\n")
+    manifest.seal(raw, reseal_after_review=True, jobs=1)
+    (raw / f"{named}.log").unlink()
+    (raw / "private.txt").write_text("kept back\n")
+    manifest.seal(
+        raw,
+        withhold=["private.txt", f"{token}.json"],
+        reason=f"operator box {SECRETS['endpoint']} password=hunter2x {token}",
+        reseal_after_review=True,
+        jobs=1,
+    )
+    public = publish(raw, tmp_path / "public").folder
+    text = (public / manifest.MANIFEST_NAME).read_text()
+    for value in (token, named, SECRETS["endpoint"], "hunter2x"):
+        assert value not in text
+    sealed = manifest.read_manifest(public / manifest.MANIFEST_NAME)
+    placeholder = re.compile(r"<redacted:credential:[0-9]+>")
+    withheld = sorted(w.path for w in sealed.withheld)
+    assert withheld[1] == "private.txt" and placeholder.fullmatch(withheld[0][: -len(".json")])
+    assert all(w.reason.startswith("operator box <redacted:endpoint:") for w in sealed.withheld)
+    paths = [c.path for r in sealed.reviews for c in r.changes]
+    assert any(placeholder.fullmatch(p[: -len(".log")]) for p in paths if p.endswith(".log"))
+
+
+def test_verify_public_scans_the_manifest_and_statement(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    public = publish(raw, tmp_path / "public").folder
+    status, report = verify_json(cli, "--public", public)
+    assert status == 0, report["findings"]
+    sealed = read_json(public / manifest.MANIFEST_NAME)
+    sealed["withheld"] = [{"path": "x.json", "reason": f"see {SECRETS['hf']}"}]
+    write_json(public / manifest.MANIFEST_NAME, sealed)
+    statement = read_json(public / intoto.STATEMENT_NAME)
+    statement["predicate"]["note"] = f"ask {SECRETS['endpoint']}"
+    write_json(public / intoto.STATEMENT_NAME, statement)
+    status, report = verify_json(cli, "--public", public)
+    found = {
+        (f["path"].rsplit("/", 1)[-1], f["pointer"], f["message"])
+        for f in report["findings"]
+        if f["code"] == "private-data"
+    }
+    assert status == 1
+    # The statement is read as text, as signatures are: its finding is by line.
+    line = next(m for path, _, m in found if path == intoto.STATEMENT_NAME)
+    assert line.startswith("line ") and line.endswith(": endpoint in a public file")
+    assert found == {
+        ("manifest.json", "/withheld/0/reason", "credential in a public artifact"),
+        (intoto.STATEMENT_NAME, "", line),
+    }
