@@ -35,21 +35,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    # ASCII digits only: int() also takes "1_0", " 2 ", "+2" and digits of other scripts.
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
-def _jobs_default() -> int | None:
-    value = os.environ.get("LEDGER_JOBS", "").strip()
+MAX_JOBS = 1024
+"""More processes than this is a typo, not a machine: each is a fork of the interpreter."""
+
+
+def _jobs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_JOBS}, got {value}")
+    return value
+
+
+def _jobs_of(args: argparse.Namespace) -> int | None:
+    """``--jobs``, else ``LEDGER_JOBS``, else None (every core); read only by the commands
+    that use it, so that a bad variable stops neither ``--help`` nor any other command."""
+    if args.jobs is not None:
+        return int(args.jobs)
+    value = os.environ.get("LEDGER_JOBS", "")
     if not value:
         return None
     try:
-        return _positive_int(value)
+        return _jobs(value)
     except argparse.ArgumentTypeError as e:
         # Left unused, a typo would run on every core while saying nothing of it.
         raise UsageError(f"LEDGER_JOBS: {e}") from None
@@ -66,8 +81,8 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--jobs",
-        type=_positive_int,
-        default=_jobs_default(),
+        type=_jobs,
+        default=None,
         help="processes for hashing and parsing (default: every core; env LEDGER_JOBS)",
     )
 
@@ -510,7 +525,7 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         report = verify_paths(
             args.paths,
-            jobs=args.jobs,
+            jobs=_jobs_of(args),
             max_json_bytes=args.max_json_bytes,
             policy=policy,
             tickets=args.tickets,
@@ -538,7 +553,7 @@ def _seal(args: argparse.Namespace) -> int:
         withhold_missing=args.withhold_missing,
         reason=args.reason or manifest.DEFAULT_WITHHELD_REASON,
         reseal_after_review=args.reseal_after_review,
-        jobs=args.jobs,
+        jobs=_jobs_of(args),
     )
     print(
         f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"
@@ -577,10 +592,7 @@ def main(args: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if args is None else args
     # Discovering the runner commands costs about 25 ms; the core commands skip it.
-    try:
-        parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
-    except UsageError as e:
-        return _report_error(e)
+    parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
     namespace = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if namespace.verbose else logging.WARNING,

@@ -97,22 +97,39 @@ def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) ->
     assert err.strip() == f"error: {profile}: decode_tok_s must be > 0, got -5"
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
-def test_a_bad_ledger_jobs_is_refused_in_one_line(
-    cli: CliRun, monkeypatch: pytest.MonkeyPatch, value: str
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("abc", "expected a whole number, got 'abc'"),
+        ("0", "must be at least 1, got 0"),
+        ("-2", "expected a whole number, got '-2'"),
+        ("1.5", "expected a whole number, got '1.5'"),
+        # What int() takes, and a number no machine has processes for.
+        (" 2 ", "expected a whole number, got ' 2 '"),
+        ("1_0", "expected a whole number, got '1_0'"),
+        ("\u0663", "expected a whole number, got '\u0663'"),
+        ("99999999999999999999", "must be at most 1024, got 99999999999999999999"),
+    ],
+)
+def test_a_bad_ledger_jobs_is_refused_in_one_line_where_jobs_are_used(
+    cli: CliRun, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str, why: str
 ) -> None:
     monkeypatch.setenv("LEDGER_JOBS", value)
-    code, out, err = cli("verify", str(ROOT / "evidence"))
-    assert code == 2 and out == ""
-    assert err.startswith("error: LEDGER_JOBS: ") and value in err
-    assert len(err.strip().splitlines()) == 1
+    for command in (["verify", str(ROOT / "evidence")], ["seal", str(tmp_path)]):
+        code, out, err = cli(*command)
+        assert (code, out, err) == (2, "", f"error: LEDGER_JOBS: {why}\n")
+    # --jobs wins; help, the version and commands without processes are not stopped.
+    assert cli("verify", "--jobs", "1", str(ROOT / "evidence"))[0] == 0
+    assert cli("--version")[0] == 0
+    assert cli("sql", "--from", str(ROOT / "evidence"), "SELECT 1")[0] == 0
+    code, out, _ = cli("verify", "--help")
+    assert code == 0 and "LEDGER_JOBS" in out
 
 
-def test_ledger_jobs_sets_the_default(cli: CliRun, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledger._cli import _parser
+@pytest.mark.parametrize("value", ["", "3"])
+def test_ledger_jobs_sets_the_default(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from ledger._cli import _jobs_of, _parser
 
-    monkeypatch.setenv("LEDGER_JOBS", " 3 ")
-    assert _parser(plugins=False).parse_args(["verify", "x"]).jobs == 3
-    assert _parser(plugins=False).parse_args(["verify", "--jobs", "1", "x"]).jobs == 1
-    monkeypatch.setenv("LEDGER_JOBS", "")
-    assert _parser(plugins=False).parse_args(["verify", "x"]).jobs is None
+    monkeypatch.setenv("LEDGER_JOBS", value)
+    assert _jobs_of(_parser(plugins=False).parse_args(["verify", "x"])) == (int(value or 0) or None)
+    assert _jobs_of(_parser(plugins=False).parse_args(["verify", "--jobs", "1", "x"])) == 1
