@@ -212,26 +212,35 @@ def _compared(a: dict[str, Any], b: dict[str, Any]) -> tuple[dict[str, Any], dic
 
 
 def _check_declared(
-    pairs: list[tuple[dict[str, Any], dict[str, Any]]], declared: Sequence[str], flag: str
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    declared: Sequence[str],
+    required: Sequence[str],
 ) -> None:
-    """Refuses a declared difference that neither arm's identity names, and declared
-    differences none of which differs in any cell both arms ran: a comparison labelled by
-    what it compares (an os-comparison of two arms on one OS) would compare something
-    else, or nothing."""
+    """Refuses a declared difference that neither arm's identity names, a ``required``
+    one (``--kind os``'s) that does not differ, and declared differences none of which
+    differs: in any cell both arms ran. A comparison labelled by what it compares (an
+    os-comparison of two arms on one OS) would compare something else, or nothing."""
     compared = [_compared(a, b) for a, b in pairs]
     differing = sorted(
         {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
     )
     named = f"(the keys that differ: {', '.join(differing) or 'none'})"
     known = {k for identities in compared for ident in identities for k in ident}
+
+    def flag(key: str) -> str:
+        return "--kind os" if key in required else "--differs"
+
     for key in declared:
         if key not in known:
-            raise DeriveError(f"{flag} {key!r}: neither arm's identity has this key {named}")
+            raise DeriveError(f"{flag(key)} {key!r}: neither arm's identity has this key {named}")
+    same = [k for k in required if k not in differing]
     if declared and not set(declared) & set(differing):
-        same = ", ".join(f"{k} {json.dumps(compared[0][0].get(k))}" for k in declared)
+        same = list(declared)
+    if same:
+        values = ", ".join(f"{k} {json.dumps(compared[0][0].get(k))}" for k in same)
         raise DeriveError(
-            f"{flag} {', '.join(map(repr, declared))}: both arms have {same} in every cell "
-            f"they both ran, so the comparison is not of what it declares {named}"
+            f"{flag(same[0])} {', '.join(map(repr, same))}: both arms have {values} in every "
+            f"cell they both ran, so the comparison is not of what it declares {named}"
         )
 
 
@@ -434,7 +443,11 @@ def derive(
     pairs = [(cells[0][k], cells[1][k]) for k in keys]
     declared = list(dict.fromkeys(differs)) or (["os"] if kind == "os" else [])
     if check_declared:
-        _check_declared(pairs, declared, "--differs" if differs else "--kind os")
+        # An os-comparison is of two operating systems, whatever else it declares (a
+        # stated one derived again keeps what it declared).
+        required = ["os"] if kind == "os" else []
+        declared = list(dict.fromkeys([*required, *declared]))
+        _check_declared(pairs, declared, required)
     seed = bootstrap.seed_for(campaign, baseline, candidate, kind)
     columns = reads.columns(comparison)
     metrics = {m: c for m, c in {**MEDIANS, **FIRST_TOKEN}.items() if c in columns}

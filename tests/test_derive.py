@@ -274,34 +274,52 @@ def test_only_cells_both_arms_ran_are_compared(campaign: Path, short_arm: str) -
     assert cells and not any(c.startswith("ctx1024") for c in cells)
 
 
+def _identities(db: Any, identity: str, where: str = "true") -> None:
+    db.connection.execute(f"UPDATE cell_settings_loaded SET identity = '{identity}' WHERE {where}")
+
+
 def test_a_declared_difference_must_differ(campaign: Path, cli: CliRun) -> None:
     """`--kind os` of two arms on one OS, or `--differs KEY` of a key both arms share,
     would label a comparison by what it does not compare: refused where it is derived
     (not where verify derives a stated one again, which says what it declared)."""
     db = build([campaign], locked=False)
-    settings = db.connection
-    settings.execute('UPDATE cell_settings_loaded SET identity = \'{"os": "linux"}\'')
+    args = (db, campaign.name, "windows", "linux")
+    _identities(db, '{"os": "linux"}')
     for kind, differs, flag in (("os", (), "--kind os"), ("ab", ("os",), "--differs")):
         with pytest.raises(DeriveError) as refused:
-            derive(db, campaign.name, "windows", "linux", kind=kind, differs=differs,
-                   check_declared=True)  # fmt: skip
+            derive(*args, kind=kind, differs=differs, check_declared=True)
         assert str(refused.value) == (
             f"{flag} 'os': both arms have os \"linux\" in every cell they both ran, so the "
             "comparison is not of what it declares (the keys that differ: none)"
         )
-        assert derive(db, campaign.name, "windows", "linux", kind=kind, differs=differs)
-    # One declared key that differs is enough: the others may be declared to be safe.
-    settings.execute(
-        'UPDATE cell_settings_loaded SET identity = \'{"os": "linux", "gpu": "h200"}\' '
-        "WHERE arm = 'linux'"
+        # Derived again as stated (verify's), it is not refused.
+        derive(*args, kind=kind, differs=differs)
+    # One declared key that differs is enough: the others may be declared to be safe, and
+    # a key only one arm names differs.
+    _identities(db, '{"os": "linux", "gpu": "h200"}', "arm = 'linux'")
+    derive(*args, differs=("os", "gpu"), check_declared=True)
+    derive(*args, differs=("gpu",), check_declared=True)
+    # Not for an os-comparison, which compares operating systems whatever else differs.
+    for differs in ((), ("gpu",)):
+        with pytest.raises(DeriveError, match=r"^--kind os 'os': both arms have os \"linux\""):
+            derive(*args, kind="os", differs=differs, check_declared=True)
+    # Every declared key must be one an arm names.
+    with pytest.raises(DeriveError, match=r"^--differs 'nonexistent': neither arm's identity"):
+        derive(*args, differs=("gpu", "nonexistent"), check_declared=True)
+    # The OS of one cell differing is a comparison of operating systems, and os is
+    # declared beside what --differs names.
+    _identities(db, '{"os": "linux", "gpu": "b200"}', "arm = 'windows'")
+    _identities(
+        db,
+        '{"os": "windows", "gpu": "b200"}',
+        "arm = 'windows' AND stage = 'capacity' AND cell = 'ctx1024-c1-nothink'",
     )
-    derive(db, campaign.name, "windows", "linux", differs=("os", "gpu"), check_declared=True)
-    with pytest.raises(DeriveError, match=r"^--kind os 'os': both arms have os \"linux\""):
-        derive(db, campaign.name, "windows", "linux", kind="os", check_declared=True)
+    stated = derive(*args, kind="os", differs=("gpu",), check_declared=True)
+    assert stated["derivation"]["declared_differences"] == ["os", "gpu"]
     # Neither arm names the OS: the key is unknown, and what differs is named.
-    settings.execute('UPDATE cell_settings_loaded SET identity = \'{"platform": "a"}\'')
+    _identities(db, '{"platform": "a"}')
     with pytest.raises(DeriveError, match=r"^--kind os 'os': neither arm's identity has"):
-        derive(db, campaign.name, "windows", "linux", kind="os", check_declared=True)
+        derive(*args, kind="os", check_declared=True)
     # The arms as run differ in os: derived and written.
     status, out, _ = cli(
         "derive", str(campaign), "--baseline", "windows", "--candidate", "linux", "--kind", "os"
