@@ -160,13 +160,9 @@ def publish(
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
         if named:
-            # The path as it is, less the names that hold what the message must not show.
-            shown = "/".join(
-                "<a name>" if sanitizer.detect(part) else part for part in rel.split("/")
-            )
             raise PublishError(
-                f"{shown}: a name holds a {named[0]}; names are published as they are, so "
-                "rename the file or folder"
+                f"{masked_path(sanitizer, rel)}: the name holds private data ({named[0]}); "
+                "names are published as they are, so rename the file or folder"
             )
         data = Path(entry.path).read_bytes()
         raw_digests[rel] = sha256_bytes(data)
@@ -350,6 +346,12 @@ def name_hits(sanitizer: Sanitizer, rel: str) -> list[str]:
     """The categories the detectors find in a path's names (a credential, a private
     endpoint, a host path), one name at a time."""
     return [hit.category for part in rel.split("/") for hit in sanitizer.detect(part)]
+
+
+def masked_path(sanitizer: Sanitizer, rel: str) -> str:
+    """The path with what the detectors find in its names masked (a message names the
+    file without showing the secret its name holds)."""
+    return "/".join(sanitizer.masked(part) for part in rel.split("/"))
 
 
 def _is_bundle(rel: str, data: bytes) -> bool:

@@ -399,11 +399,15 @@ def _check_campaign(
     for rel, issue in campaign.listing.issues:
         add(rel, issue)
     if campaign.scanned:
-        from ledger.publish import name_hits
+        from ledger.publish import masked_path, name_hits
 
         for result in results:
             for category in dict.fromkeys(name_hits(scan.detector(), result.rel)):
-                add(result.rel, Issue("private-data", "", f"{category} in a public file name"))
+                # Named masked: a finding's path is printed, and kept in CI logs.
+                add(
+                    masked_path(scan.detector(), result.rel),
+                    Issue("private-data", "", f"{category} in a public file name"),
+                )
     by_rel = {r.rel: r for r in results}
     for result in results:
         for issue in result.issues:

@@ -130,6 +130,24 @@ def test_a_secret_pasted_afterwards_is_caught(raw: Path, tmp_path: Path, cli: Cl
     assert all(
         "hf_zyx" not in f["message"] and "192.168" not in f["message"] for f in report["findings"]
     )
+    # A secret in a key is named masked: the pointer is printed, and kept in CI logs.
+    token = "ghp_" + "K" * 36
+    document["identity"] = {f"{token} or {SECRETS['endpoint']}": "x"}
+    write_json(path, document)
+    forge_seal(public)
+    status, report = verify_json(cli, public)
+    keyed = [f for f in report["findings"] if f["pointer"].startswith("/identity/<")]
+    assert [(f["pointer"], f["message"]) for f in keyed] == [
+        (
+            "/identity/<redacted:credential> or <redacted:endpoint>",
+            "credential (in a key) in a public artifact",
+        ),
+        (
+            "/identity/<redacted:credential> or <redacted:endpoint>",
+            "endpoint (in a key) in a public artifact",
+        ),
+    ]
+    assert token not in json.dumps(report) and SECRETS["endpoint"] not in json.dumps(report)
     (public / "notes.txt").write_text("ssh ops@gpu-1.lan\n")
     forge_seal(public)
     status, report = verify_json(cli, public)
@@ -329,7 +347,9 @@ def test_a_refusal_never_quotes_the_secret(raw: Path, tmp_path: Path) -> None:
     with pytest.raises(PublishError) as refused:
         publish(raw, tmp_path / "public")
     assert token not in str(refused.value)
-    assert str(refused.value).startswith("<a name>/a.log: a name holds a credential")
+    assert str(refused.value).startswith(
+        "<redacted:credential>/a.log: the name holds private data (credential)"
+    )
     shutil.rmtree(folder)
     (raw / "keys.json").write_text(f'{{"{token}": 1, "{token}": 2}}')
     forge_seal(raw)
@@ -505,7 +525,7 @@ def test_verify_public_holds_a_publication_whose_statement_was_deleted(
     assert [
         (f["path"], f["message"]) for f in report["findings"] if f["code"] == "private-data"
     ] == [
-        (f"{public}/{SECRETS['hf']}.txt", "credential in a public file name"),
+        (f"{public}/<redacted:credential>.txt", "credential in a public file name"),
         # The manifest lists the file by that name.
         (f"{public}/manifest.json", "credential in a public artifact"),
         (f"{public}/notes.md", "line 1: credential in a public file"),

@@ -524,6 +524,17 @@ class Sanitizer:
             self._placeholders[(category, value)] = found
         return found
 
+    def masked(self, text: str, key: str | None = None) -> str:
+        """``text`` with each hit replaced by ``<redacted:category>``, unnumbered: for a
+        message that names where private data is (a key, a file name) without showing
+        it, and without counting it among the values a publication redacted."""
+        out: list[str] = []
+        last = 0
+        for hit in self.detect(text, key):
+            out += (text[last : hit.start], f"<redacted:{hit.category}>")
+            last = hit.end
+        return "".join(out) + text[last:]
+
     def text(self, text: str, key: str | None = None) -> str:
         """``text`` with every hit replaced by its placeholder."""
         return self._clean(text, self.detect(text, key), key)
@@ -646,8 +657,11 @@ class Sanitizer:
                 yield pointer, hit.category
         elif isinstance(value, dict):
             for k in sorted(value):
-                escaped = k.replace("~", "~0").replace("/", "~1")
-                for hit in self.detect(k):
+                hits = self.detect(k)
+                # A key that holds private data is named masked: the pointer is printed.
+                shown = self.masked(k) if hits else k
+                escaped = shown.replace("~", "~0").replace("/", "~1")
+                for hit in hits:
                     yield f"{pointer}/{escaped}", f"{hit.category} (in a key)"
                 yield from self._scan(value[k], f"{pointer}/{escaped}", k)
         elif isinstance(value, list):
