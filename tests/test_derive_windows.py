@@ -241,6 +241,9 @@ CELL = ("capacity", "ctx1024-c1-nothink")
         # Prompt and output lengths swapped at one index: the same values, in the other
         # columns (a hash that did not tell the columns apart would call these the same).
         ("swapped-lengths", (0, 1, 1)),
+        # Two requests' digests swapped between their indexes: the same digests, at other
+        # indexes (a hash that left the index out would call these the same).
+        ("swapped-digests", (2, 0, 0)),
     ],
 )
 def test_prompt_fingerprints_agree_with_the_join(
@@ -266,6 +269,9 @@ def test_prompt_fingerprints_agree_with_the_join(
             rows[7] = _row(arm, cell, indexes[7], 1.0, digest="f" * 64)
         if case == "output" and arm == "cand":
             rows[8] = _row(arm, cell, indexes[8], 1.0, completion=65)
+        if case == "swapped-digests" and arm == "cand":
+            rows[10] = _row(arm, cell, indexes[10], 1.0, digest=f"{indexes[11]:064x}")
+            rows[11] = _row(arm, cell, indexes[11], 1.0, digest=f"{indexes[10]:064x}")
         if case == "swapped-lengths":
             lengths = (1000, 64) if arm == "base" else (64, 1000)
             rows[9] = _row(arm, cell, indexes[9], 1.0, prompt=lengths[0], completion=lengths[1])
@@ -322,9 +328,9 @@ def test_the_fallback_column_is_read_only_for_the_arms_that_need_it(
     db.connection.execute("UPDATE request_rows_loaded SET ttft_ms = NULL WHERE arm = 'new'")
     lacking = (CAMPAIGN, ("old", "new"))
     reads = derive_module.reads_of(db, [COMPARISON, lacking])
-    fallbacks = _spy(monkeypatch, "_read_fallback")
     with_ttft, without = reads.cells(COMPARISON), reads.cells(lacking)
-    assert len(fallbacks) == 1
+    # The fallback's query was the last to name the arms it reads.
+    assert list(db.query("SELECT arm FROM wanted_arms ORDER BY arm").rows) == [("new",), ("old",)]
     assert all("first_token_ms_p50" not in row for side in with_ttft for row in side.values())
     assert all(row["first_token_ms_p50"] > 0 for side in without for row in side.values())
     assert reads.columns(lacking) == (*derive_module.MEDIANS.values(), "first_token_ms")
@@ -333,5 +339,54 @@ def test_the_fallback_column_is_read_only_for_the_arms_that_need_it(
         alone = derive(db, campaign, *arms)
         shared = derive(db, campaign, *arms, reads=reads)
         assert document_bytes(shared) == document_bytes(alone)
-    assert "first_token_p50_ms" in str(derive(db, CAMPAIGN, "old", "new")["rows"])
-    assert "first_token_p50_ms" not in str(derive(db, *COMPARISON[:1], *ARMS)["rows"])
+    assert "first_token_p50_ms" in derive(db, CAMPAIGN, "old", "new")["rows"][0]["metrics"]
+    assert "first_token_p50_ms" not in derive(db, CAMPAIGN, *ARMS)["rows"][0]["metrics"]
+
+
+def test_the_fallback_is_read_where_the_baseline_lacks_ttft_too() -> None:
+    db = build([], locked=False)
+    for arm, seed in (("base", 1), ("cand", 2)):
+        _requests(db, [_row(arm, CELL[1], i, v) for i, v in enumerate(_lognormal(seed, 300))])
+    db.connection.execute("UPDATE request_rows_loaded SET ttft_ms = NULL WHERE arm = 'base'")
+    assert "first_token_p50_ms" in derive(db, CAMPAIGN, *ARMS)["rows"][0]["metrics"]
+
+
+def test_a_cell_only_one_arm_ran_does_not_read_the_fallback() -> None:
+    db = build([], locked=False)
+    for arm, seed in (("base", 1), ("cand", 2)):
+        _requests(db, [_row(arm, CELL[1], i, v) for i, v in enumerate(_lognormal(seed, 100))])
+    _requests(db, [_row("base", "ctx1024-c2-nothink", i, None) for i in range(10)])
+    cells = derive_module.reads_of(db, [COMPARISON]).cells(COMPARISON)
+    assert all("first_token_ms_p50" not in row for side in cells for row in side.values())
+
+
+def test_the_fallback_statistics_stay_in_their_stage() -> None:
+    """Two stages hold one cell name (capacity and endurance do in a plan): each row gets
+    its own stage's first-token median."""
+    db = build([], locked=False)
+    for arm, seed in (("base", 1), ("cand", 2)):
+        for stage, scale in (("capacity", 1.0), ("soak", 5.0)):
+            rows = [list(_row(arm, CELL[1], i, v)) for i, v in enumerate(_lognormal(seed, 100))]
+            for row in rows:
+                row[2] = stage
+                row[20] = row[21] = row[20] * scale  # ttft_ms, first_token_ms
+                row[26] = f"{arm}/{stage}/{CELL[1]}.json"
+            _requests(db, [tuple(r) for r in rows])
+    db.connection.execute("UPDATE request_rows_loaded SET ttft_ms = NULL")
+    for side in derive_module.reads_of(db, [COMPARISON]).cells(COMPARISON):
+        capacity, soak = side[("capacity", CELL[1])], side[("soak", CELL[1])]
+        assert soak["first_token_ms_p50"] == pytest.approx(5 * capacity["first_token_ms_p50"])
+
+
+def test_a_cell_with_null_values_is_windowed_by_the_values_it_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The count that sizes a window is of the values, not the rows: a wrong one misses
+    its band, and the cell is read whole (the same intervals, at the cost of the read)."""
+    values = _lognormal(8, 700)
+    for i in range(0, 700, 4):
+        values[i] = None
+    db = _database({CELL[1]: {"base": values, "cand": _lognormal(9, 700)}})
+    window = derive_module.reads_of(db, [COMPARISON]).values(COMPARISON)[("ttft_ms", 0)][0]
+    assert window.size == 525 and window.offset > 0
+    assert _document(db) == _unwindowed(db, monkeypatch)
