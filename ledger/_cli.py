@@ -27,11 +27,29 @@ from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, Usage
 _logger = logging.getLogger("ledger")
 
 
+_PATH_METAVARS = frozenset(
+    {"PATH", "DIR", "FILE", "CAMPAIGN_DIR", "RAW_CAMPAIGN", "BUNDLE", "PLAN.toml", "DIR|URL"}
+)
+
+
+def _path(text: str) -> str:
+    # Path("") is ".": an empty argument would be the current folder, unasked.
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors in one line (exit status 2), like every other error."""
+    """Usage errors in one line (exit status 2), like every other error; an argument
+    named as a path (by its metavar) is never empty."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, printable(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("metavar") in _PATH_METAVARS and "type" not in kwargs:
+            kwargs["type"] = _path
+        return super().add_argument(*args, **kwargs)
 
 
 def _positive_int(text: str) -> int:

@@ -133,3 +133,24 @@ def test_ledger_jobs_sets_the_default(monkeypatch: pytest.MonkeyPatch, value: st
     monkeypatch.setenv("LEDGER_JOBS", value)
     assert _jobs_of(_parser(plugins=False).parse_args(["verify", "x"])) == (int(value or 0) or None)
     assert _jobs_of(_parser(plugins=False).parse_args(["verify", "--jobs", "1", "x"])) == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["verify", ""],
+        ["verify", "--tickets", "", str(ROOT / "evidence")],
+        ["publish", str(ROOT / "evidence"), "--out", ""],
+        ["derive", "", "--baseline", "a", "--candidate", "b"],
+        ["sql", "--from", "", "SELECT 1"],
+        ["export", "--from", "", "--parquet", "x"],
+        ["run", "", "--raw-dir", "x"],
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(
+    cli: CliRun, args: list[str]
+) -> None:
+    # Path("") is "."; `sql --from ''` read the folder the command ran in.
+    code, out, err = cli(*args)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert ": an empty path (see ledger " in err
