@@ -357,11 +357,21 @@ def _ticket_findings(
 
 def _pointer_order(pointer: str) -> tuple[tuple[int, int, str], ...]:
     # /withheld/2 before /withheld/10: array indices compare as numbers.
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pointer.split("/"))
+    return tuple(
+        (0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in pointer.split("/")
+    )
+
+
+def _message_order(message: str) -> tuple[tuple[int, int, str], ...]:
+    # "line 5: ..." before "line 13: ...": numbers in a message compare as numbers.
+    return tuple(
+        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part)
+        for part in re.split(r"([0-9]+)", message)
+    )
 
 
 def _finding_order(f: Finding) -> tuple[Any, ...]:
-    return (f.campaign, f.path, _pointer_order(f.pointer), f.code, f.message)
+    return (f.campaign, f.path, _pointer_order(f.pointer), f.code, _message_order(f.message))
 
 
 def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | None:

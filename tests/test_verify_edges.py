@@ -473,3 +473,33 @@ def test_a_public_text_too_large_to_scan_is_an_error(tmp_path: Path) -> None:
     assert {i.code for i in scan.process_file(task).issues} == {"private-data"}
     raw = scan.FileTask(str(path), "candidate/server.log", False, None, False)
     assert scan.process_file(raw, max_json_bytes=1000).issues == ()
+
+
+def test_a_key_of_digits_outside_ascii_is_a_finding_not_a_crash(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    # "²" is a digit to str.isdigit(), and not to int(): the findings' order crashed on it.
+    document = tmp_path / "doc.json"
+    document.write_text(
+        '{"schema": "anvil-serving.os-comparison/v1", "\\u00b2": 1, "\\u00b2": 2}\n'
+    )
+    status, report = verify_json(cli, document)
+    assert status == 1
+    assert ("duplicate-key", "/\u00b2") in {(f["code"], f["pointer"]) for f in report["findings"]}
+
+
+def test_private_data_by_line_is_in_line_order_and_once_a_line() -> None:
+    token = "ghp_" + "T" * 36
+    lines = ["clean"] * 14
+    lines[4] = f"{token} and ghp_{'U' * 36}"  # line 5: two of one kind, one finding
+    lines[12] = token  # line 13
+    found = scan._private_text("\n".join(lines).encode())
+    assert [i.message for i in found] == [
+        "line 5: credential in a public file",
+        "line 13: credential in a public file",
+    ]
+    from ledger._internal.findings import Finding
+    from ledger.verify import _finding_order
+
+    findings = [Finding.of("notes.txt", i) for i in reversed(found)]
+    assert [f.message for f in sorted(findings, key=_finding_order)] == [i.message for i in found]

@@ -235,7 +235,8 @@ def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
             Issue("private-data", "", f"line {number} at {pointer}: {category} in a public file")
             for number, pointer, category in detector().scan_lines(text)
         )
-    return found
+    # Two secrets of one kind on a line are one finding: the line is what it names.
+    return list(dict.fromkeys(found))
 
 
 class Group(NamedTuple):
