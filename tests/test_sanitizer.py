@@ -486,3 +486,35 @@ def test_a_span_is_free_exactly_when_it_overlaps_nothing_taken(
             taken.add(start, end)
             every.append((start, end))
     assert bool(taken) is bool(every)
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The name of a thing took a scheme word, a space and the next keyed value as its
+        # own value: the keyed value inside it is found.
+        ("auth_mode=basic password=hunter2x", "auth_mode=basic password=<redacted:credential:1>"),
+        ("auth_mode=basic\npassword=hunter2x", "auth_mode=basic\npassword=<redacted:credential:1>"),
+        # A name of a thing, then a keyed value of the same rule further on.
+        ("auth_mode=basic, password=hunter2x", "auth_mode=basic, password=<redacted:credential:1>"),
+        (
+            "api_key_env=OPENAI_KEY token=abcdef123456",
+            "api_key_env=OPENAI_KEY token=<redacted:credential:1>",
+        ),
+    ],
+)
+def test_a_keyed_value_after_the_name_of_a_thing_is_redacted(
+    prefilter: bool, text: str, expected: str
+) -> None:
+    assert Sanitizer(prefilter=prefilter).text(text) == expected
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_a_match_over_a_placeholder_does_not_stop_its_rule(prefilter: bool) -> None:
+    """A private key whose body is a placeholder (sanitized before) is left; the next
+    block, a real one, is still found."""
+    kept = "-----BEGIN PRIVATE KEY-----\n<redacted:credential:7>\n-----END PRIVATE KEY-----"
+    block = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"
+    cleaned = Sanitizer(prefilter=prefilter).text(f"{kept} then {block}")
+    assert cleaned == f"{kept} then <redacted:credential:1>"

@@ -86,6 +86,14 @@ class Detector:
             if starts
             else _within(self.pattern, text, windows, self.reach)
         )
+        return self._word_started(text, matches)
+
+    def within(self, text: str, start: int, end: int) -> Iterator[re.Match[str]]:
+        """Matches that lie inside ``text[start:end]`` (the value of a match that was
+        not taken), under the same word-start rule."""
+        return self._word_started(text, self.pattern.finditer(text, start, end))
+
+    def _word_started(self, text: str, matches: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
         if not self.word_start:
             return matches
         return (m for m in matches if m.start() == 0 or not _ascii_word(text[m.start() - 1]))
@@ -450,7 +458,8 @@ class Sanitizer:
                 for low, high in spans:
                     taken.remove(low, high)
                     del hits[low]
-                start, end = min(start, spans[0][0]), max(end, spans[-1][1])
+                start = min(start, *(low for low, _ in spans))
+                end = max(end, *(high for _, high in spans))
             taken.add(start, end)
             hits[start] = Hit(category, start, end)
 
@@ -473,8 +482,13 @@ class Sanitizer:
                 where = None if windows is None else windows.get(index)
                 if windows is not None and where is None:
                     continue  # the prefilter found no place it could match
-                for match in detector.finditer(text, lower, where, index in starting):
-                    group = "secret" if "secret" in detector.pattern.groupindex else 0
+                group = "secret" if "secret" in detector.pattern.groupindex else 0
+                found = [detector.finditer(text, lower, where, index in starting)]
+                while found:
+                    match = next(found[-1], None)
+                    if match is None:
+                        found.pop()
+                        continue
                     start, end = match.span(group)
                     if start < 0 or not free(start, end):
                         continue  # a placeholder is redacted already
@@ -499,7 +513,11 @@ class Sanitizer:
                     if detector in keyed and (
                         value.startswith("--") or self._names_a_thing(text, match.start())
                     ):
-                        continue  # the next flag of an argv, or the name of a thing
+                        # The next flag of an argv, or the name of a thing; what it took
+                        # as its value may hold a keyed value of its own (`auth_mode=basic
+                        # password=x`: a scheme word and a space are part of a value).
+                        found.append(detector.within(text, start, end))
+                        continue
                     add(category, start, end)
             if category == "gpu" and key is not None and self._gpu_key(key):
                 for match in rules.bare_uuid.finditer(text):
