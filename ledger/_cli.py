@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from ledger import __version__
 from ledger._decision_cli import (
@@ -39,6 +39,9 @@ def _path(text: str) -> str:
     return text
 
 
+_Action = TypeVar("_Action", bound=argparse.Action)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line (exit status 2), like every other error; an argument
     named as a path (by its metavar) is never empty."""
@@ -46,16 +49,23 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, printable(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        if kwargs.get("metavar") in _PATH_METAVARS and "type" not in kwargs:
-            kwargs["type"] = _path
-        return super().add_argument(*args, **kwargs)
+    def _add_action(self, action: _Action) -> _Action:
+        # Every argument passes here, those of argument groups and mutually exclusive
+        # groups too (they hand their actions to their parser).
+        if action.metavar in _PATH_METAVARS and action.type is None:
+            action.type = _path
+        return super()._add_action(action)
 
 
 def _positive_int(text: str) -> int:
     # ASCII digits only: int() also takes "1_0", " 2 ", "+2" and digits of other scripts.
     if not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}")
+    if len(text.lstrip("0")) > 18:
+        # Past 4,300 digits int() itself refuses, with an error of its own.
+        raise argparse.ArgumentTypeError(
+            f"must be below 10**18, got {text[:20]}... ({len(text)} digits)"
+        )
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")

@@ -310,8 +310,23 @@ def verify_paths(
             findings.extend(
                 Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
             )
+    shown_masked = {c.display for c in campaigns if c.scanned}
+    findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
     findings.sort(key=_finding_order)
     return Report(tuple(findings), len(campaigns), artifacts)
+
+
+def _named_masked(finding: Finding) -> Finding:
+    """A finding of a public campaign with what the detectors find in its file's names
+    masked: a finding's path is printed, and kept in CI logs, whatever its code."""
+    from ledger.publish import masked_path
+
+    prefix = finding.campaign + "/"
+    if not finding.path.startswith(prefix):
+        return finding
+    rel = finding.path[len(prefix) :]
+    shown = masked_path(scan.detector(), rel)
+    return finding if shown == rel else attrs.evolve(finding, path=prefix + shown)
 
 
 def _ticket_findings(
@@ -375,10 +390,12 @@ def _finding_order(f: Finding) -> tuple[Any, ...]:
 
 
 def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | None:
+    # Private data in a publication's manifest is its own finding: the manifest still
+    # holds, and what it declares (withheld files, reviews) is still checked.
     if (
         result is None
         or result.sha256 is None
-        or any(CODES[i.code][0] == "error" for i in result.issues)
+        or any(CODES[i.code][0] == "error" and i.code != "private-data" for i in result.issues)
     ):
         return None
     try:
@@ -409,15 +426,12 @@ def _check_campaign(
     for rel, issue in campaign.listing.issues:
         add(rel, issue)
     if campaign.scanned:
-        from ledger.publish import masked_path, name_hits
+        from ledger.publish import name_hits
 
         for result in results:
             for category in dict.fromkeys(name_hits(scan.detector(), result.rel)):
-                # Named masked: a finding's path is printed, and kept in CI logs.
-                add(
-                    masked_path(scan.detector(), result.rel),
-                    Issue("private-data", "", f"{category} in a public file name"),
-                )
+                # Its path is masked with every other finding's (_named_masked).
+                add(result.rel, Issue("private-data", "", f"{category} in a public file name"))
     by_rel = {r.rel: r for r in results}
     for result in results:
         for issue in result.issues:

@@ -108,7 +108,10 @@ def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) ->
         (" 2 ", "expected a whole number, got ' 2 '"),
         ("1_0", "expected a whole number, got '1_0'"),
         ("\u0663", "expected a whole number, got '\u0663'"),
-        ("99999999999999999999", "must be at most 1024, got 99999999999999999999"),
+        ("1025", "must be at most 1024, got 1025"),
+        ("99999999999999999999", "must be below 10**18, got 99999999999999999999... (20 digits)"),
+        # Past 4,300 digits int() refuses with an error of its own.
+        ("9" * 5000, f"must be below 10**18, got {'9' * 20}... (5000 digits)"),
     ],
 )
 def test_a_bad_ledger_jobs_is_refused_in_one_line_where_jobs_are_used(
@@ -145,6 +148,21 @@ def test_ledger_jobs_sets_the_default(monkeypatch: pytest.MonkeyPatch, value: st
         ["sql", "--from", "", "SELECT 1"],
         ["export", "--from", "", "--parquet", "x"],
         ["run", "", "--raw-dir", "x"],
+        # In a mutually exclusive group.
+        [
+            "signature",
+            "verify",
+            "--bundle",
+            "b",
+            "--identity",
+            "a",
+            "--issuer",
+            "i",
+            "--trusted-root",
+            "",
+            "f",
+        ],
+        ["sign", "--trust-config", "", "x"],
     ],
 )
 def test_an_empty_path_is_refused_not_read_as_the_current_folder(

@@ -1019,6 +1019,9 @@ def test_publish_refuses_a_secret_in_a_file_name(raw: Path, tmp_path: Path, cli:
         f"{public}/notes/<redacted:credential>.json",
         "credential in a public file name",
     ) in {(f["code"], f["path"], f["message"]) for f in report["findings"]}
+    # Every finding about that file names it so (it has no schema, and a warning says so).
+    assert "schema-undeclared" in {f["code"] for f in report["findings"]}
+    assert token not in json.dumps(report)
 
 
 def test_the_map_is_never_written_into_another_campaign(
