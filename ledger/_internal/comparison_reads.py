@@ -173,6 +173,7 @@ class Reads:
     ) -> list[dict[CellKey, dict[str, Any]]] | DuplicateCell:
         if self._cells is None:
             self._cells = self._read_cells()
+            self._read_fallback()
         campaign, arms = comparison
         found: list[dict[CellKey, dict[str, Any]]] = []
         for arm in arms:
@@ -202,22 +203,22 @@ class Reads:
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for key, group in itertools.groupby(rows, lambda r: (r["campaign_id"], r["arm"])):
             out[key] = list(group)
-        self._read_fallback(out)
         return out
 
-    def _read_fallback(self, cells: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    def _read_fallback(self) -> None:
         """The fallback column's statistics, into the cells of the arms of each comparison
-        where a common cell has no median of the first column (and only there: a median
-        and spread of a column no comparison uses cost a fifth of the cells' read)."""
-        missing, extra = self._fallback
+        that bootstraps it (:meth:`columns`), and only there: a median and spread of a
+        column no comparison uses cost a fifth of the cells' read."""
+        _missing, extra = self._fallback
         arms: set[tuple[str, str]] = set()
-        for campaign, pair in self._comparisons:
-            sides = [
-                {(r["stage"], r["cell"]): r for r in cells.get((campaign, arm), ())} for arm in pair
-            ]
-            common = [k for k in sides[0] if k in sides[1]]
-            if any(side[k][f"{missing}_p50"] is None for k in common for side in sides):
-                arms.update((campaign, arm) for arm in pair)
+        for comparison in self._comparisons:
+            try:
+                if extra not in self.columns(comparison):
+                    continue
+            except DuplicateCell:
+                continue  # never derived
+            campaign, pair = comparison
+            arms.update((campaign, arm) for arm in pair)
         if not arms:
             return
         self._want_arms(arms)
@@ -228,7 +229,8 @@ class Reads:
         by_cell = {
             (r.pop("campaign_id"), r.pop("arm"), r.pop("stage"), r.pop("cell")): r for r in found
         }
-        for (campaign, arm), rows in cells.items():
+        assert self._cells is not None, "read with the cells"
+        for (campaign, arm), rows in self._cells.items():
             for row in rows:
                 statistics = by_cell.get((campaign, arm, row["stage"], row["cell"]))
                 if statistics is not None:
