@@ -370,23 +370,20 @@ def _ticket_findings(
     return out
 
 
-def _pointer_order(pointer: str) -> tuple[tuple[int, int, str], ...]:
-    # /withheld/2 before /withheld/10: array indices compare as numbers.
-    return tuple(
-        (0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in pointer.split("/")
-    )
-
-
-def _message_order(message: str) -> tuple[tuple[int, int, str], ...]:
-    # "line 5: ..." before "line 13: ...": numbers in a message compare as numbers.
-    return tuple(
-        (0, int(part), "") if part.isascii() and part.isdigit() else (1, 0, part)
-        for part in re.split(r"([0-9]+)", message)
-    )
+def _natural(parts: list[str]) -> tuple[tuple[int, int, str], ...]:
+    """A sort key in which parts of ASCII digits compare as numbers."""
+    return tuple((0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in parts)
 
 
 def _finding_order(f: Finding) -> tuple[Any, ...]:
-    return (f.campaign, f.path, _pointer_order(f.pointer), f.code, _message_order(f.message))
+    # /withheld/2 before /withheld/10, and "line 5: ..." before "line 13: ...".
+    return (
+        f.campaign,
+        f.path,
+        _natural(f.pointer.split("/")),
+        f.code,
+        _natural(re.split(r"([0-9]+)", f.message)),
+    )
 
 
 def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | None:

@@ -197,7 +197,7 @@ class Reads:
         self._want_arms(pairs)
         rows = self._db.query(
             _CELLS.format(
-                medians=self._statistics(self._columns, "c."), cells=self._cells_of(self._columns)
+                medians=self._statistics(self._columns), cells=self._cells_of(self._columns)
             )
         ).to_json()
         out: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -223,7 +223,7 @@ class Reads:
             return
         self._want_arms(arms)
         found = self._db.query(
-            f"SELECT c.campaign_id, c.arm, c.stage, c.cell, {self._statistics((extra,), 'c.')} "
+            f"SELECT c.campaign_id, c.arm, c.stage, c.cell, {self._statistics((extra,))} "
             f"FROM ({self._cells_of((extra,))}) AS c JOIN wanted_arms AS w USING (campaign_id, arm)"
         ).to_json()
         by_cell = {
@@ -242,11 +242,12 @@ class Reads:
         insert_rows(con, "wanted_arms", sorted(pairs))
 
     @staticmethod
-    def _statistics(columns: Sequence[str], prefix: str) -> str:
-        """Each column's median, and the count, sum and sum of squares of its values: what
-        sizes the windows (:meth:`_windows`), from the scan that takes the medians."""
+    def _statistics(columns: Sequence[str]) -> str:
+        """Each column's median, and the count, sum and sum of squares of its values, of
+        the query's cells ``c``: what sizes the windows (:meth:`_windows`), from the scan
+        that takes the medians."""
         return ", ".join(
-            f"{prefix}{c}_{name}" for c in columns for name in ("p50", "values", "sum", "squares")
+            f"c.{c}_{name}" for c in columns for name in ("p50", "values", "sum", "squares")
         )
 
     @staticmethod
