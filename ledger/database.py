@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -136,7 +137,13 @@ class Database:
 
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self.connection = connection
-        self._spill: str | None = None
+        self._spill: weakref.finalize[..., Database] | None = None
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def query(self, text: str, parameters: Sequence[Any] | None = None) -> Table:
         """Runs one statement; returns its result.
@@ -162,8 +169,11 @@ class Database:
         con = self.connection
         # DuckDB allows its spill folder even with external access off; by default that is
         # ./.tmp, which a symlink could point anywhere. A fresh private one instead.
-        self._spill = tempfile.mkdtemp(prefix="ledger-duckdb-")
-        con.execute("SET temp_directory = ?", [self._spill])
+        spill = tempfile.mkdtemp(prefix="ledger-duckdb-")
+        # Removed by close(), or else when the database is collected or the interpreter
+        # exits: a library caller that never closed it left a folder a database.
+        self._spill = weakref.finalize(self, _remove_spill, spill, os.getpid())
+        con.execute("SET temp_directory = ?", [spill])
         con.execute(
             "SET allowed_directories = ?", [[p.resolve().as_posix() + "/" for p in readable]]
         )
@@ -259,7 +269,13 @@ class Database:
         """Closes the connection."""
         self.connection.close()
         if self._spill is not None:
-            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill()
+
+
+def _remove_spill(folder: str, owner: int) -> None:
+    # A forked worker holds a copy of the database, not the folder: the parent uses it on.
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _quote(path: str | Path) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -471,3 +473,41 @@ def test_a_cell_run_duckdb_cannot_read_is_one_line_without_reader_advice(
     assert status != 0 and err.count("\n") == 1
     assert f'in file "{cell}"' in err and '"soon"' in err
     assert "auto_detect" not in err and "ledger verify names every artifact" in err
+
+
+def _spill_of(db: database.Database) -> Path:
+    folder = db.query("SELECT current_setting('temp_directory')").rows[0][0]
+    assert "ledger-duckdb-" in folder
+    return Path(folder)
+
+
+def test_the_spill_folder_goes_with_the_database_closed_or_not() -> None:
+    campaign = ROOT / "evidence" / "2026-11-29-simulated-example"
+    with build([campaign]) as db:
+        closed = _spill_of(db)
+        assert closed.is_dir()
+    assert not closed.exists()
+    # A library caller that never closes it: the folder goes when the database does.
+    dropped = build([campaign])
+    spill = _spill_of(dropped)
+    assert spill.is_dir()
+    del dropped
+    gc.collect()
+    assert not spill.exists()
+
+
+def test_a_forked_worker_leaves_its_parents_spill_folder() -> None:
+    db = build([ROOT / "evidence" / "2026-11-29-simulated-example"])
+    spill = _spill_of(db)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the parent's assertions tell
+        # DuckDB's connection is not to be closed in a fork (it crashes): only ours goes.
+        connection = db.connection
+        del db
+        gc.collect()
+        os._exit(0 if connection is not None else 1)
+    assert os.waitpid(child, 0)[1] == 0
+    assert spill.is_dir()
+    assert db.query("SELECT 1").rows == ((1,),)
+    db.close()
+    assert not spill.exists()
