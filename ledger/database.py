@@ -22,7 +22,7 @@ import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import attrs
 import duckdb
@@ -139,7 +139,7 @@ class Database:
         self.connection = connection
         self._spill: weakref.finalize[..., Database] | None = None
 
-    def __enter__(self) -> Database:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
