@@ -157,6 +157,12 @@ def publish(
     kinds: dict[str, str] = {}
     references: dict[str, list[str]] = {}
     raw_digests: dict[str, str] = {}
+    raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
+    # Every text published is reserved before any value is numbered (see _reserve).
+    for withheld in raw_seal.withheld:
+        sanitizer.reserve(f"{withheld.path}\n{withheld.reason}")
+    for reviewed in [*raw_seal.reviews, *([review] if review is not None else [])]:
+        sanitizer.reserve("\n".join(change.path for change in reviewed.changes))
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
         if named:
@@ -171,8 +177,9 @@ def publish(
             document = _parse(sanitizer, rel, data)
             if may_reference(data):
                 references[rel] = [ref.path for ref in find_references(document)]
+            _reserve(sanitizer, rel, "json", data, document)
         elif kinds[rel] == "text":
-            _decode(rel, data)
+            _reserve(sanitizer, rel, "text", data, _decode(rel, data))
     digests: dict[str, str] = {}
     map_file = Changes()
     mapped = False
@@ -200,7 +207,6 @@ def publish(
                 "sanitizer": {"version": rules.version, "sha256": rules.sha256},
             }
             statement = jsonio.dumps_deterministic(intoto.statement([], predicate))
-            raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
             _, seal = manifest.seal_files(
                 work,
                 {intoto.STATEMENT_NAME: statement},
@@ -232,6 +238,20 @@ def publish(
             map_path.unlink(missing_ok=True)
         raise
     return Published(target, map_path, len(digests), sanitizer.redactions, tuple(reports))
+
+
+def _reserve(sanitizer: Sanitizer, rel: str, kind: str, data: bytes, content: Any) -> None:
+    """Numbers the publication's placeholders past those a file holds already (a value
+    sanitized before, as a re-published or imported file holds): a new value numbered as
+    an old one reads as the same value. ``content``: the document, or the text."""
+    if b"\\u" in data:
+        # Written with escapes (\u003c), a placeholder is one once decoded.
+        if kind == "json":
+            sanitizer.reserve_document(content)
+        elif rel.endswith(JSON_LINES):
+            sanitizer.reserve_lines(content)
+    if b"<redacted:" in data:
+        sanitizer.reserve(data.decode("utf-8", "replace"))
 
 
 def _kind(rel: str, data: bytes) -> str:

@@ -596,3 +596,56 @@ def test_verify_public_scans_the_manifest_and_statement(
         ("manifest.json", "/withheld/0/reason", "credential in a public artifact"),
         (intoto.STATEMENT_NAME, "", line),
     }
+
+
+def _numbers(text: str, category: str) -> list[int]:
+    return [int(n) for n in re.findall(rf"<redacted:{category}:([0-9]+)>", text)]
+
+
+@pytest.mark.parametrize(
+    ("name", "earlier"),
+    [
+        # Sorted first, so published first; a placeholder a later file holds is reserved.
+        ("zz-notes.md", "sanitized before: <redacted:credential:1>, <redacted:credential:4>\n"),
+        ("zz-notes.json", '{"note": "sanitized before: <redacted:credential:4>"}'),
+        # Written with an escape, a placeholder is one once decoded.
+        ("zz-notes.json", '{"note": "\\u003credacted:credential:4>"}'),
+        ("zz-notes.jsonl", '{"note": "\\u003credacted:credential:4>"}\n'),
+    ],
+)
+def test_a_new_value_is_numbered_past_the_placeholders_a_campaign_holds(
+    raw: Path, tmp_path: Path, name: str, earlier: str
+) -> None:
+    """A file sanitized before (re-published, or imported from a tool that redacts as we
+    do) holds placeholders: a new value given one of their numbers would read as that
+    value wherever both appear."""
+    (raw / name).write_text(earlier)
+    forge_seal(raw)
+    public = publish(raw, tmp_path / "public").folder
+    log = (public / "serve.log").read_text()
+    assert _numbers(log, "credential") and min(_numbers(log, "credential")) == 5
+    assert "credential:4>" in (public / name).read_text().replace("\\u003c", "<")
+
+
+def test_placeholders_in_withheld_reasons_and_names_are_reserved(
+    raw: Path, tmp_path: Path
+) -> None:
+    # A review records the name of a file added, then deleted.
+    (raw / "<redacted:credential:6>.log").write_text("added after the seal\n")
+    manifest.seal(raw, reseal_after_review=True, jobs=1)
+    (raw / "<redacted:credential:6>.log").unlink()
+    (raw / "private.txt").write_text("kept back\n")
+    manifest.seal(
+        raw, withhold=["private.txt"], reason="see <redacted:gpu:7>", reseal_after_review=True
+    )
+    (raw / "<redacted:endpoint:9>.md").write_text("named by a placeholder\n")
+    forge_seal(raw)
+    public = publish(raw, tmp_path / "public").folder
+    text = _everything(public).decode()
+    assert min(n for n in _numbers(text, "credential") if n != 6) == 7
+    assert min(n for n in _numbers(text, "gpu") if n != 7) == 8
+    assert min(n for n in _numbers(text, "endpoint") if n != 9) == 10
+    # Untouched where they were.
+    assert (public / "<redacted:endpoint:9>.md").exists()
+    reasons = [w.reason for w in manifest.read_manifest(public / "manifest.json").withheld]
+    assert reasons == ["see <redacted:gpu:7>"]

@@ -199,6 +199,29 @@ def test_placeholders_are_stable_idempotent_and_deterministic() -> None:
 
 
 @pytest.mark.parametrize("prefilter", [True, False])
+def test_a_new_value_is_numbered_past_the_placeholders_it_meets(prefilter: bool) -> None:
+    token = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    # In the text it is in: the placeholder there stands for another value.
+    text = Sanitizer(prefilter=prefilter).text(f"was <redacted:credential:3> now {token}")
+    assert text == "was <redacted:credential:3> now <redacted:credential:4>"
+    # In another string of the document, whichever comes first; other categories apart.
+    sanitizer = Sanitizer(prefilter=prefilter)
+    document = {"a": token, "b": ["<redacted:credential:2>", "<redacted:gpu:9>"]}
+    assert sanitizer.document(document)["a"] == "<redacted:credential:3>"
+    assert sanitizer.text("at /home/bob/x") == "at <redacted:path:1>/x"
+    # Reserved by whoever numbers across texts; a number too long to count to is no
+    # reservation (nor an error: int() refuses past 4,300 digits).
+    sanitizer = Sanitizer(prefilter=prefilter)
+    sanitizer.reserve("<redacted:credential:7> <redacted:credential:" + "9" * 5000 + ">")
+    sanitizer.reserve("<redacted:credential:5>")
+    assert sanitizer.text(token) == "<redacted:credential:8>"
+    sanitizer.reserve("<redacted:gpu:" + "1" * 18 + ">")
+    assert sanitizer.text("GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8") == (
+        "<redacted:gpu:" + "1" * 17 + "2>"
+    )
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
 def test_a_secret_used_as_a_key_leaves_its_value_as_it_was(prefilter: bool) -> None:
     key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX12"
     sanitizer = Sanitizer(prefilter=prefilter)

@@ -42,6 +42,10 @@ _SHORTEST = 3
 """No detector matches fewer characters (``::1``); a secret key's value is checked anyway."""
 _PASSES = 4
 """Redactions of one text at most: each pass finds what the one before uncovered."""
+_PLACEHOLDER_START = "<redacted:"
+_LONGEST_NUMBER = 18
+"""Digits of a placeholder's number that reserve it: a longer one is never reached by
+counting, and int() of past 4,300 digits raises."""
 _MEMO_LIMIT = 200_000
 _MEMO_LONGEST = 1024
 """Values repeat (finish reasons, flags); whole logs do not, and would only fill memory."""
@@ -332,6 +336,8 @@ class Sanitizer:
         return list(found)
 
     def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
+        if _PLACEHOLDER_START in text:
+            self.reserve(text)
         if self._prefilter is None:
             return self._detect(text, key)
         windows, found = self._prefilter.look(text)
@@ -407,7 +413,10 @@ class Sanitizer:
         if batch:
             texts = [items[i][0] for i in batch]
             # One newline between texts: each then starts a line, as it starts a string.
-            windows = self._prefilter.windows("\n".join(texts)) if self._prefilter else None
+            joined = "\n".join(texts)
+            if _PLACEHOLDER_START in joined:
+                self.reserve(joined)  # before any of them is numbered
+            windows = self._prefilter.windows(joined) if self._prefilter else None
             if windows is None:
                 for i in batch:
                     results[i] = tuple(self.detect(*items[i]))
@@ -531,6 +540,32 @@ class Sanitizer:
     def redactions(self) -> int:
         """Distinct values redacted so far."""
         return len(self._placeholders)
+
+    def reserve(self, text: str) -> None:
+        """Numbers new placeholders past those ``text`` holds already (a value sanitized
+        before): two values under one placeholder would read as one value. A text is
+        reserved when it is detected; whoever numbers values across texts (publish, a
+        campaign's files) reserves every text first."""
+        counts = self._counts
+        for match in self.rules.placeholder.finditer(text):
+            category, _, number = match.group(0)[len(_PLACEHOLDER_START) : -1].rpartition(":")
+            if len(number) <= _LONGEST_NUMBER:
+                counts[category] = max(counts.get(category, 0), int(number))
+
+    def reserve_document(self, value: Any) -> None:
+        """:meth:`reserve` of every string of a JSON value, keys too."""
+        items: list[tuple[str, str | None]] = []
+        _strings(value, None, items, self._numbers())
+        self.reserve("\n".join(text for text, _ in items))
+
+    def reserve_lines(self, text: str) -> None:
+        """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
+        decodes to."""
+        self.reserve(text)
+        for line in text.split("\n"):
+            value = _json_line(line)
+            if value is not _NOT_JSON:
+                self.reserve_document(value)
 
     def placeholder(self, category: str, value: str) -> str:
         """The stable placeholder of a value."""
