@@ -37,9 +37,13 @@ INVALID = [
     # The colon count alone could be fooled by an escaped colon; the \u guard is not.
     ("duplicate_hidden_by_escaped_colon", b'{"a": 1, "a": "\\u003a"}', "duplicate-key", "/a"),
     ("duplicate_with_colons_in_values", b'{"a": "x:y", "a": "p:q"}', "duplicate-key", "/a"),
-    ("nan", b'{"a": NaN}', "json-nonfinite", ""),
-    ("infinity", b'{"a": -Infinity}', "json-nonfinite", ""),
-    ("overflow_to_infinity", b'{"a": 1e400}', "json-nonfinite", ""),
+    ("nan", b'{"a": NaN}', "json-nonfinite", "/a"),
+    ("infinity", b'{"z": [1, {"a~/b": -Infinity}]}', "json-nonfinite", "/z/1/a~0~1b"),
+    ("overflow_to_infinity", b'{"a": 1e400}', "json-nonfinite", "/a"),
+    # The first in document order, whichever kind; a top-level one is the whole document.
+    ("first_of_two", b'{"b": [1e999], "a": NaN}', "json-nonfinite", "/b/0"),
+    ("first_of_two_tokens", b'{"b": {"c": 1, "d": NaN}, "a": NaN}', "json-nonfinite", "/b/d"),
+    ("top_level", b"Infinity", "json-nonfinite", ""),
     ("bom_utf8", b'\xef\xbb\xbf{"a": 1}', "json-bom", ""),
     ("bom_utf16", b"\xff\xfe{\x00}\x00", "json-bom", ""),
     ("latin1", b'{"a": "\xe9"}', "json-encoding", ""),

@@ -488,6 +488,16 @@ def test_a_key_of_digits_outside_ascii_is_a_finding_not_a_crash(
     assert ("duplicate-key", "/\u00b2") in {(f["code"], f["pointer"]) for f in report["findings"]}
 
 
+def test_a_non_finite_number_is_named_by_its_pointer(tmp_path: Path, cli: CliRun) -> None:
+    document = tmp_path / "doc.json"
+    document.write_text('{"schema": "anvil-serving.os-comparison/v1", "rows": [{"x": NaN}]}\n')
+    status, report = verify_json(cli, document)
+    assert status == 1
+    assert [(f["code"], f["pointer"]) for f in report["findings"]] == [
+        ("json-nonfinite", "/rows/0/x")
+    ]
+
+
 def test_private_data_by_line_is_in_line_order_and_once_a_line() -> None:
     token = "ghp_" + "T" * 36
     lines = ["clean"] * 14

@@ -88,14 +88,37 @@ def _classify_parse_error(data: bytes, error: orjson.JSONDecodeError) -> Invalid
     except UnicodeDecodeError as e:
         return InvalidArtifact(f"not UTF-8: byte {e.start} is invalid", code="json-encoding")
     if "infinity" in message.lower():
-        return InvalidArtifact(f"non-finite number: {message}", code="json-nonfinite")
+        return InvalidArtifact(
+            f"non-finite number: {message}", code="json-nonfinite", pointer=_nonfinite_at(text)
+        )
     try:
         json.loads(text, parse_constant=_reject_constant)
     except InvalidArtifact as e:
+        e.pointer = _nonfinite_at(text)
         return e
     except (ValueError, RecursionError):
         pass
     return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
+
+
+def _nonfinite_at(text: str) -> str:
+    """The pointer of the first non-finite number of a text Python's json reads (a bare
+    ``NaN`` or ``Infinity``, or a number beyond any float); ``""`` where it cannot tell."""
+    try:
+        document = json.loads(text, parse_constant=_Token)
+    except (ValueError, RecursionError):
+        return ""
+    # Depth first in document order, without recursion: a document may be deep.
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, _Token) or (isinstance(value, float) and not math.isfinite(value)):
+            return json_pointer(path)
+        if isinstance(value, dict):
+            stack.extend((value[k], (*path, k)) for k in reversed(value))
+        elif isinstance(value, list):
+            stack.extend((value[i], (*path, i)) for i in reversed(range(len(value))))
+    return ""
 
 
 def refuse_bom(data: bytes) -> None:
