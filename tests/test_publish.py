@@ -627,9 +627,7 @@ def test_a_new_value_is_numbered_past_the_placeholders_a_campaign_holds(
     assert "credential:4>" in (public / name).read_text().replace("\\u003c", "<")
 
 
-def test_placeholders_in_withheld_reasons_and_names_are_reserved(
-    raw: Path, tmp_path: Path
-) -> None:
+def test_placeholders_in_withheld_reasons_and_names_are_reserved(raw: Path, tmp_path: Path) -> None:
     # A review records the name of a file added, then deleted.
     (raw / "<redacted:credential:6>.log").write_text("added after the seal\n")
     manifest.seal(raw, reseal_after_review=True, jobs=1)
