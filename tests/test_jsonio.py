@@ -43,6 +43,7 @@ INVALID = [
     # The first in document order, whichever kind; a top-level one is the whole document.
     ("first_of_two", b'{"b": [1e999], "a": NaN}', "json-nonfinite", "/b/0"),
     ("first_of_two_tokens", b'{"b": {"c": 1, "d": NaN}, "a": NaN}', "json-nonfinite", "/b/d"),
+    ("first_in_a_list", b"[1.5, NaN, 1e999]", "json-nonfinite", "/1"),
     ("top_level", b"Infinity", "json-nonfinite", ""),
     ("bom_utf8", b'\xef\xbb\xbf{"a": 1}', "json-bom", ""),
     ("bom_utf16", b"\xff\xfe{\x00}\x00", "json-bom", ""),
