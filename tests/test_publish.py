@@ -13,6 +13,7 @@ import pytest
 
 from ledger import manifest
 from ledger._internal import intoto
+from ledger._internal.sanitizer import Sanitizer
 from ledger._internal.jsonio import read_json, write_json
 from ledger.decide import decide
 from ledger.hashing import sha256_file
@@ -359,10 +360,20 @@ def test_a_refusal_never_quotes_the_secret(raw: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "public").exists()
 
 
-def test_two_keys_that_are_one_once_redacted_are_refused(raw: Path, tmp_path: Path) -> None:
-    """Publishing either would lose the other's value."""
+def test_two_keys_that_are_one_once_redacted_are_refused(
+    raw: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publishing either would lose the other's value. A new value is numbered past the
+    placeholders a campaign holds, so both keys are kept; a sanitizer that did not, would
+    be refused rather than lose one."""
     write_json(raw / "notes.json", {"paths": {"/home/alice/a": 1, "<redacted:path:1>/a": 2}})
     forge_seal(raw)
+    public = publish(raw, tmp_path / "kept", digest_map=tmp_path / "kept.map.json").folder
+    assert read_json(public / "notes.json")["paths"] == {
+        "<redacted:path:1>/a": 2,
+        "<redacted:path:2>/a": 1,
+    }
+    monkeypatch.setattr(Sanitizer, "reserve", lambda self, text: None)
     with pytest.raises(PublishError) as refused:
         publish(raw, tmp_path / "public")
     assert str(refused.value) == (
