@@ -13,8 +13,8 @@ import pytest
 
 from ledger import manifest
 from ledger._internal import intoto
-from ledger._internal.sanitizer import Sanitizer
 from ledger._internal.jsonio import read_json, write_json
+from ledger._internal.sanitizer import Sanitizer
 from ledger.decide import decide
 from ledger.hashing import sha256_file
 from ledger.policy import load_policy

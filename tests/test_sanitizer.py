@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger._internal import sanitizer as sanitizer_module
 from ledger._internal.sanitizer import Sanitizer, Taken
 from tests.conftest import DATA, seed_paths
 
@@ -541,3 +542,42 @@ def test_a_match_over_a_placeholder_does_not_stop_its_rule(prefilter: bool) -> N
     block = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----"
     cleaned = Sanitizer(prefilter=prefilter).text(f"{kept} then {block}")
     assert cleaned == f"{kept} then <redacted:credential:8>"  # numbered past the one kept
+
+
+_KEYS = st.sampled_from(["a", "api_key", "token_count", "args", "gpu_uuid", "--api-key", "env"])
+_SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=False),
+    st.integers(-(10**13), 10**13),
+    st.sampled_from(["--api-key", "--token", "-x", "--flag=1", "hf_" + "a" * 32, "plain"]),
+    st.text(max_size=8),
+)
+_JSON = st.recursive(
+    _SCALAR,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_KEYS | st.text(max_size=4), inner),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.sampled_from([None, "api_key", "args"]))
+def test_the_scan_looks_at_the_strings_the_walk_in_order_does(value: Any, key: str | None) -> None:
+    """The fail-closed scan asks whether any (string, key) holds something, from sets; the
+    walk in order (which sanitizing rebuilds from) must give the same pairs."""
+    sanitizer = Sanitizer()
+    ordered: list[tuple[str, str | None]] = []
+    sanitizer_module._strings(value, key, ordered, sanitizer._numbers())
+    strings: set[tuple[str, str | None]] = set()
+    keys: set[str] = set()
+    sanitizer_module._distinct_strings(value, key, strings, keys, sanitizer._numbers())
+    assert set(ordered) == strings | {(k, None) for k in keys}
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_the_scan_finds_a_secret_that_is_only_a_key(prefilter: bool) -> None:
+    token = "ghp_" + "K" * 36
+    document = {"rows": [{"n": 1}, {token: 2, "note": "plain"}]}
+    assert list(Sanitizer(prefilter=prefilter).scan(document)) == [
+        ("/rows/1/<redacted:credential>", "credential (in a key)")
+    ]

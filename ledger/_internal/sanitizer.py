@@ -695,9 +695,14 @@ class Sanitizer:
         self, value: Any, pointer: str = "", key: str | None = None
     ) -> Iterator[tuple[str, str]]:
         """(JSON pointer, category) of every remaining hit: the fail-closed check."""
-        items: list[tuple[str, str | None]] = []
-        _strings(value, key, items, self._numbers())
-        if not any(self.detect_all(items)):
+        # Whether anything is found needs each (text, key) once, in no order: a set, and
+        # keys gathered a whole object at a time (the walk in order, twice as slow, is
+        # for documents that hold something, to say where).
+        strings: set[tuple[str, str | None]] = set()
+        keys: set[str] = set()
+        _distinct_strings(value, key, strings, keys, self._numbers())
+        strings.update((k, None) for k in keys)
+        if not any(self.detect_all(list(strings))):
             return iter(())
         return self._scan(value, pointer, key)
 
@@ -816,7 +821,7 @@ def _strings(
     if isinstance(value, str):
         out.append((value, key))
     elif type(value) is int:
-        _number(value, key, out, numbers)
+        _number(value, key, out.append, numbers)
     elif isinstance(value, dict):
         start = len(out)
         append = out.append
@@ -828,7 +833,7 @@ def _strings(
             if kind is str:
                 append((item, k))
             elif kind is int:
-                _number(item, k, out, numbers)
+                _number(item, k, append, numbers)
             elif kind is not float and kind is not bool and item is not None:
                 _strings(item, k, out, numbers, spans)
         if spans is not None:
@@ -841,14 +846,46 @@ def _strings(
             spans[id(value)] = (start, len(out))
 
 
-def _number(value: int, key: str | None, out: list[tuple[str, str | None]], numbers: _Keys) -> None:
+def _distinct_strings(
+    value: Any,
+    key: str | None,
+    strings: set[tuple[str, str | None]],
+    keys: set[str],
+    numbers: _Keys,
+) -> None:
+    """:func:`_strings` as sets, in no order: every (string, key) and long secret number
+    of a JSON value into ``strings``, the keys into ``keys``."""
+    if isinstance(value, str):
+        strings.add((value, key))
+    elif type(value) is int:
+        _number(value, key, strings.add, numbers)
+    elif isinstance(value, dict):
+        keys.update(value)
+        add = strings.add
+        for k, item in value.items():
+            kind = type(item)
+            if kind is str:
+                add((item, k))
+            elif kind is int:
+                if item >= _LONG_NUMBER or item <= -_LONG_NUMBER:  # no call for most
+                    _number(item, k, add, numbers)
+            elif kind is not float and kind is not bool and item is not None:
+                _distinct_strings(item, k, strings, keys, numbers)
+    elif isinstance(value, list) and not _plain(value):
+        for item, under in zip(value, numbers.items(value, key), strict=True):
+            _distinct_strings(item, under, strings, keys, numbers)
+
+
+def _number(
+    value: int, key: str | None, add: Callable[[tuple[str, str | None]], None], numbers: _Keys
+) -> None:
     # Most numbers are small: the key is looked at only for a long one.
     if value >= _LONG_NUMBER or value <= -_LONG_NUMBER:
         secret = numbers.known.get(key) if key is not None else False
         if secret is None:
             secret = numbers.decide(value, key)
         if secret:
-            out.append((str(value), key))
+            add((str(value), key))
 
 
 class _Cursor:
