@@ -606,9 +606,21 @@ def _on_signal(signum: int, frame: object) -> None:
     if PLACED:
         return  # the output is in place: finishing is what leaves no half-done work
     _SIGNALLED.append(signum)
-    if signum == signal.SIGTERM:
+    if signum != signal.SIGINT:
         raise Terminated
     raise KeyboardInterrupt
+
+
+# A closed terminal or a dropped ssh session sends SIGHUP: a command ends as on SIGTERM.
+_STOPPING = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def _stopped(signum: int) -> str:
+    if signum == signal.SIGINT:
+        return "interrupted"
+    return "hung up" if signum == getattr(signal, "SIGHUP", None) else "terminated"
 
 
 def main(args: list[str] | None = None) -> int:
@@ -616,7 +628,8 @@ def main(args: list[str] | None = None) -> int:
 
     0 success; 1 findings, or a refusal about the evidence; 2 unusable input (bad
     arguments, a missing or unreadable path, a malformed file given as an argument, an
-    output that exists); 130 after Ctrl-C and 143 after SIGTERM, with nothing half-written.
+    output that exists); 130 after Ctrl-C, 143 after SIGTERM and 129 after SIGHUP, with
+    nothing half-written.
     """
     argv = sys.argv[1:] if args is None else args
     # Discovering the runner commands costs about 25 ms; the core commands skip it.
@@ -630,21 +643,20 @@ def main(args: list[str] | None = None) -> int:
     from ledger._internal.outputs import PLACED
 
     PLACED.clear()
-    previous = {n: signal.signal(n, _on_signal) for n in (signal.SIGINT, signal.SIGTERM)}
+    previous = {n: signal.signal(n, _on_signal) for n in _STOPPING}
     try:
         status: int = namespace.func(namespace)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Terminated:
-        print("terminated", file=sys.stderr)
-        return 143
+        signum = _SIGNALLED[0] if _SIGNALLED else signal.SIGTERM
+        print(_stopped(signum), file=sys.stderr)
+        return 128 + signum
     except Exception as e:
         if _SIGNALLED:
             # An interrupt that a library reported as its own error ("Query interrupted").
-            print(
-                "interrupted" if _SIGNALLED[0] == signal.SIGINT else "terminated", file=sys.stderr
-            )
+            print(_stopped(_SIGNALLED[0]), file=sys.stderr)
             return 128 + _SIGNALLED[0]
         if namespace.verbose > 1:
             raise

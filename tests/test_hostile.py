@@ -852,6 +852,47 @@ def test_an_interrupt_a_library_reports_as_its_own_error_exits_130(
     assert cli_module.main(["stuck"]) == 130
 
 
+@pytest.mark.parametrize(
+    ("number", "status", "said"),
+    [(signal.SIGHUP, 129, "hung up"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_hang_up_ends_a_command_as_a_termination_does(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    number: int,
+    status: int,
+    said: str,
+) -> None:
+    """A closed terminal or a dropped ssh session sends SIGHUP: the command's cleanup runs
+    (here a database's spill folder), as after SIGTERM, rather than the process dying."""
+    import ledger._cli as cli_module
+    from ledger.database import build
+
+    spills: list[Path] = []
+
+    def query_hung_up(_: object) -> int:
+        database = build([ROOT / "evidence" / PUBLISHED])
+        try:
+            spills.append(
+                Path(database.query("SELECT current_setting('temp_directory')").rows[0][0])
+            )
+            signal.raise_signal(number)
+        finally:
+            database.close()
+        return 0
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("hung", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=query_hung_up)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["hung"]) == status
+    assert capsys.readouterr().err == f"{said}\n"
+    assert spills and not spills[0].exists()
+    # The handlers are given back.
+    assert signal.getsignal(number) is signal.SIG_DFL
+
+
 @pytest.mark.parametrize("path", ["manifest.json", "SHA256SUMS", "linux", "../x", "/etc/passwd"])
 def test_seal_withhold_refuses_what_is_not_an_artifact(raw: Path, cli: CliRun, path: str) -> None:
     before = _files(raw.parent)
