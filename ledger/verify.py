@@ -371,8 +371,13 @@ def _ticket_findings(
 
 
 def _natural(parts: list[str]) -> tuple[tuple[int, int, str], ...]:
-    """A sort key in which parts of ASCII digits compare as numbers."""
-    return tuple((0, int(p), "") if p.isascii() and p.isdigit() else (1, 0, p) for p in parts)
+    """A sort key in which parts of ASCII digits compare as numbers: by their length
+    without leading zeros, then digit by digit (int() refuses past 4,300 digits, and a
+    pointer or a message may hold more)."""
+    return tuple(
+        (0, len(p.lstrip("0")), p.lstrip("0")) if p.isascii() and p.isdigit() else (1, 0, p)
+        for p in parts
+    )
 
 
 def _finding_order(f: Finding) -> tuple[Any, ...]:

@@ -84,6 +84,15 @@ def test_findings_sort_by_pointer_numerically() -> None:
     ordered = sorted(pointers, key=lambda p: verify._natural(p.split("/")))
     # Indices before names, and in number order: /rows/2 before /rows/10.
     assert ordered == ["/a", "/rows/2", "/rows/2/x", "/rows/10/x", "/rows/b"]
+    # As numbers, leading zeros aside, however long (int() refuses past 4,300 digits).
+    long = ["/k/" + "9" * 5000, "/k/1" + "0" * 4999, "/k/0" + "9" * 5000, "/k/08", "/k/9"]
+    assert sorted(long, key=lambda p: verify._natural(p.split("/"))) == [
+        "/k/08",
+        "/k/9",
+        "/k/1" + "0" * 4999,
+        "/k/" + "9" * 5000,
+        "/k/0" + "9" * 5000,  # the same number: kept in the order given
+    ]
 
 
 def test_the_kinds_a_manifest_lists() -> None:
