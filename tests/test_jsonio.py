@@ -44,6 +44,17 @@ INVALID = [
     ("first_of_two", b'{"b": [1e999], "a": NaN}', "json-nonfinite", "/b/0"),
     ("first_of_two_tokens", b'{"b": {"c": 1, "d": NaN}, "a": NaN}', "json-nonfinite", "/b/d"),
     ("first_in_a_list", b"[1.5, NaN, 1e999]", "json-nonfinite", "/1"),
+    # An integer beyond any float is one too (orjson reads it as a float), and comes first.
+    ("integer_beyond_a_float", b'{"b": 1' + b"0" * 400 + b', "a": NaN}', "json-nonfinite", "/b"),
+    ("integer_past_int_digits", b"[1" + b"0" * 5000 + b"]", "json-nonfinite", "/0"),
+    # A duplicate key does not hide the first.
+    ("behind_a_duplicate", b'{"x": [{"a": Infinity, "a": 1}]}', "json-nonfinite", "/x/0/a"),
+    # Too deep is too deep, whatever lies at the bottom; broken is broken.
+    ("deep_nonfinite", b"[" * 300 + b"NaN" + b"]" * 300, "json-too-deep", ""),
+    ("deeper_nonfinite", b'{"a":' * 1000 + b"NaN" + b"}" * 1000, "json-too-deep", ""),
+    ("nonfinite_then_syntax", b"[1e400,]", "json-syntax", ""),
+    ("unclosed_after_nan", b'{"a": [NaN', "json-syntax", ""),
+    ("nan_glued", b'{"a": NaNa}', "json-syntax", ""),
     ("top_level", b"Infinity", "json-nonfinite", ""),
     ("bom_utf8", b'\xef\xbb\xbf{"a": 1}', "json-bom", ""),
     ("bom_utf16", b"\xff\xfe{\x00}\x00", "json-bom", ""),

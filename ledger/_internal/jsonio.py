@@ -75,50 +75,74 @@ def _find_duplicate(obj: Any, path: list[str | int]) -> tuple[list[str | int], s
     return None
 
 
-def _reject_constant(name: str) -> Any:
-    raise InvalidArtifact(f"non-finite number {name} is not JSON", code="json-nonfinite")
-
-
 def _classify_parse_error(data: bytes, error: orjson.JSONDecodeError) -> InvalidArtifact:
     message = str(error)
     if "depth limit" in message or "recursion" in message:
-        return InvalidArtifact(f"nested deeper than {MAX_DEPTH} levels", code="json-too-deep")
+        return _too_deep()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         return InvalidArtifact(f"not UTF-8: byte {e.start} is invalid", code="json-encoding")
-    if "infinity" in message.lower():
-        return InvalidArtifact(
-            f"non-finite number: {message}", code="json-nonfinite", pointer=_nonfinite_at(text)
+    # Read again in the dialect that takes bare NaN and Infinity, to say which failure it
+    # is and where: every member kept (a duplicate key can hide one), every number only
+    # as finite or not.
+    try:
+        document = json.loads(
+            text,
+            parse_constant=_Token,
+            parse_int=_finite_or_token,
+            parse_float=_finite_or_token,
+            object_pairs_hook=_Members,
         )
-    try:
-        json.loads(text, parse_constant=_reject_constant)
-    except InvalidArtifact as e:
-        e.pointer = _nonfinite_at(text)
-        return e
-    except (ValueError, RecursionError):
-        pass
-    return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
+    except RecursionError:
+        return _too_deep()
+    except ValueError:
+        return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
+    depth, found = _first_nonfinite(document)
+    if depth > MAX_DEPTH:
+        return _too_deep()
+    if found is None:
+        return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
+    pointer, token = found
+    if token in NON_FINITE:
+        return InvalidArtifact(
+            f"non-finite number {token} is not JSON", code="json-nonfinite", pointer=pointer
+        )
+    return InvalidArtifact(f"non-finite number: {message}", code="json-nonfinite", pointer=pointer)
 
 
-def _nonfinite_at(text: str) -> str:
-    """The pointer of the first non-finite number of a text Python's json reads (a bare
-    ``NaN`` or ``Infinity``, or a number beyond any float); ``""`` where it cannot tell."""
-    try:
-        document = json.loads(text, parse_constant=_Token)
-    except (ValueError, RecursionError):
-        return ""
+def _too_deep() -> InvalidArtifact:
+    return InvalidArtifact(f"nested deeper than {MAX_DEPTH} levels", code="json-too-deep")
+
+
+class _Members(list[tuple[str, Any]]):
+    """An object's members as read, in order, duplicates kept."""
+
+
+def _finite_or_token(number: str) -> Any:
+    # Only whether it is finite matters here (and int() refuses past 4,300 digits).
+    return 0 if math.isfinite(float(number)) else _Token(number)
+
+
+def _first_nonfinite(document: Any) -> tuple[int, tuple[str, str] | None]:
+    """How deep a document read with :class:`_Members` and tokens nests, and the pointer
+    and token of its first non-finite number in document order (None when none)."""
+    deepest = 0
+    first: tuple[str, str] | None = None
     # Depth first in document order, without recursion: a document may be deep.
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
     while stack:
         value, path = stack.pop()
-        if isinstance(value, _Token) or (isinstance(value, float) and not math.isfinite(value)):
-            return json_pointer(path)
-        if isinstance(value, dict):
-            stack.extend((value[k], (*path, k)) for k in reversed(value))
+        if isinstance(value, _Token):
+            if first is None:
+                first = (json_pointer(path), str(value))
+        elif isinstance(value, _Members):
+            deepest = max(deepest, len(path) + 1)
+            stack.extend((v, (*path, k)) for k, v in reversed(value))
         elif isinstance(value, list):
+            deepest = max(deepest, len(path) + 1)
             stack.extend((value[i], (*path, i)) for i in reversed(range(len(value))))
-    return ""
+    return deepest, first
 
 
 def refuse_bom(data: bytes) -> None:
