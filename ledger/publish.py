@@ -180,6 +180,8 @@ def publish(
             _reserve(sanitizer, rel, "json", data, document)
         elif kinds[rel] == "text":
             _reserve(sanitizer, rel, "text", data, _decode(rel, data))
+        else:  # a bundle, published as it is: what it holds is published too
+            _reserve(sanitizer, rel, "json", data, jsonio.parse_strict(data))
     digests: dict[str, str] = {}
     map_file = Changes()
     mapped = False

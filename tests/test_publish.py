@@ -651,10 +651,90 @@ def test_placeholders_in_withheld_reasons_and_names_are_reserved(raw: Path, tmp_
     forge_seal(raw)
     public = publish(raw, tmp_path / "public").folder
     text = _everything(public).decode()
-    assert min(n for n in _numbers(text, "credential") if n != 6) == 7
-    assert min(n for n in _numbers(text, "gpu") if n != 7) == 8
-    assert min(n for n in _numbers(text, "endpoint") if n != 9) == 10
+    # Each set as it is: new values from one past the old, none given an old one's number.
+    assert set(_numbers(text, "credential")) == {6, 7, 8}
+    assert set(_numbers(text, "gpu")) == {7, 8}
+    assert set(_numbers(text, "endpoint")) == {9, 10, 11}
     # Untouched where they were.
     assert (public / "<redacted:endpoint:9>.md").exists()
     reasons = [w.reason for w in manifest.read_manifest(public / "manifest.json").withheld]
     assert reasons == ["see <redacted:gpu:7>"]
+
+
+def _new_credentials(public: Path) -> list[int]:
+    return _numbers((public / "serve.log").read_text(), "credential")
+
+
+def test_a_withheld_file_s_name_is_reserved(raw: Path, tmp_path: Path) -> None:
+    (raw / "<redacted:credential:6>.txt").write_text("kept back\n")
+    manifest.seal(
+        raw, withhold=["<redacted:credential:6>.txt"], reason="private", check=False, jobs=1
+    )
+    forge_seal(raw)
+    assert min(_new_credentials(publish(raw, tmp_path / "public").folder)) == 7
+
+
+def test_every_name_a_review_records_is_reserved_the_pending_one_too(
+    raw: Path, tmp_path: Path
+) -> None:
+    # Recorded: two files added, the second then deleted.
+    (raw / "a.log").write_text("added\n")
+    (raw / "z<redacted:credential:6>.log").write_text("added\n")
+    manifest.seal(raw, reseal_after_review=True, jobs=1)
+    (raw / "z<redacted:credential:6>.log").unlink()
+    forge_seal(raw)
+    # Pending: a file deleted since the seal, reviewed by this publish.
+    (raw / "<redacted:gpu:4>.log").write_text("added\n")
+    forge_seal(raw)
+    (raw / "<redacted:gpu:4>.log").unlink()
+    public = publish(raw, tmp_path / "public", reseal_after_review=True).folder
+    log = (public / "serve.log").read_text()
+    assert min(_numbers(log, "credential")) == 7
+    assert _numbers(log, "gpu") == [5]
+
+
+def test_a_placeholder_beside_escapes_and_in_a_bundle_is_reserved(
+    raw: Path, tmp_path: Path
+) -> None:
+    # An escape elsewhere in the text does not stop its placeholders being read as written.
+    (raw / "zz-notes.md").write_text("C:\\users\\u1 sanitized before: <redacted:path:4>\n")
+    (raw / "notes").mkdir()
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "note": "<redacted:credential:6>",
+    }
+    (raw / "notes" / "x.sigstore.json").write_text(json.dumps(bundle))
+    forge_seal(raw)
+    public = publish(raw, tmp_path / "public").folder
+    assert min(_new_credentials(public)) == 7
+    assert "<redacted:path:5>/.cache" in (public / "serve.log").read_text()
+    assert json.loads((public / "notes" / "x.sigstore.json").read_text()) == bundle
+
+
+def test_json_lines_hiding_a_secret_in_escapes_are_refused_or_rewritten(
+    raw: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    """A line that is a JSON string is rewritten as JSON; one that is not strict JSON
+    (a NaN, as Python's json writes) is not rewritten, so a secret its escapes spell is
+    refused rather than published."""
+    (raw / "out.jsonl").write_text('"\\u0070assword=hunter2secret"\n')
+    forge_seal(raw)
+    public = publish(raw, tmp_path / "public").folder
+    line = (public / "out.jsonl").read_text().split("\n")[0]
+    assert "hunter2secret" not in json.loads(line)
+    (raw / "out.jsonl").write_text('{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n')
+    forge_seal(raw)
+    with pytest.raises(PublishError) as refused:
+        publish(raw, tmp_path / "again", digest_map=tmp_path / "again.map.json")
+    assert str(refused.value) == (
+        "out.jsonl: line 1: credential written with JSON escapes still present after sanitizing"
+    )
+    assert not (tmp_path / "again").exists()
+    # Pasted into a publication, verify --public finds it.
+    (public / "out.jsonl").write_text('{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n')
+    forge_seal(public)
+    status, report = verify_json(cli, "--public", public)
+    assert status == 1
+    assert [f["message"] for f in report["findings"] if f["code"] == "private-data"] == [
+        "line 1: credential written with JSON escapes in a public file"
+    ]

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledger._internal import sanitizer as sanitizer_module
@@ -220,6 +220,68 @@ def test_a_new_value_is_numbered_past_the_placeholders_it_meets(prefilter: bool)
     assert sanitizer.text("GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8") == (
         "<redacted:gpu:" + "1" * 17 + "2>"
     )
+    # Past 18 digits a number is not counted from, but never given again when counting
+    # reaches it; a number 0 is counted past too.
+    sanitizer = Sanitizer(prefilter=prefilter)
+    sanitizer.reserve("<redacted:path:0> <redacted:gpu:" + "1" * 19 + ">")
+    sanitizer.reserve(
+        "<redacted:credential:" + "9" * 18 + "> <redacted:credential:1" + "0" * 18 + ">"
+    )
+    assert sanitizer.text("at /home/bob/x") == "at <redacted:path:1>/x"
+    assert sanitizer.text("GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8") == "<redacted:gpu:1>"
+    assert sanitizer.text(token) == "<redacted:credential:1" + "0" * 17 + "1>"
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_a_file_of_json_lines_reserves_each_line_as_a_reader_decodes_it(prefilter: bool) -> None:
+    token = "hf_abcdefghijklmnopqrstuvwxyz012345"
+    sanitizer = Sanitizer(prefilter=prefilter)
+    sanitizer.reserve_lines(
+        "plain <redacted:credential:4>\n"
+        '{"a": 1}\n'
+        '{"note": "\\u003credacted:credential:6>"}\n'
+        '"\\u003credacted:path:3>"\n'
+        '{"n": NaN, "note": "\\u003credacted:gpu:2>"}\n'
+    )
+    assert sanitizer.text(token) == "<redacted:credential:7>"
+    assert sanitizer.text("at /home/bob/x") == "at <redacted:path:4>/x"
+    assert sanitizer.text("GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8") == "<redacted:gpu:3>"
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_json_lines_as_a_reader_decodes_them(prefilter: bool) -> None:
+    """A line that is a JSON string is sanitized as JSON; one that is not strict JSON (a
+    NaN, a duplicate key) cannot be rewritten as JSON, so a secret its escapes spell is
+    found, not published unseen."""
+    sanitizer = Sanitizer(prefilter=prefilter)
+    text = (
+        '"\\u0070assword=hunter2secret"\n'
+        '{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n'
+        '{"k": "x", "k": "ghp_\\u0041BCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"}\n'
+        '{"a": NaN, "k": "plain \\u003credacted:credential:9> \\n"}\n'
+    )
+    cleaned = sanitizer.lines(text)
+    assert cleaned.split("\n")[0] == '"password=<redacted:credential:10>"'
+    assert list(sanitizer.scan_lines(cleaned)) == [
+        (2, "", "credential written with JSON escapes"),
+        (3, "", "credential written with JSON escapes"),
+    ]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_long_numbers_under_a_secret_key_in_a_list_and_alone(prefilter: bool) -> None:
+    sanitizer = Sanitizer(prefilter=prefilter)
+    assert sanitizer.document({"api_key": 10**12}) == {"api_key": "<redacted:credential:1>"}
+    assert sanitizer.document({"api_key": [10**12 + 1, 5]}) == {
+        "api_key": ["<redacted:credential:2>", 5]
+    }
+    numbers = {"counts": [10**12, 5], "api_key": [10**12 - 1, 5]}
+    assert sanitizer.document(numbers) is numbers
+    fresh = Sanitizer(prefilter=prefilter)
+    assert list(fresh.scan({"api_key": [-(10**12)]})) == [("/api_key/0", "credential")]
+    assert list(fresh.scan(10**12, key="api_key")) == [("", "credential")]
+    assert list(fresh.scan("abcdefghijklmnop1234", key="api_key")) == [("", "credential")]
+    assert list(fresh.scan(numbers)) == []
 
 
 @pytest.mark.parametrize("prefilter", [True, False])
@@ -562,6 +624,9 @@ _JSON = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(_JSON, st.sampled_from([None, "api_key", "args"]))
+@example({"api_key": [10**12], "token": 10**12, "password": -(10**12)}, None)
+@example([-(10**12), "x"], "api_key")
+@example(10**12, "api_key")
 def test_the_scan_looks_at_the_strings_the_walk_in_order_does(value: Any, key: str | None) -> None:
     """The fail-closed scan asks whether any (string, key) holds something, from sets; the
     walk in order (which sanitizing rebuilds from) must give the same pairs."""

@@ -44,8 +44,8 @@ _PASSES = 4
 """Redactions of one text at most: each pass finds what the one before uncovered."""
 _PLACEHOLDER_START = "<redacted:"
 _LONGEST_NUMBER = 18
-"""Digits of a placeholder's number that reserve it: a longer one is never reached by
-counting, and int() of past 4,300 digits raises."""
+"""Digits of a placeholder's number counted past (int() of past 4,300 digits raises); a
+longer one is only skipped, if counting reaches it."""
 _MEMO_LIMIT = 200_000
 _MEMO_LONGEST = 1024
 """Values repeat (finish reasons, flags); whole logs do not, and would only fill memory."""
@@ -248,6 +248,8 @@ class Sanitizer:
         self.rules = rules or load_rules()
         self._placeholders: dict[tuple[str, str], str] = {}
         self._counts: dict[str, int] = {}
+        self._reserved: set[str] = set()
+        """Placeholders met in the texts (a number too long to count past is skipped)."""
         self._memo: dict[tuple[str, str | None], tuple[Hit, ...]] = {}
         self._last_long: tuple[str, str | None, tuple[Hit, ...]] | None = None
         self._keys: dict[str, bool] = {}
@@ -548,6 +550,7 @@ class Sanitizer:
         campaign's files) reserves every text first."""
         counts = self._counts
         for match in self.rules.placeholder.finditer(text):
+            self._reserved.add(match.group(0))
             category, _, number = match.group(0)[len(_PLACEHOLDER_START) : -1].rpartition(":")
             if len(number) <= _LONGEST_NUMBER:
                 counts[category] = max(counts.get(category, 0), int(number))
@@ -561,19 +564,28 @@ class Sanitizer:
     def reserve_lines(self, text: str) -> None:
         """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
         decodes to."""
-        self.reserve(text)
-        for line in text.split("\n"):
+        if _PLACEHOLDER_START in text:
+            self.reserve(text)
+        for line in text.split("\n") if "\\u" in text else ():
+            # Only an escape can spell a placeholder the text does not show.
+            if "\\u" not in line:
+                continue
             value = _json_line(line)
             if value is not _NOT_JSON:
                 self.reserve_document(value)
+            else:
+                self.reserve(_JSON_ESCAPE.sub(_unescape, line))
 
     def placeholder(self, category: str, value: str) -> str:
         """The stable placeholder of a value."""
         found = self._placeholders.get((category, value))
         if found is None:
             number = self._counts.get(category, 0) + 1
+            found = f"{_PLACEHOLDER_START}{category}:{number}>"
+            while found in self._reserved:  # past one too long to count from
+                number += 1
+                found = f"{_PLACEHOLDER_START}{category}:{number}>"
             self._counts[category] = number
-            found = f"<redacted:{category}:{number}>"
             self._placeholders[(category, value)] = found
         return found
 
@@ -649,7 +661,7 @@ class Sanitizer:
                     raise KeyCollision(where, "two keys are the same once redacted")
                 out[cleaned] = self._rebuild(value[k], k, cursor, where)
             return out
-        if isinstance(value, list) and not _plain(value):
+        if isinstance(value, list) and _walks(value, key, self._long_secret):
             if cursor.skips(value):
                 return value
             return [
@@ -672,6 +684,7 @@ class Sanitizer:
         """A file of JSON lines sanitized: each line that holds JSON as a document first
         (what a JSON reader decodes, escapes included: ``api\\u005fkey`` is ``api_key``),
         written again only where something was redacted, then the whole as text."""
+        self.reserve_lines(text)  # before any line is numbered
         out = []
         for line in text.split("\n"):
             value = _json_line(line)
@@ -690,6 +703,12 @@ class Sanitizer:
             if value is not _NOT_JSON:
                 for pointer, category in self.scan(value):
                     yield number, pointer, category
+            elif "\\" in line:
+                # Not strict JSON (a NaN, a duplicate key), so not rewritten as JSON; a
+                # JSON reader still decodes its escapes: "\u0070assword=..." is a secret.
+                decoded = _JSON_ESCAPE.sub(_unescape, line)
+                for category in dict.fromkeys(hit.category for hit in self.detect(decoded)):
+                    yield number, "", f"{category} written with JSON escapes"
 
     def scan(
         self, value: Any, pointer: str = "", key: str | None = None
@@ -774,11 +793,19 @@ JSON_LINES = (".jsonl", ".ndjson")
 """Names of files of JSON lines: sanitized and scanned line by line as JSON, then as text."""
 
 _NOT_JSON = object()
+_JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_ESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code, char = match.groups()
+    return chr(int(code, 16)) if code is not None else _ESCAPED[char]
 
 
 def _json_line(line: str) -> Any:
-    """The JSON value a line holds, or ``_NOT_JSON``."""
-    if line.lstrip()[:1] not in ("{", "["):
+    """The JSON value a line holds (an object, a list or a string: what can hold escapes),
+    or ``_NOT_JSON``."""
+    if line.lstrip()[:1] not in ("{", "[", '"'):
         return _NOT_JSON
     try:
         return jsonio.parse_strict(line.encode())
@@ -793,6 +820,20 @@ def _plain(value: list[Any]) -> bool:
     """Whether a list holds no string, object or list (its exact types: a subclass of str
     is walked like any string). Number arrays are most of a raw artifact."""
     return _SCALARS.issuperset(map(type, value))
+
+
+def _walks(
+    value: list[Any], key: str | None, long_secret: Callable[[int, str | None], bool]
+) -> bool:
+    """Whether a list's items are walked: it holds a string, an object or a list, or a
+    long whole number that the key it stands under makes a credential."""
+    if not _plain(value):
+        return True
+    return (
+        key is not None
+        and long_secret(_LONG_NUMBER, key)
+        and any(type(v) is int and (v >= _LONG_NUMBER or v <= -_LONG_NUMBER) for v in value)
+    )
 
 
 @attrs.frozen
@@ -838,7 +879,7 @@ def _strings(
                 _strings(item, k, out, numbers, spans)
         if spans is not None:
             spans[id(value)] = (start, len(out))
-    elif isinstance(value, list) and not _plain(value):
+    elif isinstance(value, list) and _walks(value, key, numbers.decide):
         start = len(out)
         for item, under in zip(value, numbers.items(value, key), strict=True):
             _strings(item, under, out, numbers, spans)
@@ -871,7 +912,7 @@ def _distinct_strings(
                     _number(item, k, add, numbers)
             elif kind is not float and kind is not bool and item is not None:
                 _distinct_strings(item, k, strings, keys, numbers)
-    elif isinstance(value, list) and not _plain(value):
+    elif isinstance(value, list) and _walks(value, key, numbers.decide):
         for item, under in zip(value, numbers.items(value, key), strict=True):
             _distinct_strings(item, under, strings, keys, numbers)
 

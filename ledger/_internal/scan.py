@@ -232,7 +232,11 @@ def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
         found.append(Issue("private-data", "", f"line {line}: {hit.category} in a public file"))
     if json_lines:
         found.extend(
-            Issue("private-data", "", f"line {number} at {pointer}: {category} in a public file")
+            Issue(
+                "private-data",
+                "",
+                f"line {number}{pointer and ' at ' + pointer}: {category} in a public file",
+            )
             for number, pointer, category in detector().scan_lines(text)
         )
     # Two secrets of one kind on a line are one finding: the line is what it names.
