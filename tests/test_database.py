@@ -6,6 +6,8 @@ import gc
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -501,13 +503,36 @@ def test_a_forked_worker_leaves_its_parents_spill_folder() -> None:
     spill = _spill_of(db)
     child = os.fork()
     if child == 0:  # pragma: no cover - the parent's assertions tell
-        # DuckDB's connection is not to be closed in a fork (it crashes): only ours goes.
-        connection = db.connection
-        del db
-        gc.collect()
-        os._exit(0 if connection is not None else 1)
+        try:
+            # DuckDB's connection is not to be closed in a fork (it crashes): only ours goes.
+            connection = db.connection
+            del db
+            gc.collect()
+        finally:
+            os._exit(0 if connection is not None else 1)
     assert os.waitpid(child, 0)[1] == 0
     assert spill.is_dir()
     assert db.query("SELECT 1").rows == ((1,),)
     db.close()
     assert not spill.exists()
+
+
+def test_the_spill_folder_goes_at_exit_and_may_be_gone_already(tmp_path: Path) -> None:
+    campaign = ROOT / "evidence" / "2026-11-29-simulated-example"
+    # Removed by someone else (a tmp cleaner): closing is still quiet.
+    db = build([campaign])
+    shutil.rmtree(_spill_of(db))
+    db.close()
+    # An interpreter that exits with the database open (a script, a notebook) removes it.
+    script = (
+        "import sys\n"
+        "from ledger.database import build\n"
+        f"db = build([{str(campaign)!r}])\n"
+        "print(db.query(\"SELECT current_setting('temp_directory')\").rows[0][0])\n"
+        "sys.modules['__main__'].kept = db\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    spill = Path(done.stdout.strip())
+    assert "ledger-duckdb-" in spill.name and not spill.exists()
