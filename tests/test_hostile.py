@@ -901,6 +901,17 @@ def test_seal_withhold_refuses_what_is_not_an_artifact(raw: Path, cli: CliRun, p
     assert _files(raw.parent) == before
 
 
+@pytest.mark.parametrize("name", ["a\nb.txt", "a\\b.txt"])
+def test_seal_refuses_a_name_its_manifest_cannot_hold(raw: Path, cli: CliRun, name: str) -> None:
+    """Sealed, such a folder was one verify refuses (path-invalid, a broken SHA256SUMS)."""
+    (raw / name).write_text("x\n")
+    before = _files(raw.parent)
+    status, _, err = cli("seal", str(raw), "--reseal-after-review")
+    assert status == 1 and err.count("\n") == 1
+    assert err.startswith(f"error: cannot seal {raw}: ") and "rename the file" in err
+    assert _files(raw.parent) == before
+
+
 def test_control_characters_never_reach_the_terminal(repo: Path, cli: CliRun) -> None:
     campaign = repo / "evidence" / PUBLISHED
     (campaign / "evil\n0 errors, 0 warnings\nOK\x1b[2J.txt").write_text("x\n")
