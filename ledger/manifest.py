@@ -181,12 +181,10 @@ def _current_digests(
         rel, problem = listing.issues[0]
         raise VerificationError(f"cannot seal {root}: {rel}: {problem.message}")
     entries = [e for e in listing.entries if e.rel not in SEAL_FILES and e.rel not in pending]
-    for entry in entries:
-        # A name the manifest and SHA256SUMS cannot hold as it is (a line break, a
-        # backslash) would be sealed into a folder that verify refuses.
-        problem = tree.check_relative_path(entry.rel)
-        if problem is not None:
-            raise VerificationError(f"cannot seal {root}: {problem.message}; rename the file")
+    # A name the manifest and SHA256SUMS cannot hold as it is (a line break, a backslash)
+    # would be sealed into a folder that verify refuses.
+    for invalid in filter(None, (tree.check_relative_path(e.rel) for e in entries)):
+        raise VerificationError(f"cannot seal {root}: {invalid.message}; rename the file")
     tasks = [
         scan.FileTask(e.path, e.rel, schemas and e.rel.endswith(".json"), e.identity)
         for e in entries
