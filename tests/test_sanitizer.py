@@ -237,7 +237,7 @@ def test_a_file_of_json_lines_reserves_each_line_as_a_reader_decodes_it(prefilte
     token = "hf_abcdefghijklmnopqrstuvwxyz012345"
     sanitizer = Sanitizer(prefilter=prefilter)
     sanitizer.reserve_lines(
-        "plain <redacted:credential:4>\n"
+        "plain <redacted:endpoint:4>\n"
         '{"a": 1}\n'
         '{"note": "\\u003credacted:credential:6>"}\n'
         '"\\u003credacted:path:3>"\n'
@@ -246,6 +246,7 @@ def test_a_file_of_json_lines_reserves_each_line_as_a_reader_decodes_it(prefilte
     assert sanitizer.text(token) == "<redacted:credential:7>"
     assert sanitizer.text("at /home/bob/x") == "at <redacted:path:4>/x"
     assert sanitizer.text("GPU-3f2a8c1e-9b7d-4e5f-a1b2-c3d4e5f6a7b8") == "<redacted:gpu:3>"
+    assert sanitizer.text("at 10.1.2.3") == "at <redacted:endpoint:5>"
 
 
 @pytest.mark.parametrize("prefilter", [True, False])
