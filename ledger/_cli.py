@@ -682,7 +682,8 @@ def _report_error(error: Exception) -> int:
     print(
         printable(
             f"error: internal error ({type(error).__name__}: {' '.join(str(error).split())}); "
-            "please report it, with the output of the same command run with -vv"
+            "please report it, with the output of the same command run with -vv after "
+            "its name (ledger verify -vv ...)"
         ),
         file=sys.stderr,
     )

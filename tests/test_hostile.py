@@ -901,10 +901,38 @@ def test_seal_withhold_refuses_what_is_not_an_artifact(raw: Path, cli: CliRun, p
     assert _files(raw.parent) == before
 
 
-@pytest.mark.parametrize("name", ["a\nb.txt", "a\\b.txt"])
-def test_seal_refuses_a_name_its_manifest_cannot_hold(raw: Path, cli: CliRun, name: str) -> None:
-    """Sealed, such a folder was one verify refuses (path-invalid, a broken SHA256SUMS)."""
-    (raw / name).write_text("x\n")
+def test_an_internal_error_says_where_to_put_vv(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import ledger._cli as cli_module
+
+    def broken(_: object) -> int:
+        raise RuntimeError("boom")
+
+    def register(commands: object, common: object) -> None:
+        parser = commands.add_parser("broken", parents=[common])  # type: ignore[attr-defined]
+        parser.set_defaults(func=broken)
+
+    monkeypatch.setattr(cli_module, "_add_plugin_commands", register)
+    assert cli_module.main(["broken"]) == 1
+    said = capsys.readouterr().err
+    assert said == (
+        "error: internal error (RuntimeError: boom); please report it, with the output of "
+        "the same command run with -vv after its name (ledger verify -vv ...)\n"
+    )
+    # Where it says: after the command's name -vv re-raises, with the traceback.
+    with pytest.raises(RuntimeError, match="boom"):
+        cli_module.main(["broken", "-vv"])
+
+
+@pytest.mark.parametrize(
+    "name", [b"a\nb.txt", b"a\\b.txt", b"a\tb.txt", "a\u2028b.txt".encode(), b"bad\xffname.txt"]
+)
+def test_seal_refuses_a_name_its_manifest_cannot_hold(raw: Path, cli: CliRun, name: bytes) -> None:
+    """Sealed, such a folder was one verify refuses (path-invalid, a broken SHA256SUMS), or
+    a line a reader splits; a name that is not UTF-8 was an internal error."""
+    with open(os.path.join(bytes(raw), name), "wb") as stream:
+        stream.write(b"x\n")
     before = _files(raw.parent)
     status, _, err = cli("seal", str(raw), "--reseal-after-review")
     assert status == 1 and err.count("\n") == 1

@@ -55,6 +55,9 @@ INVALID = [
     ("nonfinite_then_syntax", b"[1e400,]", "json-syntax", ""),
     ("unclosed_after_nan", b'{"a": [NaN', "json-syntax", ""),
     ("nan_glued", b'{"a": NaNa}', "json-syntax", ""),
+    # A lone surrogate refused before the NaN is the failure (and is no pointer to print).
+    ("lone_surrogate_then_nan", b'{"\\ud800": NaN}', "json-syntax", ""),
+    ("nan_under_a_lone_surrogate", b'{"a": {"x\\udc00y": [NaN]}}', "json-syntax", ""),
     ("top_level", b"Infinity", "json-nonfinite", ""),
     ("bom_utf8", b'\xef\xbb\xbf{"a": 1}', "json-bom", ""),
     ("bom_utf16", b"\xff\xfe{\x00}\x00", "json-bom", ""),

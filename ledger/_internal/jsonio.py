@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -104,11 +105,17 @@ def _classify_parse_error(data: bytes, error: orjson.JSONDecodeError) -> Invalid
     if found is None:
         return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
     pointer, token = found
+    if _LONE_SURROGATE.search(pointer):
+        # orjson refused the name on the way, as it refuses any lone surrogate.
+        return InvalidArtifact(f"not valid JSON: {message}", code="json-syntax")
     if token in NON_FINITE:
         return InvalidArtifact(
             f"non-finite number {token} is not JSON", code="json-nonfinite", pointer=pointer
         )
     return InvalidArtifact(f"non-finite number: {message}", code="json-nonfinite", pointer=pointer)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _too_deep() -> InvalidArtifact:

@@ -41,6 +41,12 @@ class Listing:
     """(rel, issue) for symlinks leading out, unreadable folders and special files."""
 
 
+_UNLISTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+"""Characters a manifest or SHA256SUMS line cannot hold as a name, or a reader would take
+for a line break: controls, line and paragraph separators, and the lone surrogates a name
+that is not UTF-8 decodes to."""
+
+
 def check_relative_path(path: str) -> Issue | None:
     """Checks that ``path`` is a normalized POSIX path inside the campaign folder.
 
@@ -55,8 +61,7 @@ def check_relative_path(path: str) -> Issue | None:
     if (
         not path
         or "\\" in path
-        or "\x00" in path
-        or "\n" in path
+        or _UNLISTABLE.search(path)
         or posixpath.normpath(path) != path
         or "." in parts
     ):
