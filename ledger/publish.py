@@ -161,7 +161,7 @@ def publish(
     # Every text published is reserved before any value is numbered (see _reserve).
     for withheld in raw_seal.withheld:
         sanitizer.reserve(f"{withheld.path}\n{withheld.reason}")
-    for reviewed in [*raw_seal.reviews, *([review] if review is not None else [])]:
+    for reviewed in _reviews(raw_seal, review):
         sanitizer.reserve("\n".join(change.path for change in reviewed.changes))
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
@@ -330,17 +330,21 @@ def _sanitized(
     return text.encode()
 
 
+def _reviews(sealed: Manifest, review: Review | None) -> list[Review]:
+    """The raw campaign's reviews: those its seal records, and this publish's own."""
+    return [*sealed.reviews, *([review] if review is not None else [])]
+
+
 def _public_reviews(sanitizer: Sanitizer, sealed: Manifest, review: Review | None) -> list[Review]:
     """The raw campaign's reviews, as the publication records them: paths only, since raw
     digests would let anyone confirm a guessed redacted value, and sanitized (a file a
     review names may be gone, so it cannot be renamed as a published one is)."""
-    reviews = [*sealed.reviews, *([review] if review is not None else [])]
     return [
         Review(
             r.command,
             tuple(ReviewedChange(sanitizer.text(c.path), c.change) for c in r.changes),
         )
-        for r in reviews
+        for r in _reviews(sealed, review)
     ]
 
 

@@ -557,9 +557,10 @@ class Sanitizer:
 
     def reserve_document(self, value: Any) -> None:
         """:meth:`reserve` of every string of a JSON value, keys too."""
-        items: list[tuple[str, str | None]] = []
-        _strings(value, None, items, self._numbers())
-        self.reserve("\n".join(text for text, _ in items))
+        strings: set[tuple[str, str | None]] = set()
+        keys: set[str] = set()
+        _distinct_strings(value, None, strings, keys, self._numbers())
+        self.reserve("\n".join([*keys, *(text for text, _ in strings)]))
 
     def reserve_lines(self, text: str) -> None:
         """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
@@ -574,7 +575,7 @@ class Sanitizer:
             if value is not _NOT_JSON:
                 self.reserve_document(value)
             else:
-                self.reserve(_JSON_ESCAPE.sub(_unescape, line))
+                self.reserve(_unescaped(line))
 
     def placeholder(self, category: str, value: str) -> str:
         """The stable placeholder of a value."""
@@ -706,8 +707,8 @@ class Sanitizer:
             elif "\\" in line:
                 # Not strict JSON (a NaN, a duplicate key), so not rewritten as JSON; a
                 # JSON reader still decodes its escapes: "\u0070assword=..." is a secret.
-                decoded = _JSON_ESCAPE.sub(_unescape, line)
-                for category in dict.fromkeys(hit.category for hit in self.detect(decoded)):
+                found = self.detect(_unescaped(line))
+                for category in dict.fromkeys(hit.category for hit in found):
                     yield number, "", f"{category} written with JSON escapes"
 
     def scan(
@@ -795,6 +796,12 @@ JSON_LINES = (".jsonl", ".ndjson")
 _NOT_JSON = object()
 _JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
 _ESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescaped(line: str) -> str:
+    """A line's JSON escapes decoded, as a JSON reader would its strings (a line that is
+    not strict JSON, so not read as JSON)."""
+    return _JSON_ESCAPE.sub(_unescape, line)
 
 
 def _unescape(match: re.Match[str]) -> str:
