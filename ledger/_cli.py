@@ -646,6 +646,10 @@ def main(args: list[str] | None = None) -> int:
     previous = {n: signal.signal(n, _on_signal) for n in _STOPPING}
     try:
         status: int = namespace.func(namespace)
+        # Within the try: output still buffered meets a closed pipe here, not at exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -665,6 +669,22 @@ def main(args: list[str] | None = None) -> int:
         for number, handler in previous.items():
             signal.signal(number, handler)
     return status
+
+
+SIGPIPE_STATUS = 128 + 13
+"""The status of a command whose reader went away (``ledger sql ... | head``), as the
+shell reports any program that SIGPIPE ends."""
+
+
+def _reader_gone() -> int:
+    """The reader of standard output has gone: nothing more to say, and no one to say it
+    to. Standard output goes to /dev/null, so that flushing at exit raises nothing more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return SIGPIPE_STATUS
 
 
 def _report_error(error: Exception) -> int:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ledger._internal.regular import read_regular
 from ledger.errors import InvalidArtifact
 
 REVIEW_HELP = (
@@ -218,8 +219,7 @@ def _gate(args: argparse.Namespace) -> int:
     summary_path = os.path.join(args.campaign, manifest.SUMMARY_NAME)
     summary_bytes = None
     if os.path.exists(summary_path):
-        with open(summary_path, "rb") as f:
-            summary_bytes = f.read()
+        summary_bytes = read_regular(summary_path)
     evaluation = evaluate(evidence, policy, candidate=args.candidate, summary_bytes=summary_bytes)
     unmet = list(evaluation.unmet)
     print(f"policy {policy.name!r} ({policy.source}), candidate {evaluation.candidate}")

@@ -27,7 +27,7 @@ from typing import Any, Literal, Self
 import attrs
 import duckdb
 
-from ledger._internal import columns, jsonio, sql, tree
+from ledger._internal import columns, jsonio, record_bounds, sql, tree
 from ledger._internal.outputs import OutputExists, new_file, new_folder
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.hashing import sha256_file
@@ -580,6 +580,32 @@ def _load_runs(
     )
 
 
+def _refuse_out_of_bounds(con: duckdb.DuckDBPyConnection, table: str, kind: str) -> None:
+    """Refuses a loaded run with a number its schema's bounds exclude (a negative token
+    count): verify calls it ``schema-invalid``, so nothing is computed from it here.
+
+    Raises:
+        DatabaseError: naming the first such artifact, value and JSON pointer.
+    """
+    from ledger.schema import SchemaId, load_schema
+
+    schema_id = SchemaId(kind, 1)
+    found = record_bounds.bounds(columns.RUN_FIELDS[kind], load_schema(schema_id))
+    for query, group in record_bounds.first_violation_query(table, found):
+        row = con.execute(query).fetchone()
+        if row is None:
+            continue
+        campaign, artifact, index, *values = row
+        for bound, value in zip(group, values, strict=True):
+            why = None if value is None else bound.broken(value)
+            if why is not None:
+                raise DatabaseError(
+                    f"{campaign}/{artifact}#{bound.pointer(index)}: {why} ({schema_id}); "
+                    "ledger verify "
+                    "names every artifact that breaks its schema"
+                )
+
+
 def _transform(
     con: duckdb.DuckDBPyConnection,
     table: str,
@@ -711,7 +737,12 @@ def _build(
                 _load_once(loaded, name, path.resolve())
             sources.exports.append(path.resolve())
             continue
-        folders = tree.campaign_folders(path)
+        try:
+            # A subfolder that is no campaign (tickets/, notes) holds no rows: it is left
+            # out, and a path holding no campaign at all is refused, never read as empty.
+            folders = [f for f in tree.campaign_folders(path) if tree.is_campaign(f)]
+        except OSError as e:
+            raise UsageError(f"{raw}: cannot be read: {e.strerror or e}") from None
         if not folders:
             # Verify calls it no-campaign; loading nothing would answer every query empty.
             raise UsageError(
@@ -736,6 +767,10 @@ def _build(
     con.execute(sql.TABLES_DDL)
     _load_runs(con, "cell_run_files", sources.cell_runs, sql.CELL_RUN_FIELDS, sources.fast)
     _load_runs(con, "imported_run_files", sources.imported, sql.IMPORTED_RUN_FIELDS, sources.fast)
+    if sources.cell_runs:
+        _refuse_out_of_bounds(con, "cell_run_files", "cell-run")
+    if sources.imported:
+        _refuse_out_of_bounds(con, "imported_run_files", "imported-run")
     if sources.cell_runs:
         con.execute(sql.INSERT_CELL_RUN_ROWS)
         con.execute(sql.CELL_SETTINGS)

@@ -21,7 +21,7 @@ import attrs
 from ledger import manifest
 from ledger._internal import jsonio
 from ledger._internal.outputs import Changes
-from ledger.errors import Error
+from ledger.errors import Error, UsageError
 from ledger.policy import Policy
 from ledger.promotion import (
     APPROVALS_FOLDER,
@@ -314,7 +314,8 @@ def decide(
     and re-seals the folder, all at once or not at all.
 
     Raises:
-        DecideError: not a raw campaign, or ``candidate`` is not one of its arms.
+        DecideError: not a raw campaign.
+        UsageError: ``candidate`` is not one of its arms.
         SealBroken: the folder no longer matches its seal.
         SchemaError: the summary would not be valid (nothing is written).
     """
@@ -325,11 +326,12 @@ def decide(
             f"{root}: not a campaign folder written by ledger run or ledger import (no "
             "readable run-manifest.json, no imported run)"
         )
-    review = manifest.check_seal(root, "decide", reseal_after_review=reseal_after_review)
     if candidate is not None and candidate not in evidence.arms:
-        raise DecideError(
+        # A mistyped argument (exit 2), as gate says of it.
+        raise UsageError(
             f"{root}: no arm named {candidate!r} (arms: {', '.join(sorted(evidence.arms))})"
         )
+    review = manifest.check_seal(root, "decide", reseal_after_review=reseal_after_review)
     evaluation = evaluate(evidence, policy, candidate=candidate)
     proposal_digest = None
     if evaluation.allowed and policy.approval_required:

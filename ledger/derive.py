@@ -55,6 +55,13 @@ class DeriveError(Error):
     """A comparison cannot be derived (unknown arm, no common cell, no campaign)."""
 
 
+class ArgumentError(DeriveError):
+    """An argument names nothing the campaign has (an arm, a declared key), or names one
+    arm twice: a mistyped command, unusable input (exit status 2)."""
+
+    exit_status = 2
+
+
 def _close(a: Any, b: Any) -> bool:
     if isinstance(a, float) or isinstance(b, float):
         if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
@@ -171,6 +178,50 @@ IMPORTED_GROUPS = ("metadata", "server_info")
 """Settings that hold one value per key: vLLM's ``--metadata``, SGLang's server flags."""
 
 
+REQUEST_PREFIX = "request."
+"""How a part of the request names itself in ``--differs``: ``request.path``,
+``request.headers.<name>``, ``request.body.<field>`` (``request.body.top_k``)."""
+
+
+def _request(row: dict[str, Any]) -> dict[str, Any] | None:
+    """What a cell's requests sent but their prompts, one key per part (see
+    :data:`REQUEST_PREFIX`); None when the cell run does not record it (written before it
+    was recorded, or imported)."""
+    raw = row.get("request")
+    value = json.loads(raw) if raw else None
+    if not isinstance(value, dict):
+        return None
+    parts: dict[str, Any] = {f"{REQUEST_PREFIX}path": value.get("path")}
+    for group in ("headers", "body"):
+        members = value.get(group)
+        for key, member in members.items() if isinstance(members, dict) else ():
+            parts[f"{REQUEST_PREFIX}{group}.{key}"] = member
+    return parts
+
+
+def _request_failures(
+    a: dict[str, Any], b: dict[str, Any], arms: tuple[str, str], declared: Sequence[str]
+) -> list[str]:
+    """How the two arms' requests differ beyond what is declared: a field only one arm
+    sends counts (an absent field reads as null, as JSON)."""
+    shapes = _request(a), _request(b)
+    if shapes == (None, None):
+        return []  # neither records it: the cell's own settings are what is compared
+    missing = [arm for arm, shape in zip(arms, shapes, strict=True) if shape is None]
+    if missing:
+        return [
+            f"the request sent is not recorded on {missing[0]} (a cell run of an earlier version)"
+        ]
+    first, second = shapes
+    assert first is not None and second is not None
+    return [
+        f"{key} differs "
+        f"({json.dumps(first.get(key), sort_keys=True)} vs {json.dumps(second.get(key), sort_keys=True)})"
+        for key in sorted(set(first) | set(second))
+        if first.get(key) != second.get(key) and key not in declared
+    ]
+
+
 def _imported(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return "imported" in (a.get("stage_kind"), b.get("stage_kind"))
 
@@ -220,7 +271,12 @@ def _check_declared(
     one (``--kind os``'s) that does not differ, and declared differences none of which
     differs: in any cell both arms ran. A comparison labelled by what it compares (an
     os-comparison of two arms on one OS) would compare something else, or nothing."""
-    compared = [_compared(a, b) for a, b in pairs]
+    # The parts of the request count as identity keys here: one of them may be the
+    # declared variable (--differs request.body.top_k).
+    compared = [
+        (ia | (_request(a) or {}), ib | (_request(b) or {}))
+        for (ia, ib), (a, b) in zip((_compared(a, b) for a, b in pairs), pairs, strict=True)
+    ]
     differing = sorted(
         {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
     )
@@ -232,7 +288,9 @@ def _check_declared(
 
     for key in declared:
         if key not in known:
-            raise DeriveError(f"{flag(key)} {key!r}: neither arm's identity has this key {named}")
+            raise ArgumentError(
+                f"{flag(key)} {key!r}: neither arm's identity nor request has this key {named}"
+            )
     same = [k for k in required if k not in differing]
     if declared and not set(declared) & set(differing):
         same = list(declared)
@@ -287,6 +345,8 @@ def _match_failures(
                 if a.get(name) != b.get(name):
                     rule = "concurrency" if name == "concurrency" else "sampling"
                     fail(rule, f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
+            for reason in _request_failures(a, b, arms, declared):
+                fail("sampling", f"{where}: {reason}")
             for row, arm in ((a, baseline), (b, candidate)):
                 off = row.get("lengths_not_as_requested")
                 if not row.get("controlled_output"):
@@ -418,7 +478,7 @@ def derive(
     if slo is not None and kind != "ab":
         raise DeriveError("an SLO's goodput is part of an A/B comparison (--kind ab)")
     if baseline == candidate:
-        raise DeriveError(f"baseline and candidate are the same arm {baseline!r}")
+        raise ArgumentError(f"baseline and candidate are the same arm {baseline!r}")
     arms = (baseline, candidate)
     comparison = (campaign, arms)
     reads = reads or reads_of(db, [comparison])
@@ -428,7 +488,7 @@ def derive(
         raise DeriveError(str(e)) from None
     for arm, found in zip(arms, cells, strict=True):
         if not found:
-            raise DeriveError(f"campaign {campaign!r} has no cells of arm {arm!r}")
+            raise ArgumentError(f"campaign {campaign!r} has no cells of arm {arm!r}")
     keys = reads.keys(comparison)
     if not keys:
 

@@ -296,19 +296,82 @@ APPROVAL_SCHEMA = "anvil-serving.approval/v1"
 
 
 def _approval_file(root: Path, rel: str) -> bool:
-    """Whether ``rel`` is an approval record or its bundle. Approvals arrive after the seal
-    by design, each with its own signature, which decide and verify check; anything else
-    added under ``approvals/`` (a cell run copied there) breaks the seal like any file."""
+    """Whether ``rel`` is a signed approval record or its bundle. Approvals arrive after
+    the seal by design, each signed, which decide and verify check against the policy's
+    approvers; anything else added under ``approvals/`` (a cell run copied there, a record
+    with no signature, a bundle that signs nothing there) breaks the seal like any file."""
+    return approval_problem(root, rel) is None
+
+
+def approval_problem(root: Path, rel: str) -> str | None:
+    """Why ``rel`` is not a signed approval record or its bundle (None when it is): the
+    record must be a valid ``approval/v1`` and its bundle must sign its bytes under the
+    certificate it carries."""
+    from ledger._internal import bundles
+
     name = rel.removeprefix(APPROVALS_PREFIX)
     if name == rel or "/" in name:
-        return False
-    if name.endswith(BUNDLE_SUFFIX):
-        return True
+        return "not directly under approvals/"
+    record = rel.removesuffix(BUNDLE_SUFFIX)
+    if not record.endswith(".json") or record.endswith(BUNDLE_SUFFIX):
+        return "neither an approval record (.json) nor its bundle (.json.sigstore.json)"
     try:
-        document = jsonio.read_json(root / rel)
-    except (OSError, InvalidArtifact):
-        return False
-    return isinstance(document, dict) and document.get("schema") == APPROVAL_SCHEMA
+        data = jsonio.read_limited(root / record)
+        problem = check_document(jsonio.parse_strict(data), may_reference=False)
+    except OSError as e:
+        return f"{record}: {e.strerror or e}"
+    except (InvalidArtifact, SchemaError) as e:
+        return f"{record}: {e}"
+    if problem.schema != APPROVAL_SCHEMA or problem.issues:
+        return f"{record}: not a valid {APPROVAL_SCHEMA} record"
+    try:
+        bundle = jsonio.read_limited(root / (record + BUNDLE_SUFFIX), bundles.MAX_BUNDLE_BYTES)
+    except OSError:
+        return f"{record}: no signature ({record}{BUNDLE_SUFFIX})"
+    except InvalidArtifact as e:
+        return f"{record}{BUNDLE_SUFFIX}: {e}"
+    why = bundles.signature_problem(bundle, data)
+    return None if why is None else f"{record}{BUNDLE_SUFFIX}: {why}"
+
+
+SEALED_MARKERS = ("run-manifest.json", STATEMENT_NAME, BUNDLE_NAME)
+"""Files only a sealed campaign holds: a run writes its run manifest and seals in one step,
+and publish writes its statement into the seal it writes."""
+SEALED_FOLDERS = ("derived",)
+"""Folders only a sealed campaign holds: derive refuses a folder without a seal."""
+
+
+SEALED_SCHEMAS = frozenset(
+    {
+        "anvil-serving.cell-run/v1",
+        "anvil-serving.imported-run/v1",
+        "anvil-serving.ab-comparison/v1",
+    }
+)
+"""Artifacts only a command that seals writes (``run``, ``import``, ``derive``)."""
+
+
+def lost_seal(root: Path, jobs: int | None = None) -> str | None:
+    """What shows that a folder without ``manifest.json`` was sealed once (a run's
+    manifest, a statement, a cell run, an import, a derived comparison), or None for a
+    folder never sealed.
+
+    Raises:
+        VerificationError: the folder cannot be listed or read.
+    """
+    for name in SEALED_MARKERS:
+        if (root / name).exists():
+            return name
+    for name in SEALED_FOLDERS:
+        folder = root / name
+        if folder.is_dir() and any(folder.iterdir()):
+            return f"{name}/"
+    # A run's manifest and its derived folder are as easy to delete as the seal: the
+    # artifacts themselves say which command wrote them.
+    for entry in _current_digests(root, {}, jobs):
+        if entry.schema in SEALED_SCHEMAS:
+            return f"{entry.path} ({entry.schema})"
+    return None
 
 
 def check_seal(
@@ -341,6 +404,19 @@ def check_seal(
         if not (c.change == "added" and _approval_file(root, c.path)) and c.path not in renewed
     ]
     unsealed = not (root / MANIFEST_NAME).exists() and not changes
+    lost = lost_seal(root, jobs) if unsealed else None
+    if lost is not None:
+        # Sealing it as new would launder whatever was edited since the seal went.
+        changes = [ReviewedChange(MANIFEST_NAME, "missing")]
+        if reseal_after_review:
+            return Review(command, tuple(changes))
+        raise SealBroken(
+            f"{root} has lost its seal: it holds {lost}, which only a sealed campaign does, "
+            f"but no manifest.json; nothing vouches for its files since, so 'ledger {command}' "
+            "will not seal them as they are. Review them, then run it again with "
+            "--reseal-after-review (recorded in manifest.json)",
+            changes,
+        )
     if unsealed and not require_seal:
         return None
     if not changes and not unsealed:

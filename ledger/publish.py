@@ -13,6 +13,7 @@ raw digests would let anyone confirm a guessed redacted value.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,10 @@ def publish(
             "joined by '-'); rename the folder"
         )
     target = Path(out) / campaign
-    map_path = Path(digest_map) if digest_map else source.parent / f"{campaign}.publish-map.json"
+    # Beside the campaign as its absolute path places it: from inside it ("publish ."),
+    # the parent of "." is "." itself.
+    beside = Path(os.path.abspath(source)).parent
+    map_path = Path(digest_map) if digest_map else beside / f"{campaign}.publish-map.json"
     for path, what in ((target, "the publication"), (map_path, "the private map")):
         if is_within(path, source):
             raise UsageError(f"{path}: {what} would be written inside the raw campaign {raw}")

@@ -12,6 +12,7 @@ into the campaign folder, which is then re-sealed, so the manifest lists them.
 from __future__ import annotations
 
 import html
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -238,12 +239,15 @@ class _Builder:
 
     def _setup(self) -> list[Block]:
         rows = [["Campaign", self.summary["campaign_id"]]]
-        identity = self.summary.get("identity") or {}
-        rows.append(["Candidate", _identity_text(identity)])
+        if not self.comparison:
+            identity = dict(self.summary.get("identity") or {})
+            arm = identity.pop("arm", None)
+            rows.append(["Candidate", _identity_text(identity, None if arm is None else str(arm))])
         if self.comparison:
-            rows.append(
-                ["Baseline", _identity_text(self.comparison["baseline"]["identity"], self.baseline)]
-            )
+            # Both arms as the comparison states them, so that the two rows read alike.
+            for role in ("candidate", "baseline"):
+                side = self.comparison[role]
+                rows.append([role.capitalize(), _identity_text(side["identity"], side["arm"])])
             declared = self.comparison["derivation"].get("declared_differences") or []
             rows.append(["Declared differences", ", ".join(declared) or "none"])
         measurement = self.summary.get("measurement") or {}
@@ -263,7 +267,7 @@ class _Builder:
             for r in self.comparison["rows"]
             if (self.stage_kinds.get(r["stage"]) == "endurance") == endurance
         ]
-        return sorted(rows, key=lambda r: (r["stage"], r["context_target"], r["cell"]))
+        return sorted(rows, key=_row_order)
 
     def _performance(self) -> list[Block]:
         rows = self._rows(endurance=False)
@@ -757,13 +761,41 @@ class _Builder:
         return out
 
 
+_RATE = re.compile(r"-r(?P<whole>[0-9]+)(?:_(?P<part>[0-9]+))?(?:-|$)")
+"""An open-loop cell's rate as its name spells it (``ctx1024-r2_5-nothink``: 2.5 req/s)."""
+
+
+def _rate(row: dict[str, Any]) -> float | None:
+    match = _RATE.search(str(row.get("cell", "")))
+    if match is None:
+        return None
+    return float(f"{match['whole']}.{match['part'] or 0}")
+
+
+def _row_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Rows by stage, context, concurrency, then rate as a number (``r5`` before ``r20``)."""
+    rate = _rate(row)
+    return (
+        row["stage"],
+        row["context_target"],
+        row.get("concurrency") or 0,
+        rate is not None,
+        rate or 0.0,
+        row["cell"],
+    )
+
+
 def _target(row: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
-    """A performance row's label: stage and context target, with the concurrency and the
-    thinking mode where the stage's rows differ in them (else two rows read alike)."""
+    """A performance row's label: stage and context target, with the concurrency, the
+    request rate and the thinking mode where the stage's rows differ in them (else two rows
+    read alike)."""
     label = f"{row['stage']} {_fmt(row['context_target'])}"
     mine = [r for r in rows if r["stage"] == row["stage"]]
     if len({r.get("concurrency") for r in mine}) > 1:
         label += f" c{row.get('concurrency')}"
+    if len({_rate(r) for r in mine}) > 1:
+        rate = _rate(row)
+        label += f" {rate:g} req/s" if rate is not None else " closed loop"
     if len({r.get("thinking") for r in mine}) > 1:
         label += " thinking" if row.get("thinking") else " no thinking"
     return label
@@ -785,8 +817,19 @@ def _identity_text(identity: dict[str, Any], arm: str | None = None) -> str:
 # -- rendering ------------------------------------------------------------------------
 
 
+_MARKDOWN_ACTIVE = re.compile(r"[\\`\[\]<>&]")
+"""What makes text of the evidence markup in Markdown: HTML (``<img onerror=...>``),
+links and images (``![](https://...)``), entities and code spans; each is escaped."""
+
+
+def _md_text(text: str) -> str:
+    """``text`` as Markdown shows it literally, on one line: a value of the evidence (an
+    identity, a reason) can neither load an image nor start a block of its own."""
+    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), " ".join(text.splitlines()))
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md_text(text).replace("|", "\\|")
 
 
 def render_markdown(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:
@@ -795,11 +838,11 @@ def render_markdown(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            lines += [f"{'#' * int(kind[1])} {block[1]}", ""]
+            lines += [f"{'#' * int(kind[1])} {_md_text(block[1])}", ""]
         elif kind == "p":
-            lines += [block[1], ""]
+            lines += [_md_text(block[1]), ""]
         elif kind == "list":
-            lines += [f"- {item}" for item in block[1]] + [""]
+            lines += [f"- {_md_text(item)}" for item in block[1]] + [""]
         elif kind == "table":
             headers, rows = block[1], block[2]
             lines.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")

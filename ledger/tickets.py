@@ -21,6 +21,7 @@ import orjson
 
 from ledger import manifest
 from ledger._internal.outputs import Changes, OutputExists
+from ledger._internal.regular import read_regular
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.schema import document_bytes, read_document
 
@@ -94,7 +95,7 @@ def read_ticket(path: Path) -> Ticket:
         TicketError: unreadable or malformed.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TicketError(f"{path}: cannot read: {e}") from None
     ticket = parse_ticket(text, source=str(path))
@@ -299,6 +300,25 @@ def campaign_link_issues(folder: Path, summary: dict[str, Any], tickets: Path) -
     return found
 
 
+def campaigns_beside(tickets: Path) -> set[str]:
+    """The campaigns of every evidence root beside a tickets folder: the folders of its
+    parent that are campaigns, and those of its parent's other folders."""
+    from ledger._internal import tree
+
+    found: set[str] = set()
+    try:
+        for child in tickets.parent.iterdir():
+            if child == tickets or not child.is_dir() or child.is_symlink():
+                continue
+            if tree.is_campaign(child):
+                found.add(child.name)
+                continue
+            found.update(c.name for c in tree.campaign_folders(child) if tree.is_campaign(c))
+    except OSError:
+        pass  # an unreadable neighbour vouches for nothing
+    return found
+
+
 def folder_issues(tickets: Path, campaigns: set[str]) -> list[LinkIssue]:
     """Every ticket of a folder must parse and name a campaign of the evidence root."""
     if not tickets.is_dir():
@@ -317,7 +337,8 @@ def folder_issues(tickets: Path, campaigns: set[str]) -> list[LinkIssue]:
                     "tickets",
                     rel,
                     "ticket-campaign-unknown",
-                    f"names campaign {ticket.campaign}, which is not in the evidence root",
+                    f"names campaign {ticket.campaign}, which is in no evidence root beside "
+                    "the tickets folder",
                 )
             )
     return found

@@ -20,6 +20,7 @@ import attrs
 from ledger import gate, manifest, promotion, tickets
 from ledger._internal import bundles, jsonio, runs, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
+from ledger._internal.regular import kind_of
 from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.models import Manifest
@@ -135,7 +136,7 @@ def _targets(
             documents.append(display)
             continue
         if not stat.S_ISDIR(st.st_mode):
-            raise UnusablePathError(f"{raw}: not a file or a folder")
+            raise UnusablePathError(f"{raw}: {kind_of(st.st_mode)}, not a file or a folder")
         folder = Path(raw)
         if tree.is_campaign(folder):
             campaigns.append((display, folder))
@@ -362,6 +363,10 @@ def _ticket_findings(
     for display, root in roots:
         folder = root.resolve().parent / tickets.TICKETS_FOLDER
         names = {c.folder.resolve().name for c in campaigns if c.folder.parent == root}
+        if folder.is_dir():
+            # A tickets folder serves every root beside it (raw/ and public/ share one):
+            # a ticket of a neighbour's campaign is no unknown campaign of this root's.
+            names |= tickets.campaigns_beside(folder)
         shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
         for link in tickets.folder_issues(folder, names):
             out.append(
@@ -546,7 +551,15 @@ def _check_campaign(
     for result in results:
         resolved = True
         for ref in result.references:
-            problem = _check_reference(ref.pointer, ref.path, ref.sha256, known, withheld)
+            problem = _check_reference(
+                ref.pointer,
+                ref.path,
+                ref.sha256,
+                known,
+                withheld,
+                present,
+                listing=loaded is not None,
+            )
             if problem is not None:
                 resolved = False
                 add(result.rel, problem)
@@ -1143,18 +1156,33 @@ def _check_sums(path: Path, expected: dict[str, str], unknown: set[str]) -> list
 
 
 def _check_reference(
-    pointer: str, path: str, digest: str, known: dict[str, str], withheld: dict[str, str | None]
+    pointer: str,
+    path: str,
+    digest: str,
+    known: dict[str, str],
+    withheld: dict[str, str | None],
+    present: dict[str, str],
+    *,
+    listing: bool,
 ) -> Issue | None:
+    """A reference against the digest the seal vouches for (``known``: the manifest's,
+    when it is read; ``listing`` says so), naming the file's own digest where that
+    differs (an edit the seal does not hold, found by hash-mismatch too)."""
     issue = _path_issue(pointer, path)
     if issue is not None:
         return issue
     if path in known:
         if known[path] == digest:
             return None
+        if not listing:
+            said = f"the file has {known[path]}"
+        else:
+            said = f"the manifest lists {known[path]}"
+            actual = present.get(path)
+            if actual is not None and actual != known[path]:
+                said += f" (and the file has {actual})"
         return Issue(
-            "reference-mismatch",
-            pointer,
-            f"reference to {path!r} says sha256 {digest}, the artifact has {known[path]}",
+            "reference-mismatch", pointer, f"reference to {path!r} says sha256 {digest}, {said}"
         )
     if path in withheld:
         disclosed = withheld[path]

@@ -50,7 +50,7 @@ from runners.plan import (
 )
 from runners.progress import Progress, progress_for
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, new_origin, request_body, run_cell
+from runners.stages import CellRun, Prompt, new_origin, request_body, request_shape, run_cell
 from runners.stats import CellStats, cell_stats
 from runners.workload import (
     TOLERANCE,
@@ -778,6 +778,7 @@ class CampaignRun:
                 "simulated": arm.simulated is not None,
             },
             "identity": identity,
+            "request": request_shape(arm, stage, cell),
             "client": {
                 "name": "anvil-ledger",
                 "version": __version__,

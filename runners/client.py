@@ -164,23 +164,45 @@ class RequestRecord:
         }
 
 
-def _usage(raw: Any) -> dict[str, int] | None:
+CHAT_PATH = "/chat/completions"
+"""Where a chat completion is asked for, under the endpoint's base URL."""
+STREAMING: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+"""The fields every streamed request carries beside its body."""
+# identity: the stream is parsed from raw bytes, so it must not arrive compressed.
+HEADERS = {
+    "content-type": "application/json",
+    "accept": "text/event-stream",
+    "accept-encoding": "identity",
+}
+"""The headers of every request, the API key's aside (never recorded)."""
+
+MAX_COUNT = 2**63 - 1
+"""The largest count a record holds (a 64-bit integer, as the ledger database stores it)."""
+
+
+def _usage(raw: Any) -> tuple[dict[str, int] | None, str | None]:
+    """The token counts of a ``usage`` member, and why it cannot be recorded: a count
+    that is negative or past 64 bits is no count, and the request fails on it."""
     if not isinstance(raw, dict):
-        return None
-    out: dict[str, int] = {}
-    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        value = raw.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = value
+        return None, None
+    found: list[tuple[str, str, Any]] = [
+        (key, key, raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    ]
     for group, key, name in (
         ("prompt_tokens_details", "cached_tokens", "cached_tokens"),
         ("completion_tokens_details", "reasoning_tokens", "reasoning_tokens"),
     ):
         details = raw.get(group)
         value = details.get(key) if isinstance(details, dict) else None
+        found.append((f"{group}.{key}", name, value))
+    out: dict[str, int] = {}
+    for where, name, value in found:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value <= MAX_COUNT:
+                shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}..."
+                return None, f"the server's usage.{where} is {shown}: not a token count"
             out[name] = value
-    return out or None
+    return out or None, None
 
 
 SERVER_TIMING_KEYS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n")
@@ -273,8 +295,11 @@ class _StreamState:
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
                 record.finish_reason = finish
-        usage = _usage(event.get("usage"))
-        if usage is not None:
+        usage, invalid = _usage(event.get("usage"))
+        if invalid is not None:
+            # What the server said is evidence: the request failed on it, the run goes on.
+            record.fail("malformed-stream", invalid)
+        elif usage is not None:
             record.usage = usage
         timings = _server_timings(event.get("timings"))
         if timings is not None:
@@ -371,12 +396,7 @@ class EndpointClient:
         self.base_url = base_url.rstrip("/")
         self.deadlines = deadlines or Deadlines()
         self._secret = api_key or None
-        # identity: the stream is parsed from raw bytes, so it must not arrive compressed.
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-            "accept-encoding": "identity",
-        }
+        headers = dict(HEADERS)
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._concurrency = concurrency
@@ -510,10 +530,8 @@ class EndpointClient:
     def chat_request(self, body: dict[str, Any]) -> httpx.Request:
         """The streaming request of :meth:`chat`, built ahead (an open-loop sender builds
         it before the request is due, so serialising it is not part of its lateness)."""
-        payload = orjson.dumps({**body, "stream": True, "stream_options": {"include_usage": True}})
-        return self._client.build_request(
-            "POST", self.base_url + "/chat/completions", content=payload
-        )
+        payload = orjson.dumps({**body, **STREAMING})
+        return self._client.build_request("POST", self.base_url + CHAT_PATH, content=payload)
 
     async def chat(self, body: dict[str, Any] | httpx.Request, *, origin_ns: int) -> RequestRecord:
         """Streams one chat completion; never raises for anything the server does.

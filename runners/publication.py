@@ -140,6 +140,9 @@ def fetch(url: str, into: Path, limits: FetchLimits | None = None) -> Path:
             for name in names + optional:
                 if not isinstance(name, str) or tree.check_relative_path(name) is not None:
                     raise AuditInputError(f"manifest lists an unsafe path {printable(repr(name))}")
+            _refuse_file_and_folder([n for n in names if isinstance(n, str)], base)
+            for name in names + optional:
+                assert isinstance(name, str)
                 data = fetcher.get(base + name, missing_ok=name in optional)
                 if data is not None:
                     target = folder / name
@@ -152,6 +155,21 @@ def fetch(url: str, into: Path, limits: FetchLimits | None = None) -> Path:
         except httpx.HTTPError as e:
             raise AuditInputError(f"{base}: {type(e).__name__}: {printable(str(e))}") from None
     return folder
+
+
+def _refuse_file_and_folder(names: list[str], base: str) -> None:
+    """A path listed both as a file and as a folder of another (``x`` and ``x/y``): no
+    folder holds both, so no campaign published either as listed."""
+    listed = set(names)
+    for name in sorted(listed):
+        parts = name.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in listed:
+                raise AuditInputError(
+                    f"{base}{manifest.MANIFEST_NAME}: lists {printable(repr(folder))} as a file "
+                    f"and as the folder of {printable(repr(name))}"
+                )
 
 
 def audit(
@@ -280,7 +298,10 @@ def _identity(setup: SigningSetup) -> Any:
     try:
         return IdentityToken(token)
     except IdentityError as e:
-        raise RunnerError(f"the identity token is not usable: {_described(e)}") from None
+        # A given token that is not a token is a bad argument (exit 2); an ambient one
+        # that the CI job offers is its own failure.
+        error = UsageError if setup.identity_token is not None else RunnerError
+        raise error(f"the identity token is not usable: {_described(e)}") from None
 
 
 def _signing_context(setup: SigningSetup) -> Any:

@@ -21,7 +21,7 @@ import attrs
 import httpx
 
 from ledger._internal.arrivals import offsets_ns
-from runners.client import EndpointClient
+from runners.client import CHAT_PATH, HEADERS, STREAMING, EndpointClient
 from runners.metrics import prefix_cache_delta, scrape
 from runners.plan import Arm, Cell, Stage
 
@@ -52,6 +52,15 @@ def request_body(
     if stage.controlled_output:
         body.update(ignore_eos=True, min_tokens=stage.max_tokens)
     return body
+
+
+def request_shape(arm: Arm, stage: Stage, cell: Cell) -> dict[str, Any]:
+    """What every request of a cell sends but its prompt: the path, the headers (the API
+    key aside) and the body less its messages. Recorded in the cell run, so that an A/B
+    comparison can tell two arms asked for the same thing (``ledger derive``)."""
+    body = {**request_body(arm, stage, cell, []), **STREAMING}
+    del body["messages"]
+    return {"path": CHAT_PATH, "headers": dict(HEADERS), "body": body}
 
 
 def output_as_requested(record: dict[str, Any], stage: Stage) -> bool | None:

@@ -139,6 +139,23 @@ def test_reserve_threshold_is_inclusive_and_names_each_card_below(two_cards: Pat
     assert reserve_failures(gpu.snapshot([0]), 3072) == []
 
 
+def test_free_memory_is_rounded_down_so_a_card_just_short_of_the_reserve_fails(
+    nvml_shim: NvmlShim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real card counts bytes: 3,071.7 MiB free is below a 3,072 MiB reserve, and must
+    read as 3,071 (rounded to the nearest MiB, it would pass)."""
+    card = (
+        "card name=NVIDIA H200 uuid=GPU-399e4bc3-0474-9d80-cb77-5a865f106605 "
+        "total_mib=143771 reserved_mib=615 used_mib=140084.3"
+    )
+    config = nvml_shim.configure(tmp_path / "short.conf", f"driver 580.159.04\n{card}\n")
+    monkeypatch.setenv(SHIM_ENV, str(config))
+    reading = gpu.snapshot()
+    assert reading["cards"][0]["memory"]["free_mib"] == 3071
+    assert reserve_failures(reading, 3072) == ["card 0: 3071 MiB free, below the 3072 MiB reserve"]
+    assert reserve_failures(reading, 3071) == []
+
+
 def test_a_card_outside_the_machine_is_an_unavailable_reading(two_cards: Path) -> None:
     reading = gpu.snapshot([0, 5])
     assert reading["nvml"]["available"] is False

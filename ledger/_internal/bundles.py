@@ -168,3 +168,56 @@ def _log_entry_issues(bundle: dict[str, Any], payload: bytes) -> list[Issue]:
             )
         ]
     return []
+
+
+def signature_problem(raw: bytes, data: bytes) -> str | None:
+    """Why the bundle ``raw`` does not sign ``data`` under the certificate it carries (a
+    message signature over its digest, or a DSSE statement naming its digest), or None when
+    it does. Who signed is the policy's question; this one is whether anything was signed.
+    """
+    try:
+        bundle = jsonio.parse_strict(raw)
+        if not isinstance(bundle, dict):
+            return "not a JSON object"
+        certificate = _certificate(bundle)
+        if "messageSignature" in bundle:
+            signed = _field(bundle, "messageSignature")
+            digest = _b64(_field(signed, "messageDigest", "digest"), "the message digest")
+            if digest != hashlib.sha256(data).digest():
+                return "it signs another file's digest"
+            signature = _b64(_field(signed, "signature"), "the signature")
+            message = data
+        else:
+            envelope = _field(bundle, "dsseEnvelope")
+            payload = _b64(_field(envelope, "payload"), "the payload")
+            payload_type = _field(envelope, "payloadType")
+            signatures = _field(envelope, "signatures")
+            if not isinstance(payload_type, str):
+                return "payloadType is not a string"
+            if not isinstance(signatures, list) or len(signatures) != 1:
+                return "not exactly one signature"
+            signature = _b64(_field(signatures[0], "sig"), "the signature")
+            message = pae(payload_type, payload)
+            if not _names_digest(payload, hashlib.sha256(data).hexdigest()):
+                return "its statement names no subject with the file's digest"
+        if not _signature_holds(certificate, signature, message):
+            return "the signature does not hold under the bundle's own certificate"
+    except InvalidArtifact as e:
+        return f"not strict JSON ({e.code})"
+    except _Unreadable as e:
+        return f"not a sigstore bundle: {e}"
+    return None
+
+
+def _names_digest(payload: bytes, digest: str) -> bool:
+    try:
+        statement = json.loads(payload)
+    except (ValueError, RecursionError):
+        return False
+    subjects = statement.get("subject") if isinstance(statement, dict) else None
+    return any(
+        isinstance(s, dict)
+        and isinstance(s.get("digest"), dict)
+        and s["digest"].get("sha256") == digest
+        for s in (subjects if isinstance(subjects, list) else ())
+    )

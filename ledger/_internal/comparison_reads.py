@@ -38,7 +38,7 @@ _CELLS = (
     "c.median_output_tokens, c.actual_prompt_tokens, c.lengths_not_as_requested, "
     "s.controlled_output, s.max_tokens, s.temperature, s.seed, s.prefix, "
     "s.warmup AS warmup_requests, s.identity, s.metrics_available, s.prefix_cache_hit_rate, "
-    "s.artifact, s.sha256, s.status "
+    "s.artifact, s.sha256, s.status, s.request "
     "FROM ({cells}) AS c LEFT JOIN cell_settings AS s USING (campaign_id, arm, stage, cell) "
     "JOIN wanted_arms AS w USING (campaign_id, arm) "
     "ORDER BY c.campaign_id, c.arm, c.stage, c.context_target, c.concurrency, c.thinking, c.cell"

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from ledger._internal.regular import open_regular
 from ledger.errors import InvalidArtifact
 
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -273,9 +274,10 @@ def read_limited(
 
     Raises:
         InvalidArtifact: ``json-too-large`` when over the cap.
-        OSError: the file cannot be opened or read.
+        OSError: the file cannot be opened or read, or is no regular file (a named pipe,
+            a device: ``NotRegularFile``).
     """
-    with open(path, "rb") as stream:
+    with open_regular(path) as stream:
         size = os.fstat(stream.fileno()).st_size
         if size > max_bytes:
             raise InvalidArtifact(

@@ -34,6 +34,7 @@ CELL_RUN_FIELDS: dict[str, Any] = {
     },
     "status": "VARCHAR",
     "identity": "JSON",
+    "request": "JSON",
     "metrics": {
         "available": "BOOLEAN",
         "prefix_cache": {"hits": "DOUBLE", "queries": "DOUBLE", "hit_rate": "DOUBLE"},
@@ -167,7 +168,7 @@ SELECT
     cell.temperature AS temperature, cell.seed AS seed, cell.prefix AS prefix,
     status, CAST(identity AS VARCHAR) AS identity, metrics.available AS metrics_available,
     metrics.prefix_cache.hit_rate AS prefix_cache_hit_rate, artifact, sha256,
-    cell.arrival.rate AS rate
+    cell.arrival.rate AS rate, CAST(request AS VARCHAR) AS request
 FROM cell_run_files
 WHERE NOT regexp_matches(artifact, '{SET_ASIDE}')
 """
@@ -178,7 +179,8 @@ CREATE TABLE cell_settings_loaded (
     context_target BIGINT, concurrency BIGINT, thinking BOOLEAN, planned_requests BIGINT,
     warmup BIGINT, max_tokens BIGINT, controlled_output BOOLEAN, temperature DOUBLE,
     seed BIGINT, prefix VARCHAR, status VARCHAR, identity VARCHAR, metrics_available BOOLEAN,
-    prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR, rate DOUBLE
+    prefix_cache_hit_rate DOUBLE, artifact VARCHAR, sha256 VARCHAR, rate DOUBLE,
+    request VARCHAR
 )
 """
 
@@ -193,7 +195,7 @@ SELECT
         CASE WHEN json_type(source.settings) = 'OBJECT' THEN source.settings ELSE '{}' END,
         json_object('tool', source.tool, 'version', source.version)
     ) AS VARCHAR),
-    NULL, NULL, artifact, sha256, NULL
+    NULL, NULL, artifact, sha256, NULL, NULL
 FROM imported_run_files
 """
 

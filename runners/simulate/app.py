@@ -548,13 +548,16 @@ class _Stream:
         if not self.reply.tokens:
             tail = opening + tail
         if self.include_usage:
+            usage = self.usage
+            if self.fault is not None and self.fault.kind == "bad-usage":
+                usage = {**usage, "prompt_tokens": -3, "total_tokens": -1}
             usage_chunk = {
                 "id": self.entry["id"],
                 "object": "chat.completion.chunk",
                 "created": self.created,
                 "model": profile.model,
                 "choices": [],
-                "usage": self.usage,
+                "usage": usage,
             }
             tail += b"data: " + orjson.dumps(usage_chunk) + b"\n\n"
         tail += b"data: [DONE]\n\n"

@@ -10,9 +10,10 @@ import attrs
 from ledger.errors import InvalidArtifact
 from runners.tomlfile import read_toml
 
-FAULT_KINDS = ("status", "disconnect", "stall", "malformed")
+FAULT_KINDS = ("status", "disconnect", "stall", "malformed", "bad-usage")
 """Faults the endpoint can inject. ``stall`` with ``after_tokens = 0`` stalls before the
-first token; a ``status`` fault answers with ``status`` instead of streaming."""
+first token; a ``status`` fault answers with ``status`` instead of streaming; ``bad-usage``
+streams a whole reply whose usage counts are negative (``prompt_tokens: -3``)."""
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:

@@ -13,7 +13,8 @@
  *
  * (one `card` line per card, all on one line). used_mib may list several values: each
  * memory query on that card takes the next, cycling across nvmlInit calls, so a sampler sees
- * the memory move. Names in `unsupported` make those queries return NOT_SUPPORTED.
+ * the memory move. A value may have a fraction (used_mib=140084.3): a real card's memory is
+ * counted in bytes, never in whole MiB. Names in `unsupported` make those queries return NOT_SUPPORTED.
  *
  * Memory as a driver reports it: used_mib is what processes hold, reserved_mib what the
  * driver keeps for itself, free the rest. The v2 query (nvmlDeviceGetMemoryInfo_v2) gives the
@@ -60,7 +61,7 @@ typedef struct card {
     char uuid[96];
     unsigned long long total_mib, reserved_mib;
     int no_v2;
-    unsigned long long used_mib[MAX_STEPS];
+    unsigned long long used_bytes[MAX_STEPS];
     unsigned steps;
     unsigned temp_c, power_mw, limit_mw, sm_mhz;
     unsigned long long reasons;
@@ -141,9 +142,9 @@ static int load(void)
             c->reasons = number(line, "reasons");
             field(line, "used_mib", used, sizeof used);
             for (char *p = strtok(used, ","); p && c->steps < MAX_STEPS; p = strtok(NULL, ","))
-                c->used_mib[c->steps++] = strtoull(p, NULL, 0);
+                c->used_bytes[c->steps++] = (unsigned long long)(strtod(p, NULL) * MIB);
             if (c->steps == 0)
-                c->used_mib[c->steps++] = 0;
+                c->used_bytes[c->steps++] = 0;
             card_count++;
         }
     }
@@ -257,7 +258,7 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int len
 
 static void memory_now(nvmlDevice_t device, nvmlMemory_v2_t *out)
 {
-    unsigned long long used = device->used_mib[memory_calls[device->index]++ % device->steps] * MIB;
+    unsigned long long used = device->used_bytes[memory_calls[device->index]++ % device->steps];
     unsigned long long reserved = device->reserved_mib * MIB;
     out->total = device->total_mib * MIB;
     out->reserved = reserved;
