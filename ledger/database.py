@@ -31,6 +31,7 @@ from ledger._internal import columns, jsonio, record_bounds, sql, tree
 from ledger._internal.outputs import OutputExists, new_file, new_folder
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.hashing import sha256_file
+from ledger.manifest import BUNDLE_SUFFIX
 
 EXPORT_MARKER = "anvil-ledger-export.json"
 """Written at the top of a Parquet export; ``build`` recognises an export by it."""
@@ -738,9 +739,16 @@ def _build(
             sources.exports.append(path.resolve())
             continue
         try:
+            folders = tree.campaign_folders(path)
+            for folder in folders:
+                if tree.holds_campaigns(folder):
+                    raise UsageError(
+                        f"{folder}: a folder of campaigns, not a campaign; give it as the "
+                        "evidence root"
+                    )
             # A subfolder that is no campaign (tickets/, notes) holds no rows: it is left
             # out, and a path holding no campaign at all is refused, never read as empty.
-            folders = [f for f in tree.campaign_folders(path) if tree.is_campaign(f)]
+            folders = [f for f in folders if tree.is_campaign(f)]
         except OSError as e:
             raise UsageError(f"{raw}: cannot be read: {e.strerror or e}") from None
         if not folders:
@@ -750,13 +758,14 @@ def _build(
                 "summary.json or run-manifest.json, or is named YYYY-MM-DD-words)"
             )
         for folder in folders:
-            if tree.holds_campaigns(folder):
-                raise UsageError(
-                    f"{folder}: a folder of campaigns, not a campaign; give it as the evidence root"
-                )
             _load_once(loaded, folder.resolve().name, folder.resolve())
             listing = tree.list_campaign(folder)
-            jsons = {e.path: e.rel for e in listing.entries if e.rel.endswith(".json")}
+            # A sigstore bundle is a signature, never an artifact (verify checks it).
+            jsons = {
+                e.path: e.rel
+                for e in listing.entries
+                if e.rel.endswith(".json") and not e.rel.endswith(BUNDLE_SUFFIX)
+            }
             campaigns.append((folder, jsons))
     # One sniff of every campaign's files: DuckDB's reader costs milliseconds per call.
     files = [p for _, jsons in campaigns for p in jsons]

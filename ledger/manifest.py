@@ -610,6 +610,9 @@ def seal(
     root = Path(folder)
     if not root.is_dir():
         raise VerificationError(f"{root} is not a folder")
+    # Before the seal is checked: an evidence root given as a campaign is a mistake, and
+    # reading its every campaign for a lost seal would only say so later.
+    check_name("campaign", root.resolve().name)
     review = None
     if check:
         review = check_seal(

@@ -549,6 +549,12 @@ def _check_campaign(
     for rel, issue in runs.check_sweeps(sweeps):
         add(rel, issue)
     for result in results:
+        if result.rel.startswith(manifest.APPROVALS_PREFIX):
+            # Sealed or not, an approval is only what its signature makes it.
+            why = manifest.approval_problem(campaign.folder, result.rel)
+            if why is not None:
+                add(result.rel, Issue("approval-unsigned", "", why))
+    for result in results:
         resolved = True
         for ref in result.references:
             problem = _check_reference(

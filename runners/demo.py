@@ -59,6 +59,8 @@ def run_demo(out: str | Path, *, progress: Progress | None = None) -> DemoResult
         RunnerError: ``out`` holds files already.
     """
     root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise OutputExists(f"{root} exists and is not a folder; the demo writes a new folder")
     if root.exists() and any(root.iterdir()):
         raise OutputExists(f"{root} is not empty; the demo writes a new folder (remove it first)")
     plan = parse_plan(tomllib.loads(plan_text()), source="demo plan")

@@ -310,17 +310,18 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize(
-    ("token", "expected"),
+    ("token", "expected", "exit_status"),
     [
-        (lambda s: s.token(SIGNER, lifetime=-60), "the identity token is not usable: "),
-        (lambda s: s.token(SIGNER, audience="other"), "the identity token is not usable: "),
-        # Well formed, but signed by another issuer's key: Fulcio refuses it.
-        (lambda s: SigstoreService().token(SIGNER), "signing failed: FulcioClientError: "),
+        # A token given that is no usable token is a bad argument (exit 2)...
+        (lambda s: s.token(SIGNER, lifetime=-60), "the identity token is not usable: ", 2),
+        (lambda s: s.token(SIGNER, audience="other"), "the identity token is not usable: ", 2),
+        # ...one well formed but signed by another issuer's key is Fulcio's refusal (1).
+        (lambda s: SigstoreService().token(SIGNER), "signing failed: FulcioClientError: ", 1),
     ],
     ids=["expired", "wrong-audience", "forged"],
 )
 def test_sign_refuses_a_bad_identity_and_writes_nothing(
-    tmp_path: Path, cli: CliRun, token: Any, expected: str
+    tmp_path: Path, cli: CliRun, token: Any, expected: str, exit_status: int
 ) -> None:
     folder = tmp_path / OTHER
     shutil.copytree(ROOT / "evidence" / OTHER, folder)
@@ -337,7 +338,7 @@ def test_sign_refuses_a_bad_identity_and_writes_nothing(
             "--replace",
         )
         assert service.log.leaves == []
-    assert status == 1 and out == ""
+    assert status == exit_status and out == ""
     assert err.startswith(f"error: {expected}") and err.count("\n") == 1
     assert _tree(folder) == before
 

@@ -233,3 +233,34 @@ def test_server_timings_keep_only_the_known_non_negative_numbers() -> None:
     state.event({"choices": [], "timings": timings}, 2)
     assert record.server_timings == {"prompt_ms": 3.0, "prompt_n": 10}
     assert record.to_json()["server_timings"] == {"prompt_ms": 3.0, "prompt_n": 10}
+
+
+@pytest.mark.parametrize(
+    ("usage", "said"),
+    [
+        ({"prompt_tokens": -3, "completion_tokens": 5}, "usage.prompt_tokens is -3"),
+        ({"total_tokens": -1}, "usage.total_tokens is -1"),
+        ({"completion_tokens": 2**64}, f"usage.completion_tokens is {2**64}"),
+        ({"prompt_tokens_details": {"cached_tokens": -7}},
+         "usage.prompt_tokens_details.cached_tokens is -7"),
+    ],
+)  # fmt: skip
+def test_a_usage_that_is_no_count_fails_the_request_not_the_run(
+    usage: dict[str, Any], said: str
+) -> None:
+    record = RequestRecord(sent_ns=0)
+    state = _StreamState(record, 0)
+    state.event({"choices": [], "usage": usage}, 1)
+    assert record.usage is None
+    assert record.error is not None
+    assert record.error["class"] == "malformed-stream"
+    assert record.error["message"] == f"the server's {said}: not a token count"
+
+
+def test_a_usage_of_counts_is_recorded() -> None:
+    record = RequestRecord(sent_ns=0)
+    state = _StreamState(record, 0)
+    usage = {"prompt_tokens": 0, "completion_tokens": 2**63 - 1, "total_tokens": True}
+    state.event({"choices": [], "usage": usage}, 1)
+    assert record.error is None
+    assert record.usage == {"prompt_tokens": 0, "completion_tokens": 2**63 - 1}

@@ -536,3 +536,46 @@ def test_the_spill_folder_goes_at_exit_and_may_be_gone_already(tmp_path: Path) -
     )
     spill = Path(done.stdout.strip())
     assert "ledger-duckdb-" in spill.name and not spill.exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "pointer"),
+    [
+        ("completion_tokens", -5, "/usage/completion_tokens"),
+        ("prompt_tokens", 2**64, "/usage/prompt_tokens"),
+        ("end_ns", 2**63, "/end_ns"),
+        ("sent_ns", -1, "/sent_ns"),
+    ],
+)
+def test_verify_and_the_database_share_one_definition_of_a_valid_record(
+    two_arm_campaign: Path, tmp_path: Path, cli: CliRun, field: str, value: int, pointer: str
+) -> None:
+    """Verify called -5 completion tokens schema-invalid while sql computed from it, and
+    sql refused 2**64 saying verify names the artifact, which verify did not."""
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    rel = "linux/capacity/ctx256-c1-nothink.json"
+    document = json.loads((campaign / rel).read_bytes())
+    record = document["requests"][3]
+    if field in ("completion_tokens", "prompt_tokens"):
+        record["usage"][field] = value
+    else:
+        record[field] = value
+    (campaign / rel).write_text(json.dumps(document))
+    status, report = verify_json(cli, campaign)
+    invalid = [f for f in report["findings"] if f["code"] == "schema-invalid"]
+    assert status == 1
+    assert [(f["path"], f["pointer"]) for f in invalid] == [
+        (f"{campaign}/{rel}", f"/requests/3{pointer}")
+    ]
+    for argv in (
+        ["sql", "SELECT count(*) FROM requests", "--from", str(campaign)],
+        ["derive", str(campaign), "--baseline", "windows", "--candidate", "linux",
+         "--reseal-after-review"],
+    ):  # fmt: skip
+        status, out, err = cli(*argv)
+        assert (status, out) == (1, ""), err
+        assert rel in err and "ledger verify names every artifact that breaks its schema" in err
+        if value < 0:
+            assert f"{rel}#/requests/3{pointer}: {value} is less than the minimum of 0" in err
+    assert not (campaign / "derived").exists()

@@ -74,7 +74,7 @@ def _database(no_ttft: bool) -> Database:
                 settings.append(
                     (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2,
                      64, True, 0.0, 0, "unique", "complete", "{}", False, None,
-                     f"{arm}/capacity/{cell}.json", "0" * 64, None)
+                     f"{arm}/capacity/{cell}.json", "0" * 64, None, None)
                 )  # fmt: skip
     insert_rows(db.connection, "request_rows_loaded", requests)
     insert_rows(db.connection, "cell_settings_loaded", settings)

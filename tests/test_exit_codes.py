@@ -3,14 +3,18 @@ on a malformed file, and must exit with the status the table gives, in one line.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, CliRun, parser_commands
 
-TABLE_ROW = re.compile(r"^\| `([a-z ]+)` \| (\d|-) \| (\d|-) \| .+ \|$")
+TABLE_ROW = re.compile(r"^\| `([a-z ]+)` \| (\d|-) \| (\d|-) \| (\d|-) \| .+ \|$")
 
 # The command line of each command with PATH in the place the table means.
 ARGV = {
@@ -61,12 +65,12 @@ ARGV = {
 NOT_NAMING = {("verify", "malformed"), ("signature verify", "malformed")}
 
 
-def _table() -> dict[str, tuple[str, str]]:
+def _table() -> dict[str, tuple[str, str, str]]:
     rows = {}
     for line in (ROOT / "README.md").read_text().splitlines():
         match = TABLE_ROW.match(line)
         if match:
-            rows[match[1]] = (match[2], match[3])
+            rows[match[1]] = (match[2], match[3], match[4])
     return rows
 
 
@@ -76,10 +80,11 @@ def test_the_table_names_every_command() -> None:
 
 CASES = [
     (command, kind, expected)
-    for command, (missing, malformed) in _table().items()
+    for command, (missing, malformed, _) in _table().items()
     for kind, expected in (("missing", missing), ("malformed", malformed))
     if expected != "-"
 ]
+PIPE_CASES = [(command, pipe) for command, (_, _, pipe) in _table().items() if pipe != "-"]
 
 
 @pytest.mark.parametrize(
@@ -138,3 +143,130 @@ def test_a_root_of_campaigns_is_not_judged_as_one(
         "",
         f"ledger {command}: error: {tmp_path / 'file.json'}: not a folder\n",
     )
+
+
+def _run_with_deadline(argv: list[str], cwd: Path) -> tuple[int, str]:
+    # A process of its own, with a deadline: a command that waits on a pipe would hang an
+    # in-process test forever.
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    return done.returncode, done.stderr
+
+
+NAMED_TOO = [
+    ["verify", "--policy", "PIPE", "FOLDER"],
+    ["decide", "FOLDER", "--policy", "PIPE"],
+    ["gate", "FOLDER", "--policy", "PIPE"],
+    ["signature", "verify", "FILE", "--bundle", "PIPE", "--identity", "a@x.example",
+     "--issuer", "https://issuer.example"],
+    ["signature", "verify", "PIPE", "--bundle", "FILE", "--identity", "a@x.example",
+     "--issuer", "https://issuer.example"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [(ARGV[command], int(status)) for command, status in PIPE_CASES]
+    + [(argv, 2) for argv in NAMED_TOO],
+    ids=[command for command, _ in PIPE_CASES] + [" ".join(a[:3]) for a in NAMED_TOO],
+)
+def test_a_named_pipe_is_refused_not_waited_on(
+    tmp_path: Path, argv: list[str], expected: int
+) -> None:
+    pipe = tmp_path / "fifo-input"
+    os.mkfifo(pipe)
+    folder = tmp_path / "2026-11-30-x"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{}")
+    out = tmp_path / "out"
+    out.mkdir()
+    places = {"PATH": pipe, "PIPE": pipe, "OUT": out, "FOLDER": folder, "FILE": ROOT / "README.md"}
+    filled = list(argv)
+    for index, arg in enumerate(filled):
+        for name, value in places.items():
+            filled[index] = filled[index].replace(name, str(value))
+    status, err = _run_with_deadline(filled, tmp_path)
+    assert status == expected, (filled, err)
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and pipe.name in lines[0], err
+    # Where a file was expected, the pipe is named as what it is.
+    if "folder" not in lines[0] and "exists" not in lines[0]:
+        assert "a named pipe, not a regular file" in lines[0], err
+    assert not any(out.iterdir())
+
+
+def test_dev_zero_is_refused_before_a_byte_is_read(cli: CliRun) -> None:
+    status, _, err = cli("signature", "verify", "/dev/zero", "--bundle", str(ROOT / "README.md"),
+                         "--identity", "a@x.example", "--issuer", "https://issuer.example")  # fmt: skip
+    assert status == 2
+    assert (
+        err == "ledger signature verify: error: /dev/zero: a character device, not a regular file\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["decide", "CAMPAIGN", "--candidate", "nosuch"], "no arm named 'nosuch'"),
+        (["gate", "CAMPAIGN", "--candidate", "nosuch"], "no arm 'nosuch'"),
+        (["derive", "CAMPAIGN", "--baseline", "linux", "--candidate", "nosuch"],
+         "has no cells of arm 'nosuch'"),
+        (["derive", "CAMPAIGN", "--baseline", "linux", "--candidate", "linux"],
+         "the same arm 'linux'"),
+        (["derive", "CAMPAIGN", "--baseline", "windows", "--candidate", "linux", "--differs",
+          "nosuch"], "'nosuch': neither arm's identity nor request has this key"),
+        (["sql", "SELECT 1", "--from", "NOTES"], "no campaign folder here"),
+        (["db", "build", "NOTES", "--db", "OUT/x.duckdb"], "no campaign folder here"),
+        (["export", "--from", "NOTES", "--parquet", "OUT/x"], "no campaign folder here"),
+        (["sql", "SELECT 1", "--from", "/proc"], "no campaign folder here"),
+        (["sql", "SELECT 1", "--from", "/dev"], "no campaign folder here"),
+        (["sign", "PUBLISHED", "--identity-token", "garbage", "--replace"],
+         "the identity token is not usable"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_argument_is_unusable_input(
+    cli: CliRun, two_arm_campaign: Path, tmp_path: Path, argv: list[str], said: str
+) -> None:
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    notes = tmp_path / "notes"
+    (notes / "foo").mkdir(parents=True)
+    (notes / "foo" / "x.txt").write_text("not a campaign\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    before = sorted(p.relative_to(campaign) for p in campaign.rglob("*"))
+    published = tmp_path / "public" / "2026-11-29-simulated-example"
+    if "PUBLISHED" in argv:
+        shutil.copytree(ROOT / "evidence" / published.name, published)
+    places = {"CAMPAIGN": campaign, "NOTES": notes, "OUT": out, "PUBLISHED": published}
+    filled = list(argv)
+    for index in range(len(filled)):
+        for name, value in places.items():
+            filled[index] = filled[index].replace(name, str(value))
+    status, stdout, err = cli(*filled)
+    assert (status, stdout) == (2, ""), err
+    assert said in err and len(err.splitlines()) == 1, err
+    assert sorted(p.relative_to(campaign) for p in campaign.rglob("*")) == before
+    assert not any(out.iterdir())
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(two_arm_campaign: Path) -> None:
+    """``ledger sql ... | head``: the pipe closes before the rows are written."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ledger", "sql", "SELECT * FROM range(300000)", "--from",
+             str(two_arm_campaign)],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")

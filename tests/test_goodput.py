@@ -432,7 +432,9 @@ def test_a_report_of_arms_without_a_visible_token_shows_no_ttft(
     status, _, err = cli("report", str(folder))
     assert status == 0, err
     report = (folder / "report.md").read_text()
-    assert "| load 256 | - / - | - |" in report
+    # One row per rate, each named by its rate (two rates read as two "load 256" rows).
+    assert "| load 256 10 req/s | - / - | - |" in report
+    assert "| load 256 30 req/s | - / - | - |" in report
     assert not (folder / "report/ttft.svg").exists() and (folder / "report/e2e.svg").exists()
 
 

@@ -412,9 +412,9 @@ def test_a_declared_difference_must_name_an_identity_key(tmp_path: Path, cli: Cl
         status, _, err = cli(
             "derive", str(folder), "--baseline", "base", "--candidate", "cand", "--differs", key
         )
-        assert status == 1
+        assert status == 2
         assert err == (
-            f"error: --differs {key!r}: neither arm's identity has this key (the keys that "
+            f"error: --differs {key!r}: neither arm's identity nor request has this key (the keys that "
             "differ: metadata.kv_cache_dtype)\n"
         )
     assert not (folder / "derived").exists()

@@ -5,7 +5,6 @@ import io
 import json
 import os
 import stat
-import threading
 from pathlib import Path
 
 import pytest
@@ -227,17 +226,43 @@ def test_read_limited_reads_a_file_of_exactly_the_cap(tmp_path: Path) -> None:
         jsonio.read_limited(path, 64)
 
 
-def test_read_limited_refuses_a_stream_that_grows_past_the_cap(tmp_path: Path) -> None:
-    # A FIFO has no size when it is opened: only the cap on the read can catch it.
-    fifo = tmp_path / "growing"
-    os.mkfifo(fifo)
-    writer = threading.Thread(target=lambda: fifo.write_bytes(b"y" * 65))
-    writer.start()
-    try:
-        with pytest.raises(InvalidArtifact, match="grew past the 64-byte limit"):
-            jsonio.read_limited(fifo, 64)
-    finally:
-        writer.join()
+def test_read_limited_refuses_a_file_that_grows_past_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file grows after its size was read: only the cap on the read can catch it.
+    path = tmp_path / "growing"
+    path.write_bytes(b"y" * 65)
+    real_fstat = os.fstat
+
+    def before_it_grew(fd: int) -> os.stat_result:
+        found = real_fstat(fd)
+        return os.stat_result((*found[:6], 10, *found[7:]))
+
+    monkeypatch.setattr(jsonio.os, "fstat", before_it_grew)
+    with pytest.raises(InvalidArtifact, match="grew past the 64-byte limit"):
+        jsonio.read_limited(path, 64)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_read_limited_opens_only_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """A named pipe blocked open() until a writer came; nothing is read from any but a
+    regular file."""
+    from ledger._internal.regular import NotRegularFile
+
+    path = tmp_path / "input"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: a blocking open would wait forever
+        said = "a named pipe, not a regular file"
+    elif kind == "device":
+        path = Path("/dev/zero")
+        said = "a character device, not a regular file"
+    else:
+        path.mkdir()
+        said = "a folder, not a regular file"
+    with pytest.raises(NotRegularFile) as raised:
+        jsonio.read_limited(path, 64)
+    assert raised.value.strerror == said and raised.value.filename == str(path)
+    assert isinstance(raised.value, OSError)  # every caller's OSError handling applies
 
 
 def _open_descriptors() -> set[str]:

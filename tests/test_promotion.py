@@ -334,7 +334,10 @@ def test_a_tampered_approval_record_fails_its_signature(
     policy = load_policy(policy_file)
     record = _approve(campaign, policy_file, sigstore)
     record.write_text(record.read_text().replace('"promote"', '"promote" '))
-    decided = decide(campaign, policy)
+    # Its bundle no longer signs it: it is no approval that may arrive after the seal.
+    with pytest.raises(manifest.SealBroken, match=f"approvals/{record.name} \\(added\\)"):
+        decide(campaign, policy)
+    decided = decide(campaign, policy, reseal_after_review=True)
     (unmet,) = decided.evaluation.unmet
     assert unmet.rule == "approval" and "digest mismatch" in unmet.reason
 
@@ -908,7 +911,7 @@ def test_the_pinned_root_the_policy_names_is_the_one_used(
     "rel", ["approvals/copied-0123456789abcdef.json", "approvals/inner/record.json"]
 )
 def test_only_an_approval_record_may_arrive_after_the_seal(
-    campaign: Path, policy_file: Path, cli: CliRun, rel: str
+    campaign: Path, policy_file: Path, cli: CliRun, sigstore: PrivateSigstore, rel: str
 ) -> None:
     """Approvals come after the seal by design; a cell run dropped into approvals/ (named
     like a record, or in a folder of its own) is a change like any other."""
@@ -919,10 +922,15 @@ def test_only_an_approval_record_may_arrive_after_the_seal(
     status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
     assert status == 1 and f"{rel} (added)" in err, err
     assert not (campaign / "summary.json").exists()
-    # An approval record (not yet signed) is not such a change.
+    # Nor is an approval record that is not signed yet; signed, it is no such change.
     target.unlink()
     status, _, err = cli("approve", str(campaign), "--policy", str(policy_file), "--no-sign")
     assert status == 0, err
+    record = next(campaign.glob("approvals/*.json"))
+    status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
+    assert status == 1 and f"approvals/{record.name} (added)" in err, err
+    signed = sigstore.sign(record.read_bytes(), identity=APPROVER, issuer=ISSUER)
+    record.with_name(record.name + manifest.BUNDLE_SUFFIX).write_bytes(signed)
     status, _, err = cli("decide", str(campaign), "--policy", str(policy_file))
     assert status == 0, err
 

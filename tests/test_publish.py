@@ -738,3 +738,16 @@ def test_json_lines_hiding_a_secret_in_escapes_are_refused_or_rewritten(
     assert [f["message"] for f in report["findings"] if f["code"] == "private-data"] == [
         "line 1: credential written with JSON escapes in a public file"
     ]
+
+
+def test_publish_run_from_inside_the_campaign_places_the_map_beside_it(
+    raw: Path, tmp_path: Path, cli: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ledger publish .`` was refused: the map's default place was beside ".", inside."""
+    monkeypatch.chdir(raw)
+    status, out, err = cli("publish", ".", "--out", str(tmp_path / "public"))
+    assert status == 0, err
+    beside = raw.parent / f"{raw.name}.publish-map.json"
+    assert beside.is_file() and f"private map {beside}" in out
+    assert not (raw / f"{raw.name}.publish-map.json").exists()
+    assert (tmp_path / "public" / raw.name / "statement.intoto.json").is_file()

@@ -423,3 +423,31 @@ def test_a_folder_with_files_but_no_run_is_neither_a_run_nor_resumed(
         assert status == 2
         assert "holds files but no run (run-plan.json is missing)" in err
     assert sorted(p.name for p in folder.iterdir()) == ["junk"]  # nothing sealed
+
+
+def test_a_server_that_reports_negative_usage_fails_those_requests(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """What a server says is evidence: a request it reports ``prompt_tokens: -3`` for is a
+    failed request with its reason, and the run goes on (it exited 2 on the workload)."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'campaign_id = "2026-11-29-bad-usage"\nseed = 5\n'
+        '[[arms]]\nname = "a"\n[arms.simulated]\ndecode_tok_s = 2000.0\n'
+        'faults = [{kind = "bad-usage", rate = 0.5}]\n'
+        '[[stages]]\nkind = "capacity"\ncontext_targets = [256]\nconcurrency = 2\n'
+        "requests = 8\nmax_tokens = 8\ncontrolled_output = true\n"
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 0, err
+    folder = tmp_path / "raw" / "2026-11-29-bad-usage"
+    cell = read_document(folder / "a" / "capacity" / "ctx256-c2-nothink.json")
+    failed = [r for r in cell["requests"] if r["error"] is not None]
+    assert failed and len(failed) < len(cell["requests"])
+    for record in failed:
+        assert record["error"]["class"] == "malformed-stream"
+        assert record["error"]["message"] == (
+            "the server's usage.prompt_tokens is -3: not a token count"
+        )
+        assert record["usage"] is None
+    assert verify_json(cli, folder)[0] == 0

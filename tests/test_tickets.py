@@ -239,3 +239,40 @@ def test_ticket_new_refuses_a_tickets_path_that_is_a_file(repo: Path, cli: CliRu
     assert status == 2
     assert err.strip().endswith(f"--tickets {folder}/summary.json: not a folder")
     assert (folder / "manifest.json").read_bytes() == before
+
+
+def test_a_tickets_folder_shared_by_two_roots_names_campaigns_of_either(
+    repo: Path, two_arm_campaign: Path, cli: CliRun
+) -> None:
+    """raw/ and evidence/ share tickets/: verifying raw/ alone, a ticket of a published
+    campaign is no unknown campaign (it was ticket-campaign-unknown, exit 1)."""
+    raw = repo / "raw"
+    raw.mkdir()
+    shutil.copytree(two_arm_campaign, raw / two_arm_campaign.name)
+    status, report = verify_json(cli, raw)
+    assert status == 0, report["findings"]
+    assert _codes(report) == []
+    # A ticket of a campaign in no root beside the folder is still unknown.
+    (repo / "tickets" / "2026-10-01-orphan.md").write_text(
+        "---\nid: 2026-10-01-orphan\ncampaign: 2026-10-01-gone\nstatus: open\n"
+        "created: 2026-10-01\ngates: []\n---\n"
+    )
+    status, report = verify_json(cli, raw)
+    assert status == 1
+    assert _codes(report) == [("ticket-campaign-unknown", f"{repo}/tickets/2026-10-01-orphan.md")]
+
+
+def test_a_ticket_opened_from_inside_the_campaign_goes_where_it_would_from_outside(
+    repo: Path, cli: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = repo / "evidence" / SEED
+    (folder / "follow-up.json").unlink()
+    forge_seal(folder)
+    for old in (repo / "tickets").glob("2026-09-17-*.md"):
+        old.unlink()
+    monkeypatch.chdir(folder)
+    status, out, err = cli("ticket", "new", ".", "--slug", "inside", "--created", "2026-11-29")
+    assert status == 0, err
+    assert (repo / "tickets" / "2026-09-17-inside.md").is_file()
+    assert (folder / "tickets" / "2026-09-17-inside.md").is_file()
+    assert not (repo.parent / "tickets").exists()

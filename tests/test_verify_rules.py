@@ -34,12 +34,48 @@ def test_a_reference_against_what_the_manifest_knows(
 ) -> None:
     known = {"raw/a.json": A}
     withheld: dict[str, str | None] = {"raw/disclosed.json": B, "raw/undisclosed.json": None}
-    issue = verify._check_reference("/sources/0", path, digest, known, withheld)
+    issue = verify._check_reference(
+        "/sources/0", path, digest, known, withheld, known, listing=True
+    )
     assert (issue.code if issue else None) == code
     if code == "reference-mismatch" and path == "raw/disclosed.json":
         assert issue is not None and issue.message == (
             f"reference to withheld 'raw/disclosed.json' says sha256 {A}, the manifest discloses {B}"
         )
+
+
+C = "c" * 64
+
+
+@pytest.mark.parametrize(
+    ("present", "listing", "said"),
+    [
+        # The file was edited and the reference made to follow it, but not the seal: the
+        # reference's digest is the file's, and the manifest's is the stale one.
+        (
+            {"raw/a.json": C},
+            True,
+            f"says sha256 {C}, the manifest lists {A} (and the file has {C})",
+        ),
+        (
+            {"raw/a.json": B},
+            True,
+            f"says sha256 {C}, the manifest lists {A} (and the file has {B})",
+        ),
+        ({"raw/a.json": A}, True, f"says sha256 {C}, the manifest lists {A}"),
+        # Without a readable manifest, the file's own digest is what is known.
+        ({"raw/a.json": A}, False, f"says sha256 {C}, the file has {A}"),
+    ],
+)
+def test_a_reference_mismatch_names_each_digest_for_what_it_is(
+    present: dict[str, str], listing: bool, said: str
+) -> None:
+    known = {"raw/a.json": A} if listing else present
+    issue = verify._check_reference(
+        "/sources/0", "raw/a.json", C, known, {}, present, listing=listing
+    )
+    assert issue is not None and issue.code == "reference-mismatch"
+    assert issue.message == f"reference to 'raw/a.json' {said}"
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,10 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         "promotion authorized without an approval of this summary signed by an allowed approver",
     ),
+    "approval-unsigned": (
+        "error",
+        "a file under approvals/ is not an approval record with a bundle that signs it",
+    ),
     # publication
     "private-data": (
         "error",

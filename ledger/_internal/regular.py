@@ -39,10 +39,7 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
         OSError: it cannot be opened.
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except IsADirectoryError:
-        raise NotRegularFile(errno.EISDIR, "a folder, not a file", os.fspath(path)) from None
+    fd = os.open(path, flags)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
