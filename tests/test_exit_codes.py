@@ -155,6 +155,7 @@ def _run_with_deadline(argv: list[str], cwd: Path) -> tuple[int, str]:
         text=True,
         timeout=120,
         stdin=subprocess.DEVNULL,
+        check=False,
     )
     return done.returncode, done.stderr
 
@@ -188,7 +189,7 @@ def test_a_named_pipe_is_refused_not_waited_on(
     out.mkdir()
     places = {"PATH": pipe, "PIPE": pipe, "OUT": out, "FOLDER": folder, "FILE": ROOT / "README.md"}
     filled = list(argv)
-    for index, arg in enumerate(filled):
+    for index in range(len(filled)):
         for name, value in places.items():
             filled[index] = filled[index].replace(name, str(value))
     status, err = _run_with_deadline(filled, tmp_path)

@@ -178,7 +178,7 @@ def test_a_bundle_reviewed_into_a_campaign_is_no_artifact_of_the_database(
     (approvals / "x.json.sigstore.json").write_text("garbage")
     status, err = _decide(cli, campaign, "--reseal-after-review")
     assert status == 0, err
-    status, out, err = cli("sql", "--from", str(campaign), "SELECT count(*) AS n FROM cells")
+    status, _, err = cli("sql", "--from", str(campaign), "SELECT count(*) AS n FROM cells")
     assert status == 0, err
     status, report = verify_json(cli, campaign)
     errors = [(f["code"], f["path"]) for f in report["findings"] if f["severity"] == "error"]

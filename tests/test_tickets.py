@@ -271,7 +271,7 @@ def test_a_ticket_opened_from_inside_the_campaign_goes_where_it_would_from_outsi
     for old in (repo / "tickets").glob("2026-09-17-*.md"):
         old.unlink()
     monkeypatch.chdir(folder)
-    status, out, err = cli("ticket", "new", ".", "--slug", "inside", "--created", "2026-11-29")
+    status, _, err = cli("ticket", "new", ".", "--slug", "inside", "--created", "2026-11-29")
     assert status == 0, err
     assert (repo / "tickets" / "2026-09-17-inside.md").is_file()
     assert (folder / "tickets" / "2026-09-17-inside.md").is_file()
