@@ -154,6 +154,11 @@ def fetch(url: str, into: Path, limits: FetchLimits | None = None) -> Path:
             ) from None
         except httpx.HTTPError as e:
             raise AuditInputError(f"{base}: {type(e).__name__}: {printable(str(e))}") from None
+        except OSError as e:
+            # The copy lies in a temporary folder of ours: its path says nothing to the user.
+            raise AuditInputError(
+                f"{base}: the fetched copy cannot be written: {e.strerror}"
+            ) from None
     return folder
 
 

@@ -95,17 +95,18 @@ class _Site(BaseHTTPRequestHandler):
             self.send_error(404)
             return
         data = path.read_bytes()
-        if mode in ("unsafe-path", "bad-id") and path.name == manifest.MANIFEST_NAME:
+        edits = ("unsafe-path", "bad-id", "file-and-folder")
+        if mode in edits and path.name == manifest.MANIFEST_NAME:
             listed = json.loads(data)
             if mode == "bad-id":
                 listed["campaign_id"] = "../../escaped"
+            elif mode == "file-and-folder":
+                first = listed["artifacts"][0]
+                listed["artifacts"] += [{**first, "path": "x"}, {**first, "path": "x/y"}]
             else:
                 listed["artifacts"][0]["path"] = "../escape.txt"
             self._send(json.dumps(listed).encode())
-        elif (
-            mode in ("plain", "no-bundle", "unsafe-path", "bad-id")
-            or path.name == manifest.MANIFEST_NAME
-        ):
+        elif mode in ("plain", "no-bundle", *edits) or path.name == manifest.MANIFEST_NAME:
             self._send(data)
         elif mode == "declared-huge":
             self.send_response(200)
@@ -256,6 +257,8 @@ def test_the_wrong_trusted_root_fails(site: tuple[Path, str], cli: CliRun, tmp_p
         ("redirect-scheme", (), "redirect to https://127.0.0.1:"),
         ("unsafe-path", (), "manifest lists an unsafe path '../escape.txt'"),
         ("bad-id", (), "manifest.json: no valid campaign_id"),
+        # No folder holds both: it said "/tmp/ledger-audit-.../x: File exists".
+        ("file-and-folder", (), "manifest.json: lists 'x' as a file and as the folder of 'x/y'"),
         ("no-bundle", (), "statement.sigstore.json: HTTP 404"),
         ("declared-huge", ("--max-file-mib", "1"), f"{1 << 40} bytes, over the cap of 1048576"),
         ("endless", ("--max-file-mib", "1"), "more than the cap of 1048576 bytes"),

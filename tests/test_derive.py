@@ -117,6 +117,36 @@ def test_recomputation_tolerance_is_one_in_a_billion(
         assert status == 0 and codes == []
 
 
+@pytest.mark.parametrize("where", ["row", "endurance"])
+def test_a_hand_edited_os_comparison_is_derived_again(
+    campaign: Path, cli: CliRun, where: str
+) -> None:
+    """An OS comparison is derived again from the raw rows, as an A/B is: a Linux median
+    edited with its row's change recomputed keeps every arithmetic check consistent."""
+    path = derive_into(campaign, "windows", "linux", kind="os", differs=["os", "simulated_profile"])
+    document = json.loads(path.read_text())
+    if where == "row":
+        metric = document["rows"][0]["metrics"]["decode_tok_s_p50"]
+        metric["linux"] *= 1.25
+        metric["change_percent"] = (metric["linux"] - metric["windows"]) / metric["windows"] * 100
+        pointer = "/rows/0/metrics/decode_tok_s_p50/change_percent"  # the first key that differs
+    else:
+        endurance = document["endurance"]
+        endurance["decode_linux"] *= 1.25
+        endurance["decode_change_percent"] = (
+            (endurance["decode_linux"] - endurance["decode_windows"])
+            / endurance["decode_windows"] * 100
+        )  # fmt: skip
+        pointer = "/endurance/decode_change_percent"
+    write_json(path, document)
+    forge_seal(campaign)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    assert [(f["code"], f["pointer"]) for f in report["findings"]] == [
+        ("derived-mismatch", pointer)
+    ]
+
+
 def test_hand_edited_number_is_caught(campaign: Path, cli: CliRun) -> None:
     path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     document = json.loads(path.read_text())

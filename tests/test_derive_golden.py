@@ -250,3 +250,43 @@ def test_the_first_token_metric_is_read_only_where_a_cell_lacks_ttft() -> None:
     assert derive_module.reads_of(with_ttft, [comparison]).columns(comparison)[-1] == (
         "first_token_ms"
     )
+
+
+def test_the_two_arms_draw_their_resamples_independently() -> None:
+    """Two arms of identical values: a change that is zero in every resample would mean one
+    stream of draws served both (each pair of medians drawn at the same ranks). Drawn
+    apart, the interval of no change spans zero with room on either side."""
+    rng = np.random.RandomState(20261202)
+    db = build([], locked=False)
+    requests, settings = [], []
+    for size in (12, 40):
+        cell = f"ctx1024-c{size}-nothink"
+        base = _rows(rng, "base", cell, size)
+        for arm in ARMS:
+            requests += [
+                (*r[:1], arm, *r[2:26], f"{arm}/capacity/{cell}.json", *r[27:]) for r in base
+            ]
+            settings.append(
+                (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2,
+                 64, True, 0.0, 0, "unique", "complete", "{}", False, None,
+                 f"{arm}/capacity/{cell}.json", "0" * 64, None, None)
+            )  # fmt: skip
+    insert_rows(db.connection, "request_rows_loaded", requests)
+    insert_rows(db.connection, "cell_settings_loaded", settings)
+    document = derive(db, CAMPAIGN, *ARMS)
+    db.close()
+    intervals = [
+        metric["change_ci95"]
+        for row in document["rows"]
+        for metric in row["metrics"].values()
+        if metric.get("change_ci95") is not None
+    ]
+    assert len(intervals) >= 8
+    for low, high in intervals:
+        assert low < -0.1 and high > 0.1, (low, high)
+    assert all(
+        metric["change_percent"] == 0.0
+        for row in document["rows"]
+        for metric in row["metrics"].values()
+        if metric.get("change_percent") is not None
+    )

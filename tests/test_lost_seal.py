@@ -187,3 +187,22 @@ def test_a_bundle_reviewed_into_a_campaign_is_no_artifact_of_the_database(
         ("approval-unsigned", f"{campaign}/approvals/x.json"),
         ("approval-unsigned", f"{campaign}/approvals/x.json.sigstore.json"),
     ]
+
+
+def test_a_campaign_decided_on_imports_alone_is_not_a_publication(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """A summary with no run beside it reads as published; one decided on imported runs
+    is still raw (its imports hold what publish removes) until publish makes it public."""
+    imported = Path(__file__).parent / "assets" / "imports" / "vllm_save_detailed.json"
+    argv = ["import", "vllm", str(imported), "--raw-dir", str(tmp_path / "raw"),
+            "--campaign", "2026-11-30-imported", "--arm", "vllm"]  # fmt: skip
+    assert cli(*argv)[0] == 0
+    folder = tmp_path / "raw" / "2026-11-30-imported"
+    status, _, err = cli("decide", str(folder))
+    assert status == 0, err
+    status, report = verify_json(cli, "--public", tmp_path / "raw")
+    assert status == 1
+    assert [(f["code"], f["path"]) for f in report["findings"] if f["severity"] == "error"] == [
+        ("not-published", str(folder))
+    ]
