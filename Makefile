@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/derive_bench.py
 	$(BIN)/python benchmarks/sanitize_bench.py
 	$(BIN)/python benchmarks/publish_bench.py
+	$(BIN)/python benchmarks/bounds_bench.py
 
 # The mutation score of the core (README, "Mutation score"); about 40 minutes on 2 cores,
 # so not part of `make test`.
