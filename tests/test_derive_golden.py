@@ -59,6 +59,13 @@ def _rows(rng: np.random.RandomState, arm: str, cell: str, size: int, **opts: An
     return rows
 
 
+def _settings(arm: str, cell: str, size: int) -> tuple[Any, ...]:
+    """A row of ``cell_settings_loaded`` for a cell of ``size`` measured requests."""
+    return (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2, 64, True,
+            0.0, 0, "unique", "complete", "{}", False, None, f"{arm}/capacity/{cell}.json",
+            "0" * 64, None, None)  # fmt: skip
+
+
 def _database(no_ttft: bool) -> Database:
     rng = np.random.RandomState(20261201)
     db = build([], locked=False)
@@ -71,11 +78,7 @@ def _database(no_ttft: bool) -> Database:
                     rng, arm, cell, size, ties=variant == "-ties",
                     no_decode=variant == "-nodecode", no_ttft=no_ttft and size == 41,
                 )  # fmt: skip
-                settings.append(
-                    (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2,
-                     64, True, 0.0, 0, "unique", "complete", "{}", False, None,
-                     f"{arm}/capacity/{cell}.json", "0" * 64, None, None)
-                )  # fmt: skip
+                settings.append(_settings(arm, cell, size))
     insert_rows(db.connection, "request_rows_loaded", requests)
     insert_rows(db.connection, "cell_settings_loaded", settings)
     return db
@@ -266,11 +269,7 @@ def test_the_two_arms_draw_their_resamples_independently() -> None:
             requests += [
                 (*r[:1], arm, *r[2:26], f"{arm}/capacity/{cell}.json", *r[27:]) for r in base
             ]
-            settings.append(
-                (CAMPAIGN, arm, "capacity", "capacity", cell, 1024, 1, False, size + 2, 2,
-                 64, True, 0.0, 0, "unique", "complete", "{}", False, None,
-                 f"{arm}/capacity/{cell}.json", "0" * 64, None, None)
-            )  # fmt: skip
+            settings.append(_settings(arm, cell, size))
     insert_rows(db.connection, "request_rows_loaded", requests)
     insert_rows(db.connection, "cell_settings_loaded", settings)
     document = derive(db, CAMPAIGN, *ARMS)
