@@ -602,8 +602,7 @@ def _refuse_out_of_bounds(con: duckdb.DuckDBPyConnection, table: str, kind: str)
             if why is not None:
                 raise DatabaseError(
                     f"{campaign}/{artifact}#{bound.pointer(index)}: {why} ({schema_id}); "
-                    "ledger verify "
-                    "names every artifact that breaks its schema"
+                    "ledger verify names every artifact that breaks its schema"
                 )
 
 

@@ -334,9 +334,9 @@ def approval_problem(root: Path, rel: str) -> str | None:
     return None if why is None else f"{record}{BUNDLE_SUFFIX}: {why}"
 
 
-SEALED_MARKERS = ("run-manifest.json", STATEMENT_NAME, BUNDLE_NAME)
-"""Files only a sealed campaign holds: a run writes its run manifest and seals in one step,
-and publish writes its statement into the seal it writes."""
+SEALED_MARKERS = ("run-plan.json", "run-manifest.json", STATEMENT_NAME, BUNDLE_NAME)
+"""Files only a sealed campaign holds: a run seals its folder once its plan is written and
+again with its run manifest, and publish writes its statement into the seal it writes."""
 SEALED_FOLDERS = ("derived",)
 """Folders only a sealed campaign holds: derive refuses a folder without a seal."""
 

@@ -234,8 +234,19 @@ class CampaignRun:
                 f"{self.folder} already holds a run; pass --resume to finish it, or choose "
                 "another --raw-dir"
             )
-        if self.resume and (self.folder / manifest.MANIFEST_NAME).exists():
+        sealed = (self.folder / manifest.MANIFEST_NAME).exists()
+        if self.resume and sealed:
             self._check_seal()
+        elif self.resume and plan_path.exists():
+            # A run seals its folder as soon as it has written its plan: a plan without a
+            # seal is a seal deleted since, and resuming would seal the cells as measured.
+            raise manifest.SealBroken(
+                f"{self.folder} has lost its seal: it holds {PLAN_NAME} but no "
+                f"{manifest.MANIFEST_NAME}; a resumed run would keep and seal its cells as "
+                "measured. Run 'ledger verify', review them, and re-seal with 'ledger seal "
+                "--reseal-after-review' before resuming",
+                [],
+            )
         if self.resume and plan_path.exists():
             recorded = self._read(plan_path)
             wanted = self.plan.to_json()
@@ -250,6 +261,10 @@ class CampaignRun:
         for stale in self.folder.rglob(".*.tmp"):
             stale.unlink()
         write_document(plan_path, self.plan.to_json())
+        if not sealed:
+            # Sealed from the start: a seal deleted later is then told apart from a run
+            # killed before its first cell ended (see manifest.lost_seal).
+            manifest.seal(self.folder, check=False, jobs=1)
         workload_path = self.folder / WORKLOAD_NAME
         if workload_path.exists():
             for entry in self._read(workload_path)["cells"]:
@@ -877,8 +892,9 @@ def run_plan(
 
 
 def _bookkeeping_only(folder: Path) -> bool:
-    """Whether a run's folder holds nothing but its plan and workload bookkeeping."""
-    own = {PLAN_NAME, WORKLOAD_NAME}
+    """Whether a run's folder holds nothing but its plan and workload bookkeeping (and the
+    seal the run wrote over them)."""
+    own = {PLAN_NAME, WORKLOAD_NAME, manifest.MANIFEST_NAME, manifest.SUMS_NAME}
     return all(p.is_file() and p.name in own for p in folder.iterdir())
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from ledger import manifest
-from tests.conftest import CliRun, verify_json
+from tests.conftest import TWO_ARMS_PLAN, CliRun, verify_json
 from tests.private_sigstore import PrivateSigstore
 
 APPROVER = "approver@example.com"
@@ -47,8 +49,9 @@ def _launder(folder: Path) -> str:
 @pytest.mark.parametrize(
     ("also_removed", "named"),
     [
-        ((), "run-manifest.json"),
-        # The run's manifest is as easy to delete: the cell runs say who wrote them.
+        ((), "run-plan.json"),
+        (("run-plan.json",), "run-manifest.json"),
+        # The run's own files are as easy to delete: the cell runs say who wrote them.
         (("run-manifest.json", "run-plan.json", "workload-manifest.json"), "cell-run"),
     ],
 )
@@ -206,3 +209,35 @@ def test_a_campaign_decided_on_imports_alone_is_not_a_publication(
     assert [(f["code"], f["path"]) for f in report["findings"] if f["severity"] == "error"] == [
         ("not-published", str(folder))
     ]
+
+
+def test_a_run_whose_seal_was_deleted_is_not_resumed(
+    campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    """A resumed run keeps the cells it finds: with the seal deleted after an edit (and the
+    run's own manifest with it), it would have sealed the edit as measured."""
+    rel = _launder(campaign)
+    (campaign / "run-manifest.json").unlink()
+    edited = (campaign / rel).read_bytes()
+    plan = tmp_path / "plan.toml"
+    plan.write_text(TWO_ARMS_PLAN)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(campaign.parent), "--resume")
+    assert status == 1, err
+    assert "has lost its seal" in err and "run-plan.json" in err
+    assert not (campaign / manifest.MANIFEST_NAME).exists()
+    assert (campaign / rel).read_bytes() == edited
+
+
+def test_a_run_is_sealed_from_its_first_file(tmp_path: Path) -> None:
+    """A run killed before its first cell ended still leaves a seal (over its plan), so a
+    seal deleted later can be told apart from a run that never sealed."""
+    from runners.campaign import CampaignRun
+    from runners.plan import parse_plan
+    from runners.progress import LogProgress
+
+    plan = parse_plan(tomllib.loads(TWO_ARMS_PLAN))
+    with open(os.devnull, "w") as quiet:
+        run = CampaignRun(plan, tmp_path / "raw", resume=False, progress=LogProgress(quiet))
+        run.prepare()
+    sealed = json.loads((run.folder / manifest.MANIFEST_NAME).read_bytes())
+    assert [a["path"] for a in sealed["artifacts"]] == ["run-plan.json"]

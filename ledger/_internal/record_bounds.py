@@ -98,9 +98,9 @@ def _violated(bound: Bound, value: str) -> str:
 
 
 def first_violation_query(table: str, found: list[Bound]) -> list[tuple[str, list[Bound]]]:
-    """Queries giving the first loaded row that breaks a bound: ``campaign_id``, ``artifact``, the list
-    index (or NULL), then each bound's value, in ``found``'s order; one query for the
-    document's own fields, one for each top-level list's items."""
+    """Queries giving the first loaded row that breaks a bound: ``campaign_id``,
+    ``artifact``, the list index (or NULL), then each bound's value, in ``found``'s order;
+    one query for the document's own fields, one for each top-level list's items."""
     groups: dict[str | None, list[Bound]] = {}
     for bound in found:
         groups.setdefault(bound.listed, []).append(bound)
