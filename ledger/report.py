@@ -822,14 +822,29 @@ _MARKDOWN_ACTIVE = re.compile(r"[\\`\[\]<>&]")
 links and images (``![](https://...)``), entities and code spans; each is escaped."""
 
 
-def _md_text(text: str) -> str:
-    """``text`` as Markdown shows it literally, on one line: a value of the evidence (an
-    identity, a reason) can neither load an image nor start a block of its own."""
+_BLOCK_START = re.compile(r"(?P<marker>[#>+*=_~-]|[0-9]+[.)])")
+"""What opens a block when a line starts with it: a heading, a quote, a list item, a rule."""
+
+
+def _md_inline(text: str) -> str:
+    """``text`` as Markdown shows it literally inside a line: a value of the evidence (an
+    identity, a reason) loads no image and makes no link or markup."""
     return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), " ".join(text.splitlines()))
 
 
+def _md_text(text: str) -> str:
+    """:func:`_md_inline` as a line of its own, which starts no block either (a heading, a
+    list, a rule, code by indentation)."""
+    line = _md_inline(text).lstrip()
+    start = _BLOCK_START.match(line)
+    if start is None:
+        return line
+    marker = start["marker"]
+    return line[: len(marker) - 1] + "\\" + line[len(marker) - 1 :]
+
+
 def _md_cell(text: str) -> str:
-    return _md_text(text).replace("|", "\\|")
+    return _md_inline(text).replace("|", "\\|")
 
 
 def render_markdown(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:

@@ -102,7 +102,7 @@ class _Site(BaseHTTPRequestHandler):
                 listed["campaign_id"] = "../../escaped"
             elif mode == "file-and-folder":
                 first = listed["artifacts"][0]
-                listed["artifacts"] += [{**first, "path": "x"}, {**first, "path": "x/y"}]
+                listed["artifacts"] += [{**first, "path": "x"}, {**first, "path": "x/y/z"}]
             else:
                 listed["artifacts"][0]["path"] = "../escape.txt"
             self._send(json.dumps(listed).encode())
@@ -258,7 +258,7 @@ def test_the_wrong_trusted_root_fails(site: tuple[Path, str], cli: CliRun, tmp_p
         ("unsafe-path", (), "manifest lists an unsafe path '../escape.txt'"),
         ("bad-id", (), "manifest.json: no valid campaign_id"),
         # No folder holds both: it said "/tmp/ledger-audit-.../x: File exists".
-        ("file-and-folder", (), "manifest.json: lists 'x' as a file and as the folder of 'x/y'"),
+        ("file-and-folder", (), "manifest.json: lists 'x' as a file and as the folder of 'x/y/z'"),
         ("no-bundle", (), "statement.sigstore.json: HTTP 404"),
         ("declared-huge", ("--max-file-mib", "1"), f"{1 << 40} bytes, over the cap of 1048576"),
         ("endless", ("--max-file-mib", "1"), "more than the cap of 1048576 bytes"),

@@ -241,6 +241,10 @@ def test_server_timings_keep_only_the_known_non_negative_numbers() -> None:
         ({"prompt_tokens": -3, "completion_tokens": 5}, "usage.prompt_tokens is -3"),
         ({"total_tokens": -1}, "usage.total_tokens is -1"),
         ({"completion_tokens": 2**64}, f"usage.completion_tokens is {2**64}"),
+        ({"completion_tokens": 2**63}, f"usage.completion_tokens is {2**63}"),
+        ({"completion_tokens_details": {"reasoning_tokens": -2}},
+         "usage.completion_tokens_details.reasoning_tokens is -2"),
+        ({"prompt_tokens": -(10**50)}, "usage.prompt_tokens is -1000000000000000000..."),
         ({"prompt_tokens_details": {"cached_tokens": -7}},
          "usage.prompt_tokens_details.cached_tokens is -7"),
     ],
@@ -260,7 +264,9 @@ def test_a_usage_that_is_no_count_fails_the_request_not_the_run(
 def test_a_usage_of_counts_is_recorded() -> None:
     record = RequestRecord(sent_ns=0)
     state = _StreamState(record, 0)
-    usage = {"prompt_tokens": 0, "completion_tokens": 2**63 - 1, "total_tokens": True}
+    usage = {"prompt_tokens": 0, "completion_tokens": 2**63 - 1, "total_tokens": True,
+             "completion_tokens_details": {"reasoning_tokens": 7}}  # fmt: skip
     state.event({"choices": [], "usage": usage}, 1)
     assert record.error is None
-    assert record.usage == {"prompt_tokens": 0, "completion_tokens": 2**63 - 1}
+    assert record.usage == {"prompt_tokens": 0, "completion_tokens": 2**63 - 1,
+                            "reasoning_tokens": 7}  # fmt: skip

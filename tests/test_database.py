@@ -541,10 +541,12 @@ def test_the_spill_folder_goes_at_exit_and_may_be_gone_already(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("field", "value", "pointer"),
     [
-        ("completion_tokens", -5, "/usage/completion_tokens"),
-        ("prompt_tokens", 2**64, "/usage/prompt_tokens"),
-        ("end_ns", 2**63, "/end_ns"),
-        ("sent_ns", -1, "/sent_ns"),
+        ("completion_tokens", -5, "/requests/3/usage/completion_tokens"),
+        ("prompt_tokens", 2**64, "/requests/3/usage/prompt_tokens"),
+        ("end_ns", 2**63, "/requests/3/end_ns"),
+        ("sent_ns", -1, "/requests/3/sent_ns"),
+        # The document's own numbers, not only its requests'.
+        ("concurrency", 0, "/cell/concurrency"),
     ],
 )
 def test_verify_and_the_database_share_one_definition_of_a_valid_record(
@@ -559,15 +561,15 @@ def test_verify_and_the_database_share_one_definition_of_a_valid_record(
     record = document["requests"][3]
     if field in ("completion_tokens", "prompt_tokens"):
         record["usage"][field] = value
+    elif field == "concurrency":
+        document["cell"][field] = value
     else:
         record[field] = value
     (campaign / rel).write_text(json.dumps(document))
     status, report = verify_json(cli, campaign)
     invalid = [f for f in report["findings"] if f["code"] == "schema-invalid"]
     assert status == 1
-    assert [(f["path"], f["pointer"]) for f in invalid] == [
-        (f"{campaign}/{rel}", f"/requests/3{pointer}")
-    ]
+    assert [(f["path"], f["pointer"]) for f in invalid] == [(f"{campaign}/{rel}", pointer)]
     for argv in (
         ["sql", "SELECT count(*) FROM requests", "--from", str(campaign)],
         ["derive", str(campaign), "--baseline", "windows", "--candidate", "linux",
@@ -576,6 +578,58 @@ def test_verify_and_the_database_share_one_definition_of_a_valid_record(
         status, out, err = cli(*argv)
         assert (status, out) == (1, ""), err
         assert rel in err and "ledger verify names every artifact that breaks its schema" in err
-        if value < 0:
-            assert f"{rel}#/requests/3{pointer}: {value} is less than the minimum of 0" in err
+        if value < 1:
+            least = 1 if field == "concurrency" else 0
+            assert f"{rel}#{pointer}: {value} is less than the minimum of {least}" in err
     assert not (campaign / "derived").exists()
+
+
+def test_an_open_loop_rate_of_zero_is_refused_by_its_exclusive_bound(
+    two_arm_campaign: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    rel = "linux/capacity/ctx256-c1-nothink.json"
+    document = json.loads((campaign / rel).read_bytes())
+    document["cell"]["arrival"] = {"rate": 0.0}
+    (campaign / rel).write_text(json.dumps(document))
+    status, _, err = cli("sql", "SELECT count(*) FROM requests", "--from", str(campaign))
+    assert status == 1
+    assert f"{rel}#/cell/arrival/rate: 0 is less than or equal to the minimum of 0" in err
+
+
+def test_an_imported_run_is_held_to_its_own_schema_s_bounds(tmp_path: Path, cli: CliRun) -> None:
+    argv = ["import", "vllm", str(ROOT / "tests/assets/imports/vllm_save_detailed.json"),
+            "--raw-dir", str(tmp_path), "--campaign", "2026-11-30-imported", "--arm", "vllm"]  # fmt: skip
+    assert cli(*argv)[0] == 0
+    (path,) = (tmp_path / "2026-11-30-imported").glob("vllm/imported/*.json")
+    document = json.loads(path.read_bytes())
+    document["requests"][1]["index"] = -1
+    path.write_text(json.dumps(document))
+    status, _, err = cli("sql", "SELECT 1", "--from", str(tmp_path / "2026-11-30-imported"))
+    assert status == 1
+    assert (
+        "#/requests/1/index: -1 is less than the minimum of 0 (anvil-serving.imported-run/v1)"
+        in err
+    )
+
+
+@pytest.mark.parametrize(
+    ("bounds", "value", "said"),
+    [
+        ({"minimum": 0}, -1, "-1 is less than the minimum of 0"),
+        ({"maximum": 2**63 - 1}, 2**63, f"{2**63} is greater than the maximum of {2**63 - 1}"),
+        ({"exclusive_minimum": 0}, 0, "0 is less than or equal to the minimum of 0"),
+        ({"exclusive_maximum": 1.5}, 1.5, "1.5 is greater than or equal to the maximum of 1.5"),
+        ({"minimum": 0, "maximum": 10}, 10, None),
+        ({"exclusive_minimum": 0}, 0.25, None),
+    ],
+)
+def test_each_kind_of_bound_is_held(
+    bounds: dict[str, float], value: float, said: str | None
+) -> None:
+    from ledger._internal.record_bounds import Bound
+
+    found = {"minimum": None, "maximum": None, "exclusive_minimum": None,
+             "exclusive_maximum": None} | bounds  # fmt: skip
+    assert Bound(("x",), None, **found).broken(value) == said

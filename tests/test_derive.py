@@ -16,6 +16,7 @@ from ledger._internal.comparison_reads import Ordered
 from ledger._internal.jsonio import write_json
 from ledger.database import build
 from ledger.derive import DeriveError, derive, derive_into, first_difference
+from ledger.hashing import sha256_file
 from ledger.manifest import seal
 from ledger.schema import read_document
 from tests.conftest import SEEDS, CliRun, forge_seal, verify_json
@@ -359,3 +360,31 @@ def test_a_declared_difference_must_differ(campaign: Path, cli: CliRun) -> None:
         "derive", str(campaign), "--baseline", "windows", "--candidate", "linux", "--kind", "os"
     )
     assert status == 0 and "os-comparison-windows-vs-linux.json" in out
+
+
+def test_a_reference_made_to_follow_an_unsealed_edit_names_both_digests(
+    campaign: Path, cli: CliRun
+) -> None:
+    """A cell edited and a reference to it updated, the seal left as it was: the message
+    says which digest is the manifest's and which the file's (it had them the other way)."""
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    rel = "linux/capacity/ctx256-c1-nothink.json"
+    sealed = sha256_file(campaign / rel)[0]
+    cell = json.loads((campaign / rel).read_bytes())
+    cell["requests"][0]["end_ns"] += 1
+    (campaign / rel).write_text(json.dumps(cell))
+    edited = sha256_file(campaign / rel)[0]
+    document = json.loads(path.read_text())
+    for row in document["rows"]:
+        for source in row["sources"]:
+            if source["path"] == rel:
+                source["sha256"] = edited
+    write_json(path, document)
+    status, report = verify_json(cli, campaign)
+    assert status == 1
+    mismatches = [f["message"] for f in report["findings"] if f["code"] == "reference-mismatch"]
+    assert mismatches and all(
+        m == f"reference to {rel!r} says sha256 {edited}, the manifest lists {sealed} "
+        f"(and the file has {edited})"
+        for m in mismatches
+    ), mismatches

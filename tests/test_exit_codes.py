@@ -258,15 +258,23 @@ def test_a_mistyped_argument_is_unusable_input(
     assert not any(out.iterdir())
 
 
-def test_a_reader_that_goes_away_ends_the_command_quietly(two_arm_campaign: Path) -> None:
-    """``ledger sql ... | head``: the pipe closes before the rows are written."""
+@pytest.mark.parametrize("rows", [1, 300_000])
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    two_arm_campaign: Path, rows: int, unbuffered: bool
+) -> None:
+    """``ledger sql ... | head``: the pipe closes before the rows are written, while they
+    are written (many rows), or when they are flushed at the end (one row, buffered)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     read, write = os.pipe()
     os.close(read)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "ledger", "sql", "SELECT * FROM range(300000)", "--from",
+            [sys.executable, "-m", "ledger", "sql", f"SELECT * FROM range({rows})", "--from",
              str(two_arm_campaign)],
-            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, check=False, env=env,
         )  # fmt: skip
     finally:
         os.close(write)

@@ -97,9 +97,38 @@ def test_a_folder_never_sealed_is_sealed_as_it_is(tmp_path: Path, cli: CliRun) -
     folder = tmp_path / "2026-11-29-hand-made"
     folder.mkdir()
     (folder / "notes.md").write_text("measured by hand\n")
+    (folder / "derived").mkdir()  # empty: nothing was derived, so nothing was sealed
     status, _, err = cli("seal", str(folder))
     assert status == 0, err
     assert "reviews" not in json.loads((folder / manifest.MANIFEST_NAME).read_bytes())
+
+
+IMPORTED = Path(__file__).parent / "assets" / "imports" / "vllm_save_detailed.json"
+
+
+def test_an_import_that_lost_its_seal_says_so_by_its_runs(tmp_path: Path, cli: CliRun) -> None:
+    argv = ["import", "vllm", str(IMPORTED), "--raw-dir", str(tmp_path / "raw"),
+            "--campaign", "2026-11-30-imported", "--arm", "vllm"]  # fmt: skip
+    assert cli(*argv)[0] == 0
+    folder = tmp_path / "raw" / "2026-11-30-imported"
+    (folder / manifest.MANIFEST_NAME).unlink()
+    (folder / manifest.SUMS_NAME).unlink()
+    status, _, err = cli("seal", str(folder))
+    assert status == 1 and "has lost its seal" in err and "imported-run" in err
+
+
+@pytest.mark.parametrize("kept", [manifest.STATEMENT_NAME, manifest.BUNDLE_NAME])
+def test_a_publication_that_lost_its_seal_says_so_by_its_statement(
+    tmp_path: Path, cli: CliRun, kept: str
+) -> None:
+    folder = tmp_path / "public" / "2026-09-08-glm53-linux-wsl-comparison"
+    shutil.copytree(Path(__file__).parent.parent / "evidence" / folder.name, folder)
+    for name in (manifest.MANIFEST_NAME, manifest.SUMS_NAME, manifest.STATEMENT_NAME,
+                 manifest.BUNDLE_NAME):  # fmt: skip
+        if name != kept:
+            (folder / name).unlink()
+    status, _, err = cli("seal", str(folder))
+    assert status == 1 and f"it holds {kept}" in err
 
 
 # Approvals arrive after the seal only when signed
@@ -124,7 +153,15 @@ def _decide(cli: CliRun, campaign: Path, *extra: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     "plant",
-    ["unsigned", "garbage-bundle", "bundle-of-another-file", "not-an-approval", "bundle-alone"],
+    [
+        "unsigned",
+        "garbage-bundle",
+        "bundle-of-another-file",
+        "not-an-approval",
+        "bundle-alone",
+        "signed-cell-run",
+        "signed-record-in-a-subfolder",
+    ],
 )
 def test_an_approval_that_is_not_a_signed_record_breaks_the_seal(
     campaign: Path, cli: CliRun, plant: str
@@ -148,6 +185,17 @@ def test_an_approval_that_is_not_a_signed_record_breaks_the_seal(
         (approvals / "x.json").write_bytes(data)
         signed = sigstore.sign(data, identity=APPROVER, issuer=ISSUER)
         (approvals / "x.json.sigstore.json").write_bytes(signed)
+    elif plant == "signed-cell-run":
+        # A cell run copied in and signed: the database would load it as a run.
+        data = (campaign / "linux/capacity/ctx256-c1-nothink.json").read_bytes()
+        (approvals / "x.json").write_bytes(data)
+        signed = sigstore.sign(data, identity=APPROVER, issuer=ISSUER)
+        (approvals / "x.json.sigstore.json").write_bytes(signed)
+    elif plant == "signed-record-in-a-subfolder":
+        (approvals / "x.json").mkdir()
+        (approvals / "x.json" / "x.json").write_bytes(record)
+        signed = sigstore.sign(record, identity=APPROVER, issuer=ISSUER)
+        (approvals / "x.json" / "x.json.sigstore.json").write_bytes(signed)
     else:
         signed = sigstore.sign(record, identity=APPROVER, issuer=ISSUER)
         (approvals / "x.json.sigstore.json").write_bytes(signed)
@@ -197,8 +245,7 @@ def test_a_campaign_decided_on_imports_alone_is_not_a_publication(
 ) -> None:
     """A summary with no run beside it reads as published; one decided on imported runs
     is still raw (its imports hold what publish removes) until publish makes it public."""
-    imported = Path(__file__).parent / "assets" / "imports" / "vllm_save_detailed.json"
-    argv = ["import", "vllm", str(imported), "--raw-dir", str(tmp_path / "raw"),
+    argv = ["import", "vllm", str(IMPORTED), "--raw-dir", str(tmp_path / "raw"),
             "--campaign", "2026-11-30-imported", "--arm", "vllm"]  # fmt: skip
     assert cli(*argv)[0] == 0
     folder = tmp_path / "raw" / "2026-11-30-imported"

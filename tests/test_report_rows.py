@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from markdown_it import MarkdownIt
 
 from ledger.report import _row_order, _target, render_markdown
@@ -75,7 +76,7 @@ def _elements(page: str) -> list[str]:
 
 
 HOSTILE = (
-    "<img src=x onerror=alert(1)> <iframe src=//evil.example></iframe> "
+    "<img src=x onerror=alert(1)> <iframe src=//evil.example></iframe> \\<img src=y> "
     "![](https://evil.example/p.png) [x](javascript:alert(1)) `code` &lt;\n# heading"
 )
 
@@ -93,8 +94,30 @@ def test_text_of_the_evidence_is_shown_literally_in_markdown() -> None:
                                "tbody", "tr", "td", "td"]  # fmt: skip
     # Every character is shown as it was, nothing is markup.
     assert page.count("&lt;img src=x onerror=alert(1)&gt;") == 4
+    assert page.count("\\&lt;img src=y&gt;") == 4  # a backslash of its own escapes nothing
     assert page.count("![](https://evil.example/p.png)") == 4
     assert page.count("&amp;lt;") == 4 and page.count("`code`") == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("# heading", "# heading"),
+        ("---", "---"),
+        ("1. first", "1. first"),
+        ("12) twelfth", "12) twelfth"),
+        ("- item", "- item"),
+        ("> quote", "&gt; quote"),
+        ("    indented code", "indented code"),
+        ("=== ", "==="),
+    ],
+)
+def test_a_value_starting_like_a_block_stays_one_line_of_text(text: str, shown: str) -> None:
+    """A paragraph or list item that starts with a block's marker would be a heading, a
+    rule, a list, a quote or code: it stays the text it was."""
+    page = _page(render_markdown([("p", text), ("list", [text])], []))
+    assert _elements(page) == ["p", "ul", "li"], page
+    assert page.count(shown) == 2, page
 
 
 def test_the_report_of_a_campaign_with_hostile_identities_carries_no_markup(

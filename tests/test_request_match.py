@@ -5,12 +5,18 @@ unless it is the declared variable."""
 from __future__ import annotations
 
 import json
+import os
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ledger.derive import _request_failures
+from runners.client import EndpointClient
+from runners.plan import parse_plan
+from runners.stages import request_body, request_shape
 from tests.conftest import CliRun, run_plan_text, verify_json
 
 PLAN = """
@@ -41,11 +47,19 @@ EXTRA = "extra_body = {logprobs = true, top_logprobs = 20, top_k = 1, repetition
 ADDED = ("logprobs", "repetition_penalty", "top_k", "top_logprobs")
 
 
+KEY = "sk-anvil-request-shape-2718281828"
+
+
 @pytest.fixture(scope="module")
-def unequal(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A campaign whose baseline alone sends four more sampling fields."""
+def unequal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A campaign whose baseline alone sends four more sampling fields (and an API key)."""
     raw = tmp_path_factory.mktemp("unequal")
-    return run_plan_text(PLAN.format(extra=EXTRA), raw)[1]
+    os.environ["ANVIL_REQUEST_KEY"] = KEY
+    try:
+        extra = f'api_key_env = "ANVIL_REQUEST_KEY"\n{EXTRA}'
+        yield run_plan_text(PLAN.format(extra=extra), raw)[1]
+    finally:
+        del os.environ["ANVIL_REQUEST_KEY"]
 
 
 def _derive(cli: CliRun, folder: Path, *differs: str) -> tuple[int, dict[str, Any], str]:
@@ -62,7 +76,9 @@ def test_a_cell_run_records_what_its_requests_sent(unequal: Path) -> None:
     cell = json.loads((unequal / "base" / "capacity" / "ctx256-c2-nothink.json").read_bytes())
     request = cell["request"]
     assert request["path"] == "/chat/completions"
-    assert "authorization" not in request["headers"]  # the key is never recorded
+    # The key was sent (the arm names its variable) and is recorded nowhere.
+    assert "authorization" not in request["headers"]
+    assert not any(KEY.encode() in p.read_bytes() for p in unequal.rglob("*") if p.is_file())
     body = request["body"]
     assert "messages" not in body
     assert {k: body[k] for k in ADDED} == {
@@ -132,6 +148,27 @@ SHAPE = {"path": "/chat/completions", "headers": {"accept": "text/event-stream"}
 )  # fmt: skip
 def test_each_part_of_the_request_counts(other: dict[str, Any] | None, expected: list[str]) -> None:
     assert _request_failures(_row(SHAPE), _row(other), ("base", "cand"), ()) == expected
+
+
+def test_the_arm_whose_request_is_not_recorded_is_named() -> None:
+    assert _request_failures(_row(None), _row(SHAPE), ("base", "cand"), ()) == [
+        "the request sent is not recorded on base (a cell run of an earlier version)"
+    ]
+
+
+def test_what_is_recorded_is_what_the_client_sends() -> None:
+    """The recorded shape and the request on the wire come from one body: the request the
+    client builds is the shape's body with the prompt's messages, at the shape's path."""
+    plan = parse_plan(tomllib.loads(PLAN.format(extra=EXTRA)))
+    arm, stage = plan.arms[0], plan.stages[0]
+    cell = stage.cells[0]
+    messages = [{"role": "user", "content": "a prompt"}]
+    shape = request_shape(arm, stage, cell)
+    client = EndpointClient("http://127.0.0.1:9/v1", concurrency=1)
+    sent = client.chat_request(request_body(arm, stage, cell, messages))
+    assert json.loads(sent.content) == {**shape["body"], "messages": messages}
+    assert sent.url.path == "/v1" + shape["path"]
+    assert {k: sent.headers[k] for k in shape["headers"]} == shape["headers"]
 
 
 def test_cell_runs_that_record_no_request_are_compared_on_their_settings() -> None:

@@ -260,6 +260,11 @@ def test_a_tickets_folder_shared_by_two_roots_names_campaigns_of_either(
     status, report = verify_json(cli, raw)
     assert status == 1
     assert _codes(report) == [("ticket-campaign-unknown", f"{repo}/tickets/2026-10-01-orphan.md")]
+    # A campaign folder right beside the tickets folder is a neighbour too.
+    (repo / "2026-10-01-gone").mkdir()
+    (repo / "2026-10-01-gone" / "manifest.json").write_text("{}")
+    status, report = verify_json(cli, raw)
+    assert status == 0 and _codes(report) == []
 
 
 def test_a_ticket_opened_from_inside_the_campaign_goes_where_it_would_from_outside(
