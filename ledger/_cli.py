@@ -401,11 +401,11 @@ def _sql(args: argparse.Namespace) -> int:
         database.close()
     if args.format == "json":
         text = json.dumps(table.to_json(), indent=2, ensure_ascii=False, allow_nan=False)
-        sys.stdout.write(text + "\n")
+        _write_out(text + "\n")
     elif args.format == "csv":
-        sys.stdout.write(table.to_csv())
+        _write_out(table.to_csv())
     else:
-        sys.stdout.write(table.to_text())
+        _write_out(table.to_text())
     return 0
 
 
@@ -455,9 +455,9 @@ def _derive(args: argparse.Namespace) -> int:
     reasons = document["match_reasons"]
     print("matched" if not reasons else f"not matched ({len(reasons)}):")
     for reason in reasons:
-        print(f"  {reason}")
+        print(printable(f"  {reason}"))
     for entry in document.get("unchecked", ()):
-        print(f"  not checked, {entry['rule']}: {entry['reason']}")
+        print(printable(f"  not checked, {entry['rule']}: {entry['reason']}"))
     from ledger._internal.goodput import sustained_text
 
     load = document.get("load")
@@ -563,9 +563,9 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
         return 2
     if args.format == "json":
-        sys.stdout.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+        _write_out(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
     else:
-        sys.stdout.write(report.render_text())
+        _write_out(report.render_text())
     print("OK" if report.ok else "FAIL", file=sys.stderr)
     return 0 if report.ok else 1
 
@@ -591,7 +591,7 @@ def _seal(args: argparse.Namespace) -> int:
         w.path for w in sealed.withheld if w.path in (args.withhold or ()) and w.sha256 is None
     ]
     for path in undisclosed:
-        print(f"  {path}: not in the folder; declared withheld without a digest")
+        print(printable(f"  {path}: not in the folder; declared withheld without a digest"))
     return 0
 
 
@@ -669,6 +669,22 @@ def main(args: list[str] | None = None) -> int:
         for number, handler in previous.items():
             signal.signal(number, handler)
     return status
+
+
+def _write_out(text: str) -> None:
+    """Writes ``text`` to standard output whole, or raises BrokenPipeError. Unbuffered
+    (``python -u``, ``PYTHONUNBUFFERED``), a text stream's write returns after what one
+    system call took and drops the rest unsaid: a reader that went away then looked like
+    a command that said everything."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        sys.stdout.write(text)  # not a file (a test's capture): it takes the whole text
+        return
+    sys.stdout.flush()
+    data = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 SIGPIPE_STATUS = 128 + 13

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger._internal.regular import read_regular
-from ledger.errors import InvalidArtifact
+from ledger.errors import InvalidArtifact, printable
 
 REVIEW_HELP = (
     "extend the campaign although its files no longer match its seal (or it has none): "
@@ -191,7 +191,7 @@ def _decide(args: argparse.Namespace) -> int:
         f"(policy {policy.name!r})"
     )
     for unmet in decided.evaluation.unmet:
-        print(f"  unmet {unmet.rule}: {unmet.reason}")
+        print(printable(f"  unmet {unmet.rule}: {unmet.reason}"))
     if decided.proposal_sha256 and not decision["promotion_authorized"]:
         print(f"  to approve: sign an approval of summary sha256 {decided.proposal_sha256}")
     return 0
@@ -237,7 +237,7 @@ def _gate(args: argparse.Namespace) -> int:
         print(f"  {mark} {rule}")
         for item in unmet:
             if item.rule == rule:
-                print(f"       {item.reason}")
+                print(printable(f"       {item.reason}"))
     allowed = report.ok and not unmet
     print("promotion allowed" if allowed else "promotion NOT allowed")
     return 0 if allowed else 1

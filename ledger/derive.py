@@ -178,6 +178,23 @@ IMPORTED_GROUPS = ("metadata", "server_info")
 """Settings that hold one value per key: vLLM's ``--metadata``, SGLang's server flags."""
 
 
+def _typed(value: Any) -> Any:
+    """``value`` as JSON types it, for comparing: ``true`` is no ``1`` and ``false`` no
+    ``0`` (Python's ``True == 1`` would match a server's ``top_k: true`` with ``1``), while
+    ``1`` and ``1.0`` are one JSON number."""
+    if isinstance(value, bool):
+        return ("boolean", value)
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(_typed(a) == _typed(b))
+
+
 REQUEST_PREFIX = "request."
 """How a part of the request names itself in ``--differs``: ``request.path``,
 ``request.headers.<name>``, ``request.body.<field>`` (``request.body.top_k``)."""
@@ -218,7 +235,7 @@ def _request_failures(
         f"{key} differs "
         f"({json.dumps(first.get(key), sort_keys=True)} vs {json.dumps(second.get(key), sort_keys=True)})"
         for key in sorted(set(first) | set(second))
-        if first.get(key) != second.get(key) and key not in declared
+        if not _same(first.get(key), second.get(key)) and key not in declared
     ]
 
 
@@ -231,7 +248,7 @@ def _differing(a: dict[str, Any], b: dict[str, Any], keys: Sequence[str]) -> lis
     return [
         f"{k} differs ({json.dumps(a.get(k))} vs {json.dumps(b.get(k))})"
         for k in keys
-        if a.get(k) != b.get(k)
+        if not _same(a.get(k), b.get(k))
     ]
 
 
@@ -278,7 +295,7 @@ def _check_declared(
         for (ia, ib), (a, b) in zip((_compared(a, b) for a, b in pairs), pairs, strict=True)
     ]
     differing = sorted(
-        {k for ia, ib in compared for k in set(ia) | set(ib) if ia.get(k) != ib.get(k)}
+        {k for ia, ib in compared for k in set(ia) | set(ib) if not _same(ia.get(k), ib.get(k))}
     )
     named = f"(the keys that differ: {', '.join(differing) or 'none'})"
     known = {k for identities in compared for ident in identities for k in ident}
@@ -342,7 +359,7 @@ def _match_failures(
             elif tokens:
                 fail("prompt-tokens", f"{where}: actual prompt tokens differ for {tokens} requests")
             for name in ("max_tokens", "temperature", "seed", "concurrency", "thinking", "prefix"):
-                if a.get(name) != b.get(name):
+                if not _same(a.get(name), b.get(name)):
                     rule = "concurrency" if name == "concurrency" else "sampling"
                     fail(rule, f"{where}: {name} differs ({a.get(name)} vs {b.get(name)})")
             for reason in _request_failures(a, b, arms, declared):
@@ -366,7 +383,7 @@ def _match_failures(
         undeclared = sorted(
             k
             for k in set(ident_a) | set(ident_b)
-            if ident_a.get(k) != ident_b.get(k) and k not in declared
+            if not _same(ident_a.get(k), ident_b.get(k)) and k not in declared
         )
         if undeclared:
             fail("identity", f"{where}: identities differ in undeclared {', '.join(undeclared)}")

@@ -18,6 +18,7 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import functional, jsonio, runs, tree, verdicts
+from ledger._internal.bundles import MAX_BUNDLE_BYTES
 from ledger._internal.findings import Issue
 from ledger._internal.imports import IMPORTED_SCHEMA
 from ledger.errors import InvalidArtifact, SchemaError
@@ -230,9 +231,13 @@ def load_evidence(
             continue
         rel = path.relative_to(root).as_posix()
         try:
-            data = path.read_bytes()
+            # Capped, and a regular file only: a named pipe there would block the read.
+            data = jsonio.read_limited(path)
         except OSError as e:
             problems.append(f"{rel}: {e.strerror}")
+            continue
+        except InvalidArtifact as e:
+            problems.append(f"{rel}: {e}")
             continue
         evidence.approvals.append((rel, data, _read(evidence, rel)))
     return evidence
@@ -664,9 +669,12 @@ def check_approvals(
             continue
         bundle_path = evidence.folder / (rel + BUNDLE_SUFFIX)
         try:
-            bundle = bundle_path.read_bytes()
+            bundle = jsonio.read_limited(bundle_path, MAX_BUNDLE_BYTES, what="sigstore bundles")
         except OSError:
             reasons.append(f"{rel}: no signature ({rel}{BUNDLE_SUFFIX})")
+            continue
+        except InvalidArtifact as e:
+            reasons.append(f"{rel}{BUNDLE_SUFFIX}: {e}")
             continue
         outcomes = []
         for approver in policy.approvers:

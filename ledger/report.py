@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ledger import manifest
-from ledger._internal import arrivals, charts, tree
+from ledger._internal import arrivals, charts, markdown, tree
 from ledger._internal.goodput import sustained_text
 from ledger._internal.outputs import refuse_other_content
 from ledger.database import Database, Table, build
@@ -817,52 +817,22 @@ def _identity_text(identity: dict[str, Any], arm: str | None = None) -> str:
 # -- rendering ------------------------------------------------------------------------
 
 
-_MARKDOWN_ACTIVE = re.compile(r"[\\`\[\]<>&]")
-"""What makes text of the evidence markup in Markdown: HTML (``<img onerror=...>``),
-links and images (``![](https://...)``), entities and code spans; each is escaped."""
-
-
-_BLOCK_START = re.compile(r"(?P<marker>[#>+*=_~-]|[0-9]+[.)])")
-"""What opens a block when a line starts with it: a heading, a quote, a list item, a rule."""
-
-
-def _md_inline(text: str) -> str:
-    """``text`` as Markdown shows it literally inside a line: a value of the evidence (an
-    identity, a reason) loads no image and makes no link or markup."""
-    return _MARKDOWN_ACTIVE.sub(lambda m: "\\" + m.group(), " ".join(text.splitlines()))
-
-
-def _md_text(text: str) -> str:
-    """:func:`_md_inline` as a line of its own, which starts no block either (a heading, a
-    list, a rule, code by indentation)."""
-    line = _md_inline(text).lstrip()
-    start = _BLOCK_START.match(line)
-    if start is None:
-        return line
-    marker = start["marker"]
-    return line[: len(marker) - 1] + "\\" + line[len(marker) - 1 :]
-
-
-def _md_cell(text: str) -> str:
-    return _md_inline(text).replace("|", "\\|")
-
-
 def render_markdown(blocks: Sequence[Block], charts_: Sequence[Chart]) -> str:
     by_name = {c.name: c for c in charts_}
     lines: list[str] = []
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            lines += [f"{'#' * int(kind[1])} {_md_text(block[1])}", ""]
+            lines += [f"{'#' * int(kind[1])} {markdown.line(block[1])}", ""]
         elif kind == "p":
-            lines += [_md_text(block[1]), ""]
+            lines += [markdown.line(block[1]), ""]
         elif kind == "list":
-            lines += [f"- {_md_text(item)}" for item in block[1]] + [""]
+            lines += [f"- {markdown.line(item)}" for item in block[1]] + [""]
         elif kind == "table":
             headers, rows = block[1], block[2]
-            lines.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")
+            lines.append("| " + " | ".join(markdown.cell(h) for h in headers) + " |")
             lines.append("|" + " --- |" * len(headers))
-            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            lines += ["| " + " | ".join(markdown.cell(c) for c in row) + " |" for row in rows]
             lines.append("")
         elif kind == "chart":
             chart = by_name[block[1]]

@@ -20,6 +20,7 @@ import attrs
 import orjson
 
 from ledger import manifest
+from ledger._internal import markdown
 from ledger._internal.outputs import Changes, OutputExists
 from ledger._internal.regular import read_regular
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
@@ -124,23 +125,24 @@ def _body(summary: dict[str, Any], ticket: Ticket) -> str:
         "",
         f"# Follow-up: {ticket.campaign}",
         "",
-        (
+        markdown.line(
             f"Decision: {', '.join(decision.get('decision_labels') or ()) or 'none'}; "
             f"promotion authorized: {str(bool(decision.get('promotion_authorized'))).lower()}."
         ),
         "",
         "## Next gate",
         "",
-        str(decision.get("next_gate") or "None stated."),
+        # Reasons and failures quote the evidence (identities, request fields): text only.
+        markdown.line(str(decision.get("next_gate") or "None stated.")),
         "",
     ]
     unmet = decision.get("unmet") or []
     if unmet:
         lines += ["## Unmet promotion rules", ""]
-        lines += [f"- {u['rule']}: {u['reason']}" for u in unmet] + [""]
+        lines += ["- " + markdown.line(f"{u['rule']}: {u['reason']}") for u in unmet] + [""]
     failures = [f for f in summary.get("failures") or () if isinstance(f, str)]
     lines += ["## Failures", ""]
-    lines += [f"- {f}" for f in failures] or ["None recorded."]
+    lines += [f"- {markdown.line(f)}" for f in failures] or ["None recorded."]
     lines += [
         "",
         f"Evidence: the campaign {ticket.campaign} (its summary.json and manifest.json).",

@@ -9,6 +9,7 @@ exception leaves this module, and every wait is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
+import json
 import contextlib
 import contextvars
 import hashlib
@@ -181,10 +182,15 @@ MAX_COUNT = 2**63 - 1
 
 
 def _usage(raw: Any) -> tuple[dict[str, int] | None, str | None]:
-    """The token counts of a ``usage`` member, and why it cannot be recorded: a count
-    that is negative or past 64 bits is no count, and the request fails on it."""
-    if not isinstance(raw, dict):
+    """The token counts of a ``usage`` member, and why it cannot be recorded: a usage that
+    is no object, or a count that is no whole number (a string, ``true``, ``1e300``), is
+    negative or past 64 bits, is no count, and the request fails on it. (Dropped, it left
+    a request counted as successful with no decode rate: out of the medians, unsaid.)
+    ``null`` is no usage yet, as servers stream it before the last chunk."""
+    if raw is None:
         return None, None
+    if not isinstance(raw, dict):
+        return None, f"the server's usage is {_shown(raw)}: not an object of counts"
     found: list[tuple[str, str, Any]] = [
         (key, key, raw.get(key)) for key in ("prompt_tokens", "completion_tokens", "total_tokens")
     ]
@@ -197,12 +203,21 @@ def _usage(raw: Any) -> tuple[dict[str, int] | None, str | None]:
         found.append((f"{group}.{key}", name, value))
     out: dict[str, int] = {}
     for where, name, value in found:
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not 0 <= value <= MAX_COUNT:
-                shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}..."
-                return None, f"the server's usage.{where} is {shown}: not a token count"
-            out[name] = value
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            return None, f"the server's usage.{where} is {_shown(value)}: not a token count"
+        out[name] = value
     return out or None, None
+
+
+def _shown(value: Any) -> str:
+    """A value a server sent, as JSON and cut short: it goes into a one-line message."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}..."
 
 
 SERVER_TIMING_KEYS = ("prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "cache_n")

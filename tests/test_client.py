@@ -245,28 +245,33 @@ def test_server_timings_keep_only_the_known_non_negative_numbers() -> None:
         ({"completion_tokens_details": {"reasoning_tokens": -2}},
          "usage.completion_tokens_details.reasoning_tokens is -2"),
         ({"prompt_tokens": -(10**50)}, "usage.prompt_tokens is -1000000000000000000..."),
+        ({"completion_tokens": "12"}, 'usage.completion_tokens is "12"'),
+        ({"completion_tokens": True}, "usage.completion_tokens is true"),
+        ({"completion_tokens": 1e300}, "usage.completion_tokens is 1e+300"),
+        ({"completion_tokens": 12.0}, "usage.completion_tokens is 12.0"),
+        ([1, 2], "usage is [1, 2]"),
         ({"prompt_tokens_details": {"cached_tokens": -7}},
          "usage.prompt_tokens_details.cached_tokens is -7"),
     ],
 )  # fmt: skip
-def test_a_usage_that_is_no_count_fails_the_request_not_the_run(
-    usage: dict[str, Any], said: str
-) -> None:
+def test_a_usage_that_is_no_count_fails_the_request_not_the_run(usage: Any, said: str) -> None:
     record = RequestRecord(sent_ns=0)
     state = _StreamState(record, 0)
     state.event({"choices": [], "usage": usage}, 1)
     assert record.usage is None
     assert record.error is not None
     assert record.error["class"] == "malformed-stream"
-    assert record.error["message"] == f"the server's {said}: not a token count"
+    ending = "not an object of counts" if said.startswith("usage is") else "not a token count"
+    assert record.error["message"] == f"the server's {said}: {ending}"
 
 
 def test_a_usage_of_counts_is_recorded() -> None:
     record = RequestRecord(sent_ns=0)
     state = _StreamState(record, 0)
-    usage = {"prompt_tokens": 0, "completion_tokens": 2**63 - 1, "total_tokens": True,
+    state.event({"choices": [], "usage": None}, 1)  # usage: null before the last chunk
+    usage = {"prompt_tokens": 0, "completion_tokens": 2**63 - 1, "total_tokens": None,
              "completion_tokens_details": {"reasoning_tokens": 7}}  # fmt: skip
-    state.event({"choices": [], "usage": usage}, 1)
+    state.event({"choices": [], "usage": usage}, 2)
     assert record.error is None
     assert record.usage == {"prompt_tokens": 0, "completion_tokens": 2**63 - 1,
                             "reasoning_tokens": 7}  # fmt: skip

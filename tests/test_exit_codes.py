@@ -279,3 +279,34 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+@pytest.mark.parametrize("command", ["sql", "verify"])
+def test_a_reader_that_reads_a_little_then_goes_ends_the_command_quietly(
+    two_arm_campaign: Path, tmp_path: Path, command: str
+) -> None:
+    """``| head -1`` reads the first line and goes, while the command is mid-write: with
+    unbuffered output (PYTHONUNBUFFERED) the rest was dropped unsaid and the command
+    exited 0, as if it had said everything."""
+    if command == "sql":
+        argv = ["sql", "SELECT * FROM range(300000)", "--from", str(two_arm_campaign)]
+    else:
+        # Thousands of findings: a campaign of unlisted files.
+        campaign = tmp_path / two_arm_campaign.name
+        shutil.copytree(two_arm_campaign, campaign)
+        for index in range(3000):
+            (campaign / f"stray-{index:04}.txt").write_text("x\n")
+        argv = ["verify", str(campaign)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ledger", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.read(10)
+    child.stdout.close()
+    try:
+        status = child.wait(timeout=120)
+    finally:
+        child.kill()
+    assert (status, child.stderr.read()) == (141, b"")

@@ -144,6 +144,12 @@ SHAPE = {"path": "/chat/completions", "headers": {"accept": "text/event-stream"}
         ({**SHAPE, "body": {"temperature": 0.0, "stream": True, "stop": ["\n"]}},
          ['request.body.stop differs (null vs ["\\n"])']),
         (None, ["the request sent is not recorded on cand (a cell run of an earlier version)"]),
+        # As JSON types them: true is no 1 (a server reads top_k: true as no top_k at all)...
+        ({**SHAPE, "body": {"temperature": False, "stream": 1}},
+         ["request.body.stream differs (true vs 1)",
+          "request.body.temperature differs (0.0 vs false)"]),
+        # ...while 0 and 0.0 are one JSON number.
+        ({**SHAPE, "body": {"temperature": 0, "stream": True}}, []),
     ],
 )  # fmt: skip
 def test_each_part_of_the_request_counts(other: dict[str, Any] | None, expected: list[str]) -> None:
@@ -174,3 +180,10 @@ def test_what_is_recorded_is_what_the_client_sends() -> None:
 def test_cell_runs_that_record_no_request_are_compared_on_their_settings() -> None:
     # Written before the request was recorded: what both lack cannot differ.
     assert _request_failures(_row(None), _row(None), ("base", "cand"), ()) == []
+
+
+def test_identities_are_compared_as_json_types_them() -> None:
+    from ledger.derive import _same
+
+    assert not _same({"tp": 1}, {"tp": True}) and not _same([0], [False])
+    assert not _same(500, "500") and _same({"a": [1, 2.0]}, {"a": [1.0, 2]})

@@ -281,3 +281,26 @@ def test_a_ticket_opened_from_inside_the_campaign_goes_where_it_would_from_outsi
     assert (repo / "tickets" / "2026-09-17-inside.md").is_file()
     assert (folder / "tickets" / "2026-09-17-inside.md").is_file()
     assert not (repo.parent / "tickets").exists()
+
+
+def test_a_ticket_shows_the_evidence_it_quotes_as_text() -> None:
+    """Unmet reasons and failures quote identities and request fields: a key holding a
+    line break, a heading and a script rendered as a heading, a table and a script."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    from ledger.tickets import Ticket, _body
+
+    hostile = "identities differ in undeclared x\n# Pwned heading\n| <script>x</script> | ![](https://e.example/p.png)"
+    summary = {
+        "failures": [hostile, "- a list of its own"],
+        "decision": {"decision_labels": ["no-promotion"], "promotion_authorized": False,
+                     "next_gate": hostile, "unmet": [{"rule": "ab-matched", "reason": hostile}]},
+    }  # fmt: skip
+    text = _body(summary, Ticket("2026-11-29-x", "2026-11-29-c", "open", "2026-11-29", ()))
+    page = MarkdownIt("commonmark", {"html": True}).enable("table").render(text)
+    tags = re.findall(r"<([a-z][a-z0-9]*)[\s>]", page)
+    assert "script" not in tags and "img" not in tags and "table" not in tags
+    assert tags.count("h1") == 1  # the ticket's own title
+    assert page.count("&lt;script&gt;x&lt;/script&gt;") == 3
