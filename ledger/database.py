@@ -376,9 +376,33 @@ def _sniff(
         raise DatabaseError(f"{file}: {e} (ledger verify lists every such file)") from None
     if not isinstance(document, dict) or not isinstance(document.get("schema"), str):
         return None
-    if fast is not None and columns.loads_as_text(document):
-        fast[file] = hashlib.sha256(data).hexdigest()
+    if columns.loads_as_text(document):
+        if fast is not None:
+            fast[file] = hashlib.sha256(data).hexdigest()
+    elif columns.kind_of_schema(document["schema"]) in columns.RUN_FIELDS:
+        _refuse_mistyped(file, document)
     return document["schema"], document.get("campaign_id")
+
+
+def _refuse_mistyped(file: str, document: dict[str, Any]) -> None:
+    """Refuses a run a loaded value of which has another JSON type than its schema's
+    (``true`` or ``"253"`` as a token count): DuckDB's reader would take it for a number
+    (1, 253) where verify calls it ``schema-invalid``.
+
+    Raises:
+        DatabaseError: naming the first such value by JSON pointer.
+    """
+    from ledger.schema import SchemaId, issues
+
+    try:
+        found = issues(document, SchemaId.parse(document["schema"]))
+    except SchemaError:
+        return  # an unknown version: the schema's own finding says so
+    if found:
+        raise DatabaseError(
+            f"{file}#{found[0].pointer}: {found[0].message} ({document['schema']}); ledger "
+            "verify names every artifact that breaks its schema"
+        )
 
 
 _JSON_VALUE_STARTS = frozenset(b'["-0123456789tfn')

@@ -364,8 +364,14 @@ def proposal(
 
     Raises:
         ValueError: a rule other than approval is unmet (with every such reason).
+        UsageError: ``candidate`` is not one of its arms.
     """
     evidence = load_evidence(folder)
+    if candidate is not None and candidate not in evidence.arms:
+        # A mistyped argument (exit 2), as decide and gate say of it.
+        raise UsageError(
+            f"{folder}: no arm named {candidate!r} (arms: {', '.join(sorted(evidence.arms))})"
+        )
     evaluation = evaluate(evidence, policy, candidate=candidate)
     if not evaluation.allowed:
         raise ValueError("; ".join(f"{u.rule}: {u.reason}" for u in evaluation.unmet))

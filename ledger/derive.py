@@ -393,39 +393,56 @@ def _match_failures(
     return list(unique.values())
 
 
-def _unchecked(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, str]]:
+def _unchecked(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]], arms: tuple[str, str]
+) -> list[dict[str, str]]:
     """The rules a pair's data cannot show either way: imported results carry no prompt
-    digests and no sampling parameters. A policy that enforces one of them refuses."""
+    digests and no sampling parameters, and an arm without a measured prefix-cache hit rate
+    (no /metrics, an import) leaves cache reuse uncompared. A policy that enforces one of
+    them refuses."""
     found: list[dict[str, str]] = []
     for a, b in pairs:
-        if not _imported(a, b):
-            continue
-        where = f"{a['stage']}/{a['cell']}"
-        identities = [(_identity(row), row.get("stage_kind") == "imported") for row in (a, b)]
-        tools = " and ".join(
-            dict.fromkeys(str(i.get("tool") or "the import") for i, mine in identities if mine)
-        )
-        record = "record" if " and " in tools else "records"
-        recorded = [k for k in IMPORTED_DATASET if any(k in i for i, _ in identities)]
-        found.append(
-            {
-                "rule": "prompt-digests",
-                "reason": f"{where}: prompt identity was not checked by digest ({tools} "
-                f"{record} no prompts); the prompts were "
-                "matched on the input length of each request"
-                + (f" and on {', '.join(recorded)}" if recorded else "")
-                + ("" if "seed" in recorded else " (no dataset seed was recorded)"),
-            }
-        )
-        found.append(
-            {
-                "rule": "sampling",
-                "reason": f"{where}: sampling parameters were not checked ({tools} "
-                f"{record} no temperature or max_tokens); "
-                "the output length of each request was compared",
-            }
-        )
+        if _imported(a, b):
+            found.extend(_imported_unchecked(a, b))
+        unmeasured = [
+            arm for arm, row in zip(arms, (a, b), strict=True)
+            if row.get("prefix_cache_hit_rate") is None
+        ]  # fmt: skip
+        if unmeasured:
+            found.append(
+                {
+                    "rule": "cache-state",
+                    "reason": f"{a['stage']}/{a['cell']}: cache reuse was not compared (no "
+                    f"measured prefix-cache hit rate on {' and '.join(unmeasured)})",
+                }
+            )
     return found
+
+
+def _imported_unchecked(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
+    where = f"{a['stage']}/{a['cell']}"
+    identities = [(_identity(row), row.get("stage_kind") == "imported") for row in (a, b)]
+    tools = " and ".join(
+        dict.fromkeys(str(i.get("tool") or "the import") for i, mine in identities if mine)
+    )
+    record = "record" if " and " in tools else "records"
+    recorded = [k for k in IMPORTED_DATASET if any(k in i for i, _ in identities)]
+    return [
+        {
+            "rule": "prompt-digests",
+            "reason": f"{where}: prompt identity was not checked by digest ({tools} "
+            f"{record} no prompts); the prompts were "
+            "matched on the input length of each request"
+            + (f" and on {', '.join(recorded)}" if recorded else "")
+            + ("" if "seed" in recorded else " (no dataset seed was recorded)"),
+        },
+        {
+            "rule": "sampling",
+            "reason": f"{where}: sampling parameters were not checked ({tools} "
+            f"{record} no temperature or max_tokens); "
+            "the output length of each request was compared",
+        },
+    ]
 
 
 def _limitations(
@@ -454,7 +471,8 @@ def _limitations(
                 found.append(f"{where}: measured prefix-cache hit rate {rate:.3f} on {arm}")
             elif row.get("metrics_available") is False:
                 found.append(f"{where}: cache reuse not measured on {arm} (no /metrics)")
-    found += [entry["reason"] for entry in _unchecked(pairs)]
+    # Cache reuse unmeasured is already a limitation of each arm, said above.
+    found += [e["reason"] for e in _unchecked(pairs, arms) if e["rule"] != "cache-state"]
     return list(dict.fromkeys(found))
 
 
@@ -569,7 +587,7 @@ def derive(
         ],
         derivation=derivation,
     )
-    unchecked = _unchecked(pairs)
+    unchecked = _unchecked(pairs, arms)
     if unchecked:
         document["unchecked"] = unchecked
     if slo is not None:

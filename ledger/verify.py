@@ -283,6 +283,9 @@ def verify_paths(
         )
     document_start = len(tasks)
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
+    beside_start = len(tasks)
+    if public:
+        tasks.extend(_published_beside(roots, None if tickets is None else Path(tickets)))
     groups = [
         scan.Group(c.first_task, c.task_count, str(c.folder), _restates(c.listing))
         for c in campaigns
@@ -303,7 +306,10 @@ def verify_paths(
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
-    for result in results[document_start:]:
+    for result in results[beside_start:]:
+        # What an evidence repository publishes beside its campaigns: scanned, not counted.
+        findings.extend(Finding.of(result.rel, i) for i in result.issues)
+    for result in results[document_start:beside_start]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
         summary = result.summary
@@ -315,6 +321,32 @@ def verify_paths(
     findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
     findings.sort(key=_finding_order)
     return Report(tuple(findings), len(campaigns), artifacts)
+
+
+def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> list[scan.FileTask]:
+    """The files an evidence repository publishes beside its campaigns, to be scanned for
+    private data: those at the top of each evidence root (a README, notes) and every file of
+    the tickets folder (a ticket opened on a raw campaign quotes its raw values)."""
+    found: list[scan.FileTask] = []
+    seen: set[Path] = set()
+    for display, root in roots:
+        folder = given or root.resolve().parent / tickets.TICKETS_FOLDER
+        shown = (
+            str(given)
+            if given is not None
+            else _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
+        )
+        places = [(root, display, False), (folder, shown, True)]
+        for place, name, deep in places:
+            if not place.is_dir() or place.resolve() in seen:
+                continue
+            seen.add(place.resolve())
+            files = sorted(place.rglob("*") if deep else place.iterdir())
+            for path in files:
+                if path.is_file() and not path.is_symlink():
+                    rel = path.relative_to(place).as_posix()
+                    found.append(scan.FileTask(str(path), _join(name, rel), False, None, True))
+    return found
 
 
 def _named_masked(finding: Finding) -> Finding:

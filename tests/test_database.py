@@ -633,3 +633,24 @@ def test_each_kind_of_bound_is_held(
     found = {"minimum": None, "maximum": None, "exclusive_minimum": None,
              "exclusive_maximum": None} | bounds  # fmt: skip
     assert Bound(("x",), None, **found).broken(value) == said
+
+
+@pytest.mark.parametrize("value", [True, "253", 2.5])
+def test_a_count_of_another_json_type_is_refused_as_verify_refuses_it(
+    two_arm_campaign: Path, tmp_path: Path, cli: CliRun, value: object
+) -> None:
+    """DuckDB's reader takes true for 1, "253" for 253 and 2.5 for 2: the database
+    computed from a record verify calls schema-invalid."""
+    campaign = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, campaign)
+    rel = "linux/capacity/ctx256-c1-nothink.json"
+    document = json.loads((campaign / rel).read_bytes())
+    document["requests"][0]["usage"]["prompt_tokens"] = value
+    (campaign / rel).write_text(json.dumps(document))
+    status, report = verify_json(cli, campaign)
+    assert [f["pointer"] for f in report["findings"] if f["code"] == "schema-invalid"] == [
+        "/requests/0/usage/prompt_tokens"
+    ]
+    status, out, err = cli("sql", "SELECT count(*) FROM requests", "--from", str(campaign))
+    assert (status, out) == (1, "")
+    assert f"{rel}#/requests/0/usage/prompt_tokens: " in err and "is not of type" in err

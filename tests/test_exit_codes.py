@@ -217,6 +217,7 @@ def test_dev_zero_is_refused_before_a_byte_is_read(cli: CliRun) -> None:
     [
         (["decide", "CAMPAIGN", "--candidate", "nosuch"], "no arm named 'nosuch'"),
         (["gate", "CAMPAIGN", "--candidate", "nosuch"], "no arm 'nosuch'"),
+        (["approve", "CAMPAIGN", "--candidate", "nosuch", "--no-sign"], "no arm named 'nosuch'"),
         (["derive", "CAMPAIGN", "--baseline", "linux", "--candidate", "nosuch"],
          "has no cells of arm 'nosuch'"),
         (["derive", "CAMPAIGN", "--baseline", "linux", "--candidate", "linux"],

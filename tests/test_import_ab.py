@@ -81,7 +81,15 @@ def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cl
         "max_tokens); the output length of each request was compared"
     )
     assert document["matched"] is True and document["match_failures"] == []
-    assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
+    assert [u["rule"] for u in document["unchecked"]] == [
+        "prompt-digests",
+        "sampling",
+        "cache-state",
+    ]
+    assert document["unchecked"][2]["reason"] == (
+        f"{VLLM_CELL}: cache reuse was not compared (no measured prefix-cache hit rate on base "
+        "and cand)"
+    )
     assert (
         f"{VLLM_CELL}: prompt identity was not checked by digest (vllm records no prompts); "
         "the prompts were matched on the input length of each request and on num_prompts (no "
@@ -163,7 +171,11 @@ def test_each_rule_alone_breaks_the_match(
     document = _derived(folder)
     assert _failures(document) == expected
     assert document["matched"] is (not expected)
-    assert [u["rule"] for u in document["unchecked"]] == ["prompt-digests", "sampling"]
+    assert [u["rule"] for u in document["unchecked"]] == [
+        "prompt-digests",
+        "sampling",
+        "cache-state",
+    ]
 
 
 def test_a_request_on_one_side_only_is_a_length_difference(tmp_path: Path) -> None:
@@ -332,13 +344,16 @@ def test_an_import_s_unchecked_rules_refuse_a_policy_that_enforces_them(tmp_path
     assert reasons == [
         f"{document['unchecked'][0]['reason']}; the policy enforces prompt-digests",
         f"{document['unchecked'][1]['reason']}; the policy enforces sampling",
+        f"{document['unchecked'][2]['reason']}; the policy enforces cache-state",
     ]
     lenient = attrs.evolve(policy, matched_ab=attrs.evolve(policy.matched_ab, equal_prompts=False))
     assert [r.rsplit("; ", 1)[1] for r in comparison_failures(document, lenient)] == [
-        "the policy enforces sampling"
+        "the policy enforces sampling",
+        "the policy enforces cache-state",
     ]
     neither = attrs.evolve(
-        lenient, matched_ab=attrs.evolve(lenient.matched_ab, equal_sampling=False)
+        lenient,
+        matched_ab=attrs.evolve(lenient.matched_ab, equal_sampling=False, equal_cache_state=False),
     )
     assert comparison_failures(document, neither) == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -304,3 +305,30 @@ def test_a_ticket_shows_the_evidence_it_quotes_as_text() -> None:
     assert "script" not in tags and "img" not in tags and "table" not in tags
     assert tags.count("h1") == 1  # the ticket's own title
     assert page.count("&lt;script&gt;x&lt;/script&gt;") == 3
+
+
+def test_verify_public_scans_what_the_repository_publishes_beside_its_campaigns(
+    repo: Path, cli: CliRun
+) -> None:
+    """A ticket opened on a raw campaign quotes its raw values, and it lands in the tickets
+    folder an evidence repository publishes; notes lie at the evidence root. Neither was
+    scanned, so a token in them passed verify --public."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    ticket = repo / "tickets" / "2026-09-02-sm120-qualification-follow-up.md"
+    ticket.write_text(
+        ticket.read_text() + f"\nrequest.body.api_token differs (null vs {token!r})\n"
+    )
+    (repo / "evidence" / "notes.md").write_text(f"rotate {token}\n")
+    status, report = verify_json(cli, "--public", repo / "evidence")
+    assert status == 1
+    found = sorted(
+        (f["path"], f["code"]) for f in report["findings"] if f["code"] == "private-data"
+    )
+    assert found == [
+        (f"{repo}/evidence/notes.md", "private-data"),
+        (f"{repo}/tickets/{ticket.name}", "private-data"),
+    ]
+    assert token not in json.dumps(report)
+    # Without --public a folder is published by its own files alone, as before.
+    status, report = verify_json(cli, repo / "evidence")
+    assert not any(f["code"] == "private-data" for f in report["findings"])
