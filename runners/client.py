@@ -9,10 +9,10 @@ exception leaves this module, and every wait is bounded by a deadline.
 from __future__ import annotations
 
 import asyncio
-import json
 import contextlib
 import contextvars
 import hashlib
+import json
 import re
 import time
 import urllib.parse
