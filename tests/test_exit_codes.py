@@ -228,6 +228,9 @@ def test_dev_zero_is_refused_before_a_byte_is_read(cli: CliRun) -> None:
         (["db", "build", "NOTES", "--db", "OUT/x.duckdb"], "no campaign folder here"),
         (["export", "--from", "NOTES", "--parquet", "OUT/x"], "no campaign folder here"),
         (["sql", "SELECT 1", "--from", "/proc"], "no campaign folder here"),
+        # An output that cannot be made there is named as given, not by a temporary name.
+        (["db", "build", "CAMPAIGN", "--db", "/proc/x.db"], "/proc/x.db: cannot be written there"),
+        (["export", "--from", "CAMPAIGN", "--parquet", "/proc/x"], "/proc/x: cannot be written there"),
         (["sql", "SELECT 1", "--from", "/dev"], "no campaign folder here"),
         (["sign", "PUBLISHED", "--identity-token", "garbage", "--replace"],
          "the identity token is not usable"),

@@ -190,7 +190,11 @@ def _make_parents(folder: Path) -> list[Path]:
 
 
 def _reserve(path: Path, suffix: str) -> str:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    except OSError as e:
+        # The temporary name means nothing to the user: the output's own does.
+        raise UsageError(f"{path}: cannot be written there: {e.strerror or e}") from None
     os.close(fd)
     return name
 
@@ -230,7 +234,10 @@ def new_folder(target: str | Path) -> Iterator[Path]:
     if not anchor.is_dir():
         raise OutputExists(f"{anchor} is not a folder; cannot write {target}")
     top = missing[-1]
-    staging = Path(tempfile.mkdtemp(prefix=f".{top}.", suffix=".tmp", dir=anchor))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{top}.", suffix=".tmp", dir=anchor))
+    except OSError as e:
+        raise UsageError(f"{target}: cannot be written there: {e.strerror or e}") from None
     try:
         work = staging.joinpath(*reversed(missing))
         work.mkdir(parents=True)
