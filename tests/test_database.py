@@ -473,7 +473,7 @@ def test_a_cell_run_duckdb_cannot_read_is_one_line_without_reader_advice(
     cell.write_text(json.dumps(document))
     status, _, err = cli("sql", "--from", str(campaign), "SELECT count(*) FROM requests")
     assert status != 0 and err.count("\n") == 1
-    assert f'in file "{cell}"' in err and '"soon"' in err
+    assert f'{cell}#/requests/0/sent_ns: "soon" is not a whole number' in err
     assert "auto_detect" not in err and "ledger verify names every artifact" in err
 
 
@@ -653,4 +653,5 @@ def test_a_count_of_another_json_type_is_refused_as_verify_refuses_it(
     ]
     status, out, err = cli("sql", "SELECT count(*) FROM requests", "--from", str(campaign))
     assert (status, out) == (1, "")
-    assert f"{rel}#/requests/0/usage/prompt_tokens: " in err and "is not of type" in err
+    shown = json.dumps(value)
+    assert f"{rel}#/requests/0/usage/prompt_tokens: {shown} is not a whole number" in err

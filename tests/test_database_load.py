@@ -206,25 +206,29 @@ def test_batches_bound_the_text_held_at_once(
     assert transformed == [5, 1, 1, 1, 1, 1]
 
 
-def test_a_run_with_a_value_of_another_type_is_left_to_duckdb_s_reader(
-    tmp_path: Path, transformed: list[int]
+@pytest.mark.parametrize(
+    ("field", "wrong", "said"),
+    [
+        ("temperature", "0.0", '"0.0" is not a number'),
+        ("temperature", "abc", '"abc" is not a number'),
+        ("temperature", [1], "[1] is not a number"),
+        ("seed", 1 << 63, f"{1 << 63} is not a whole number"),
+        ("seed", True, "true is not a whole number"),
+        ("controlled_output", 1, "1 is not true or false"),
+    ],
+)
+def test_a_run_with_a_value_of_another_type_is_refused_as_verify_refuses_it(
+    tmp_path: Path, field: str, wrong: object, said: str
 ) -> None:
+    """DuckDB's reader converts "0.0" to 0.0, true to 1 and 2.5 to 2: a run that verify
+    calls schema-invalid was loaded as if it were valid. It is refused, by pointer."""
     loose = cell_run()
-    loose["cell"]["temperature"] = "0.0"  # DuckDB's reader converts it; so must we
+    loose["cell"][field] = wrong
     loose["cell"]["id"] = "ctx1024-c2-nothink"
     folder = _campaign(tmp_path, {"a.json": cell_run(), "b.json": loose})
-    db = database.build([folder])
-    assert transformed == [1]
-    temperatures = db.query("SELECT cell, temperature FROM cell_settings ORDER BY cell").rows
-    assert temperatures == (("ctx1024-c1-nothink", 0.0), ("ctx1024-c2-nothink", 0.0))
-    # One DuckDB's reader refuses (json_transform would quietly give NULL) is refused,
-    # named, as before.
-    for wrong in ("abc", [1], 1 << 63):
-        loose["cell"]["temperature" if wrong != 1 << 63 else "seed"] = wrong
-        write_json(folder / "b.json", loose)
-        with pytest.raises(database.DatabaseError, match=f'in file "{folder / "b.json"}"'):
-            database.build([folder])
-        loose["cell"].update(temperature=0.0, seed=0)
+    with pytest.raises(database.DatabaseError) as raised:
+        database.build([folder])
+    assert str(raised.value).startswith(f"{folder / 'b.json'}#/cell/{field}: {said} ")
 
 
 def test_a_run_that_changes_between_its_sniff_and_its_load_is_refused(
@@ -327,6 +331,9 @@ def test_a_build_told_a_run_does_not_load_as_text_leaves_it_to_duckdb_s_reader(
     folder = _campaign(tmp_path, {"a.json": cell_run(), "b.json": loose})
     known = _known(folder)
     assert known[str(folder / "a.json")][4] is True and known[str(folder / "b.json")][4] is False
-    alone = _tables(database.build([folder]))
-    assert _tables(database.build([folder], known=known)) == alone
-    assert transformed == [1, 1]
+    # Alone, the build reads the run and refuses it; told by verify (which reports it
+    # schema-invalid, and derives nothing from it), it leaves it to DuckDB's reader.
+    with pytest.raises(database.DatabaseError, match="/cell/temperature"):
+        database.build([folder])
+    database.build([folder], known=known).close()
+    assert transformed == [1]

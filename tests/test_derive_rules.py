@@ -85,6 +85,9 @@ def test_recompute_leaves_documents_without_a_derivation_alone(tmp_path: Any) ->
     assert derive.recompute(tmp_path, {"derivation": "not an object"}) == []
 
 
+ARMS = ("base", "cand")
+
+
 def _row(**fields: Any) -> dict[str, Any]:
     row = {"stage": "capacity", "cell": "c1", "artifact": "a.json", "max_tokens": 16,
            "temperature": 0.0, "seed": 1, "concurrency": 1, "thinking": None, "prefix": None,
@@ -229,31 +232,35 @@ def test_declared_metadata_is_no_failure() -> None:
 def test_what_an_import_leaves_unchecked(
     a: dict[str, Any], b: dict[str, Any], prompts: str
 ) -> None:
-    assert derive._unchecked([(_imported(**a), _imported(**b))]) == [
+    assert derive._unchecked([(_imported(**a), _imported(**b))], ARMS) == [
         {"rule": "prompt-digests",
          "reason": "capacity/c1: prompt identity was not checked by digest (vllm records no "
                    f"prompts); the prompts were matched on {prompts}"},
         {"rule": "sampling",
          "reason": "capacity/c1: sampling parameters were not checked (vllm records no "
                    "temperature or max_tokens); the output length of each request was compared"},
+        {"rule": "cache-state",
+         "reason": "capacity/c1: cache reuse was not compared (no measured prefix-cache hit "
+                   "rate on base and cand)"},
     ]  # fmt: skip
 
 
 def test_an_import_that_records_no_dataset_setting_says_so() -> None:
     bare = _row(stage_kind="imported", identity='{"tool": "vllm"}')
-    (prompts, _) = derive._unchecked([(bare, bare)])
+    (prompts, _, _) = derive._unchecked([(bare, bare)], ARMS)
     assert prompts["reason"].endswith(
         "matched on the input length of each request (no dataset seed was recorded)"
     )
 
 
 def test_unchecked_names_both_tools_and_leaves_measured_pairs_alone() -> None:
-    assert derive._unchecked([(_row(), _row())]) == []
-    mixed = derive._unchecked([(_row(), _imported(tool="sglang"))])
+    measured = _row(prefix_cache_hit_rate=0.5)
+    assert derive._unchecked([(measured, measured)], ARMS) == []
+    mixed = derive._unchecked([(_row(), _imported(tool="sglang"))], ARMS)
     assert "(sglang records no prompts)" in mixed[0]["reason"]
-    untold = derive._unchecked([(_imported(tool=None), _row())])
+    untold = derive._unchecked([(_imported(tool=None), _row())], ARMS)
     assert "(the import records no prompts)" in untold[0]["reason"]
-    both = derive._unchecked([(_imported(), _imported(tool="sglang"))])
+    both = derive._unchecked([(_imported(), _imported(tool="sglang"))], ARMS)
     assert "(vllm and sglang record no prompts)" in both[0]["reason"]
     assert "(vllm and sglang record no temperature or max_tokens)" in both[1]["reason"]
 
@@ -263,8 +270,27 @@ def test_limitations_of_an_import() -> None:
     assert derive._limitations([(a, b)], ("base", "cand")) == [
         "capacity/c1: cache reuse not measured on base (an imported result)",
         "capacity/c1: cache reuse not measured on cand (an imported result)",
-        *[entry["reason"] for entry in derive._unchecked([(a, b)])],
+        # Cache reuse unmeasured is said once, above, though it is unchecked too.
+        *[e["reason"] for e in derive._unchecked([(a, b)], ARMS) if e["rule"] != "cache-state"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "unmeasured"),
+    [(None, 0.5, "base"), (0.5, None, "cand"), (None, None, "base and cand")],
+)
+def test_cache_reuse_unmeasured_on_an_arm_is_unchecked_not_matched(
+    a: float | None, b: float | None, unmeasured: str
+) -> None:
+    """A server without /metrics: its cache reuse is unknown, not equal to the other's; a
+    policy enforcing cache-state must refuse, not take it as matched."""
+    pair = (_row(prefix_cache_hit_rate=a), _row(prefix_cache_hit_rate=b))
+    assert derive._unchecked([pair], ARMS) == [
+        {"rule": "cache-state",
+         "reason": "capacity/c1: cache reuse was not compared (no measured prefix-cache hit "
+                   f"rate on {unmeasured})"},
+    ]  # fmt: skip
+    assert _failures(*pair) == []  # no failure either: the data cannot show one
 
 
 def test_a_cache_gap_of_exactly_the_limit_still_matches() -> None:

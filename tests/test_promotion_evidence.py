@@ -244,7 +244,7 @@ def test_every_approval_record_is_read_and_an_unreadable_one_is_a_problem(tmp_pa
         ("approvals/c.json", None),
     ]
     (unreadable,) = [p for p in evidence.problems if p.startswith("approvals/b.json")]
-    assert unreadable == "approvals/b.json: Is a directory"
+    assert unreadable == "approvals/b.json: a folder, not a regular file"
 
 
 # Candidates, completeness and comparisons

@@ -8,10 +8,11 @@ description is ``read_json``'s ``columns`` and ``json_transform``'s structure.
 ``read_json`` opens and reads each file itself, about a millisecond per small cell run;
 ``json_transform`` takes text already read, ten times faster for the many small runs of a
 published campaign. Both convert with the same code, and give the same values wherever a
-value has the JSON type its field names. Where one does not (a string where a number
-belongs), ``read_json`` refuses the file with a message that names it, while
-``json_transform`` gives NULL; so only a document whose every loaded value has its field's
-type (:func:`loads_as_text`) takes the fast way.
+value has the JSON type its field names. Where one does not, ``read_json`` converts what
+it can (``"0.0"`` to 0.0, ``true`` to 1, ``2.5`` to 2) and refuses the rest with a message
+that names the file, while ``json_transform`` gives NULL; so only a document whose every
+loaded value has its field's type (:func:`loads_as_text`) takes the fast way, and one whose
+number or boolean has another type (:func:`mistyped`) is refused, as verify refuses it.
 """
 
 from __future__ import annotations
@@ -125,3 +126,47 @@ def loads_as_text(document: Any) -> bool:
     if check is None:
         check = _CHECKS[kind] = checker(fields)
     return check(document)
+
+
+_NUMBERS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "BIGINT": ("a whole number", lambda v: type(v) is int and -_INT64 <= v < _INT64),
+    "DOUBLE": (
+        "a number",
+        lambda v: type(v) is float or (type(v) is int and -_INT64 <= v < _INT64),
+    ),
+    "BOOLEAN": ("true or false", lambda v: type(v) is bool),
+}
+"""The loaded types DuckDB's reader converts into from another JSON type (``true`` and
+``"253"`` into BIGINT, ``2.5`` into BIGINT by truncation), and what each must be."""
+
+
+def mistyped(document: Any, fields: Fields) -> tuple[str, Any, str] | None:
+    """The first loaded number or boolean of a run whose JSON type is not its field's:
+    (JSON pointer, the value, what it must be); None when there is none. A null is no
+    value (NULL to both), and a string field is read as what it holds."""
+    from ledger._internal.jsonio import json_pointer
+
+    def walk(spec: Any, value: Any, path: list[str | int]) -> tuple[str, Any, str] | None:
+        if value is None:
+            return None
+        if isinstance(spec, str):
+            rule = _NUMBERS.get(spec)
+            if rule is not None and not rule[1](value):
+                return json_pointer(path), value, rule[0]
+            return None
+        if isinstance(spec, list):
+            items = value if isinstance(value, list) else ()
+            for index, item in enumerate(items):
+                found = walk(spec[0], item, [*path, index])
+                if found is not None:
+                    return found
+            return None
+        if not isinstance(value, dict):
+            return None
+        for name, inner in spec.items():
+            found = walk(inner, value.get(name), [*path, name])
+            if found is not None:
+                return found
+        return None
+
+    return walk(fields, document, [])
