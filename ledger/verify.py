@@ -284,8 +284,8 @@ def verify_paths(
     document_start = len(tasks)
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     beside_start = len(tasks)
-    if public:
-        tasks.extend(_published_beside(roots, None if tickets is None else Path(tickets)))
+    beside = _published_beside(roots, None if tickets is None else Path(tickets)) if public else []
+    tasks.extend(task for task, _ in beside)
     groups = [
         scan.Group(c.first_task, c.task_count, str(c.folder), _restates(c.listing))
         for c in campaigns
@@ -306,9 +306,15 @@ def verify_paths(
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
-    for result in results[beside_start:]:
+    from ledger.publish import name_hits
+
+    for result, (_, under) in zip(results[beside_start:], beside, strict=True):
         # What an evidence repository publishes beside its campaigns: scanned, not counted.
-        findings.extend(Finding.of(result.rel, i) for i in result.issues)
+        findings.extend(Finding.of(result.rel, i, under) for i in result.issues)
+        name = result.rel[len(under) + 1 :]
+        for category in dict.fromkeys(name_hits(scan.detector(), name)):
+            issue = Issue("private-data", "", f"{category} in a public file name")
+            findings.append(Finding.of(result.rel, issue, under))
     for result in results[document_start:beside_start]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
@@ -317,18 +323,30 @@ def verify_paths(
             findings.extend(
                 Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
             )
-    shown_masked = {c.display for c in campaigns if c.scanned}
+    shown_masked = {c.display for c in campaigns if c.scanned} | {under for _, under in beside}
     findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
     findings.sort(key=_finding_order)
     return Report(tuple(findings), len(campaigns), artifacts)
 
 
-def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> list[scan.FileTask]:
+def _published_beside(
+    roots: Sequence[tuple[str, Path]], given: Path | None
+) -> list[tuple[scan.FileTask, str]]:
     """The files an evidence repository publishes beside its campaigns, to be scanned for
-    private data: those at the top of each evidence root (a README, notes) and every file of
-    the tickets folder (a ticket opened on a raw campaign quotes its raw values)."""
-    found: list[scan.FileTask] = []
+    private data, each with the folder it is named under: the files at the top of each
+    evidence root (a README, notes) and in its hidden folders (``.github/``: no campaign is
+    hidden), and every file of the tickets folder (a ticket opened on a raw campaign quotes
+    its raw values)."""
+    found: list[tuple[scan.FileTask, str]] = []
     seen: set[Path] = set()
+
+    def add(place: Path, name: str, paths: Iterable[Path]) -> None:
+        for path in sorted(paths):
+            if path.is_file() and not path.is_symlink():
+                rel = path.relative_to(place).as_posix()
+                task = scan.FileTask(str(path), _join(name, rel), False, None, True)
+                found.append((task, name))
+
     for display, root in roots:
         folder = given or root.resolve().parent / tickets.TICKETS_FOLDER
         shown = (
@@ -336,16 +354,16 @@ def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> 
             if given is not None
             else _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
         )
-        places = [(root, display, False), (folder, shown, True)]
-        for place, name, deep in places:
-            if not place.is_dir() or place.resolve() in seen:
-                continue
-            seen.add(place.resolve())
-            files = sorted(place.rglob("*") if deep else place.iterdir())
-            for path in files:
-                if path.is_file() and not path.is_symlink():
-                    rel = path.relative_to(place).as_posix()
-                    found.append(scan.FileTask(str(path), _join(name, rel), False, None, True))
+        if root.resolve() not in seen:
+            seen.add(root.resolve())
+            top = list(root.iterdir())
+            hidden = [
+                p for p in top if p.is_dir() and not p.is_symlink() and p.name.startswith(".")
+            ]
+            add(root, display, [*top, *(f for h in hidden for f in h.rglob("*"))])
+        if folder.is_dir() and folder.resolve() not in seen:
+            seen.add(folder.resolve())
+            add(folder, shown, folder.rglob("*"))
     return found
 
 

@@ -319,14 +319,22 @@ def test_verify_public_scans_what_the_repository_publishes_beside_its_campaigns(
         ticket.read_text() + f"\nrequest.body.api_token differs (null vs {token!r})\n"
     )
     (repo / "evidence" / "notes.md").write_text(f"rotate {token}\n")
+    # CI configuration is published too, in a hidden folder no campaign is named like.
+    (repo / "evidence" / ".github" / "workflows").mkdir(parents=True)
+    (repo / "evidence" / ".github" / "workflows" / "ci.yml").write_text(f"token: {token}\n")
+    (repo / "evidence" / f"{token}.md").write_text("named after a token\n")
     status, report = verify_json(cli, "--public", repo / "evidence")
     assert status == 1
     found = sorted(
-        (f["path"], f["code"]) for f in report["findings"] if f["code"] == "private-data"
+        (f["path"], f["message"].split(": ")[-1])
+        for f in report["findings"]
+        if f["code"] == "private-data"
     )
     assert found == [
-        (f"{repo}/evidence/notes.md", "private-data"),
-        (f"{repo}/tickets/{ticket.name}", "private-data"),
+        (f"{repo}/evidence/.github/workflows/ci.yml", "credential in a public file"),
+        (f"{repo}/evidence/<redacted:credential>.md", "credential in a public file name"),
+        (f"{repo}/evidence/notes.md", "credential in a public file"),
+        (f"{repo}/tickets/{ticket.name}", "credential in a public file"),
     ]
     assert token not in json.dumps(report)
     # Without --public a folder is published by its own files alone, as before.
