@@ -33,6 +33,8 @@ from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.hashing import sha256_file
 from ledger.manifest import BUNDLE_SUFFIX
 
+EXPORT_TABLES = ("artifacts", "gates", "decisions")
+"""The tables every export holds as one Parquet file each."""
 EXPORT_MARKER = "anvil-ledger-export.json"
 """Written at the top of a Parquet export; ``build`` recognises an export by it."""
 _MAX_OBJECT_BYTES = 1 << 30
@@ -730,7 +732,17 @@ def _load_once(loaded: dict[str, Path], campaign: str, source: Path) -> None:
 
 
 def _export_campaigns(con: duckdb.DuckDBPyConnection, export: Path) -> list[str]:
-    """The campaigns an export holds: those with request rows, and those with artifacts."""
+    """The campaigns an export holds: those with request rows, and those with artifacts.
+
+    Raises:
+        UsageError: the folder has the export's marker but not its tables.
+    """
+    missing = [name for name in EXPORT_TABLES if not (export / f"{name}.parquet").is_file()]
+    if missing:
+        raise UsageError(
+            f"{export}: holds {EXPORT_MARKER} but not {', '.join(f'{m}.parquet' for m in missing)}"
+            " (not a whole ledger export)"
+        )
     sources = [(export / "artifacts.parquet").as_posix()]
     rows = export / "request_rows"
     if any(rows.glob("*/*/*.parquet")):
@@ -829,7 +841,7 @@ def _build(
             parts.append(f"SELECT {', '.join(columns)} FROM {scan}")
         con.execute(f"CREATE VIEW {table} AS " + " UNION ALL ".join(parts))
     for export in sources.exports:
-        for table in ("artifacts", "gates", "decisions"):
+        for table in EXPORT_TABLES:
             source = _quote(export.resolve() / (table + ".parquet"))
             con.execute(f"INSERT INTO {table} SELECT * FROM read_parquet({source})")
     for table, rows in (

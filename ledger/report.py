@@ -12,6 +12,7 @@ into the campaign folder, which is then re-sealed, so the manifest lists them.
 from __future__ import annotations
 
 import html
+import json
 import re
 import statistics
 from collections.abc import Sequence
@@ -801,16 +802,32 @@ def _target(row: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
     return label
 
 
+_SEPARATORS = re.compile(r"[;:,=]|^\s|\s$")
+"""What would make a value read as more keys, or as none, in an identity's line."""
+
+
+def _identity_value(value: Any) -> str:
+    """A value as an identity's line shows it: quoted as JSON when it holds what separates
+    keys (``engine = "vllm; os: windows"`` read as two keys) or is no plain text."""
+    if isinstance(value, str) and not _SEPARATORS.search(value) and value:
+        return value
+    return (
+        json.dumps(value, ensure_ascii=False) if not isinstance(value, int | float) else str(value)
+    )
+
+
 def _identity_text(identity: dict[str, Any], arm: str | None = None) -> str:
     parts = [] if arm is None else [f"arm {arm}"]
     for key, value in sorted(identity.items()):
         if isinstance(value, dict):
             inner = ", ".join(
-                f"{k}={v}" for k, v in sorted(value.items()) if not isinstance(v, list | dict)
+                f"{_identity_value(k)}={_identity_value(v)}"
+                for k, v in sorted(value.items())
+                if not isinstance(v, list | dict)
             )
-            parts.append(f"{key}: {inner}")
+            parts.append(f"{_identity_value(key)}: {inner}")
         else:
-            parts.append(f"{key}: {value}")
+            parts.append(f"{_identity_value(key)}: {_identity_value(value)}")
     return "; ".join(parts)
 
 

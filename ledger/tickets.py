@@ -185,7 +185,7 @@ def new_ticket(
     except (OSError, InvalidArtifact, SchemaError) as e:
         raise TicketError(f"{folder}: no readable summary.json ({e})") from None
     campaign_id = str(summary["campaign_id"])
-    name = slug or f"{campaign_id[11:]}-follow-up"
+    name = f"{campaign_id[11:]}-follow-up" if slug is None else slug
     ticket_id = f"{campaign_id[:10]}-{name}"
     if not _ID.fullmatch(ticket_id):
         raise UsageError(f"slug must be lowercase words joined by '-', got {name!r}")

@@ -342,7 +342,8 @@ def _published_beside(
 
     def add(place: Path, name: str, paths: Iterable[Path]) -> None:
         for path in sorted(paths):
-            if path.is_file() and not path.is_symlink():
+            # A pipe or a device is opened without blocking and named not-regular-file.
+            if not path.is_symlink() and not path.is_dir():
                 rel = path.relative_to(place).as_posix()
                 task = scan.FileTask(str(path), _join(name, rel), False, None, True)
                 found.append((task, name))

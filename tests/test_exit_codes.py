@@ -228,6 +228,7 @@ def test_dev_zero_is_refused_before_a_byte_is_read(cli: CliRun) -> None:
         (["db", "build", "NOTES", "--db", "OUT/x.duckdb"], "no campaign folder here"),
         (["export", "--from", "NOTES", "--parquet", "OUT/x"], "no campaign folder here"),
         (["sql", "SELECT 1", "--from", "/proc"], "no campaign folder here"),
+        (["sql", "SELECT 1", "--from", "MARKER"], "holds anvil-ledger-export.json but not"),
         # An output that cannot be made there is named as given, not by a temporary name.
         (["db", "build", "CAMPAIGN", "--db", "/proc/x.db"], "/proc/x.db: cannot be written there"),
         (["export", "--from", "CAMPAIGN", "--parquet", "/proc/x"], "/proc/x: cannot be written there"),
@@ -250,7 +251,11 @@ def test_a_mistyped_argument_is_unusable_input(
     published = tmp_path / "public" / "2026-11-29-simulated-example"
     if "PUBLISHED" in argv:
         shutil.copytree(ROOT / "evidence" / published.name, published)
-    places = {"CAMPAIGN": campaign, "NOTES": notes, "OUT": out, "PUBLISHED": published}
+    marker = tmp_path / "marker-only"
+    marker.mkdir()
+    (marker / "anvil-ledger-export.json").write_text("{}")
+    places = {"CAMPAIGN": campaign, "NOTES": notes, "OUT": out, "PUBLISHED": published,
+              "MARKER": marker}  # fmt: skip
     filled = list(argv)
     for index in range(len(filled)):
         for name, value in places.items():

@@ -164,3 +164,16 @@ def test_the_report_of_a_campaign_with_hostile_identities_carries_no_markup(
         "| Candidate | arm linux",
         "| Baseline | arm windows",
     ]
+
+
+def test_an_identity_value_that_holds_a_separator_reads_as_one_value() -> None:
+    """engine = "vllm; os: windows" read like the other arm's engine and os."""
+    from ledger.report import _identity_text
+
+    one = _identity_text({"engine": "vllm; os: windows"}, "base")
+    two = _identity_text({"engine": "vllm", "os": "windows"}, "cand")
+    assert one == 'arm base; engine: "vllm; os: windows"'
+    assert two == "arm cand; engine: vllm; os: windows"
+    assert _identity_text({"flags": {"kv": "a=b", "tp": 2}, " ": ""}) == (
+        '" ": ""; flags: kv="a=b", tp=2'
+    )

@@ -340,3 +340,9 @@ def test_verify_public_scans_what_the_repository_publishes_beside_its_campaigns(
     # Without --public a folder is published by its own files alone, as before.
     status, report = verify_json(cli, repo / "evidence")
     assert not any(f["code"] == "private-data" for f in report["findings"])
+
+
+def test_an_empty_slug_is_refused_not_replaced_by_the_default(repo: Path, cli: CliRun) -> None:
+    folder = repo / "evidence" / SEED
+    status, _, err = cli("ticket", "new", str(folder), "--slug", "")
+    assert status == 2 and "slug must be lowercase words joined by '-', got ''" in err
