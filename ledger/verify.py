@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
@@ -285,7 +285,8 @@ def verify_paths(
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     beside_start = len(tasks)
     beside = _published_beside(roots, None if tickets is None else Path(tickets)) if public else []
-    tasks.extend(task for task, _ in beside)
+    read_beside = [b for b in beside if b.task is not None]
+    tasks.extend(b.task for b in read_beside if b.task is not None)
     groups = [
         scan.Group(c.first_task, c.task_count, str(c.folder), _restates(c.listing))
         for c in campaigns
@@ -308,13 +309,18 @@ def verify_paths(
     )
     from ledger.publish import name_hits
 
-    for result, (_, under) in zip(results[beside_start:], beside, strict=True):
+    for result, entry in zip(results[beside_start:], read_beside, strict=True):
         # What an evidence repository publishes beside its campaigns: scanned, not counted.
-        findings.extend(Finding.of(result.rel, i, under) for i in result.issues)
-        name = result.rel[len(under) + 1 :]
-        for category in dict.fromkeys(name_hits(scan.detector(), name)):
-            issue = Issue("private-data", "", f"{category} in a public file name")
-            findings.append(Finding.of(result.rel, issue, under))
+        findings.extend(Finding.of(result.rel, i, entry.under) for i in result.issues)
+    for entry in beside:
+        name = entry.rel[len(entry.under) + 1 :]
+        issues = [
+            Issue("private-data", "", f"{category} in a public file name")
+            for category in dict.fromkeys(name_hits(scan.detector(), name))
+        ]
+        if entry.link is not None:
+            issues += _symlink_issues(entry.link, entry.place)
+        findings.extend(Finding.of(entry.rel, i, entry.under) for i in issues)
     for result in results[document_start:beside_start]:
         artifacts += 1
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
@@ -323,30 +329,48 @@ def verify_paths(
             findings.extend(
                 Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
             )
-    shown_masked = {c.display for c in campaigns if c.scanned} | {under for _, under in beside}
+    shown_masked = {c.display for c in campaigns if c.scanned} | {b.under for b in beside}
     findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
     findings.sort(key=_finding_order)
     return Report(tuple(findings), len(campaigns), artifacts)
 
 
-def _published_beside(
-    roots: Sequence[tuple[str, Path]], given: Path | None
-) -> list[tuple[scan.FileTask, str]]:
+class _Beside(NamedTuple):
+    """A file an evidence repository publishes beside its campaigns."""
+
+    task: scan.FileTask | None
+    """How it is read (a symlink: where it leads); None for a symlink that leads to no file."""
+    rel: str
+    """Its name in findings."""
+    under: str
+    """The name of the folder it lies under (a root, the tickets folder)."""
+    place: Path
+    """That folder."""
+    link: Path | None
+    """The symlink it is, if it is one."""
+
+
+def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> list[_Beside]:
     """The files an evidence repository publishes beside its campaigns, to be scanned for
-    private data, each with the folder it is named under: the files at the top of each
-    evidence root (a README, notes) and in its hidden folders (``.github/``: no campaign is
-    hidden), and every file of the tickets folder (a ticket opened on a raw campaign quotes
-    its raw values)."""
-    found: list[tuple[scan.FileTask, str]] = []
+    private data: the files at the top of each evidence root (a README, notes) and in its
+    hidden folders (``.github/``: no campaign is hidden), and every file of the tickets
+    folder (a ticket opened on a raw campaign quotes its raw values)."""
+    found: list[_Beside] = []
     seen: set[Path] = set()
 
     def add(place: Path, name: str, paths: Iterable[Path]) -> None:
         for path in sorted(paths):
-            # A pipe or a device is opened without blocking and named not-regular-file.
-            if not path.is_symlink() and not path.is_dir():
-                rel = path.relative_to(place).as_posix()
-                task = scan.FileTask(str(path), _join(name, rel), False, None, True)
-                found.append((task, name))
+            if path.is_dir() and not path.is_symlink():
+                continue
+            # A pipe or a device is opened without blocking and named not-regular-file; a
+            # symlink is read where it leads (a copy that follows links publishes that).
+            rel = _join(name, path.relative_to(place).as_posix())
+            link = path if path.is_symlink() else None
+            opened = path.resolve() if link is not None else path
+            task = None
+            if link is None or opened.is_file():
+                task = scan.FileTask(str(opened), rel, False, None, True)
+            found.append(_Beside(task, rel, name, place, link))
 
     for display, root in roots:
         folder = given or root.resolve().parent / tickets.TICKETS_FOLDER
@@ -368,11 +392,35 @@ def _published_beside(
     return found
 
 
+def _symlink_issues(path: Path, place: Path) -> list[Issue]:
+    """What a symlink an evidence repository publishes beside its campaigns gives away: git
+    publishes its target's text, and a copy that follows links (``rsync -L``, a pages
+    upload) publishes the file it leads to, wherever that is."""
+    if not path.is_symlink():
+        return []
+    from ledger.publish import name_hits
+
+    target = os.readlink(path)
+    found = [
+        Issue("private-data", "", f"{category} in a public symlink's target")
+        for category in dict.fromkeys(name_hits(scan.detector(), target))
+    ]
+    if not path.resolve().is_relative_to(place.resolve()):
+        found.append(
+            Issue("path-escape", "", "a symlink leading out of the folder it is published in")
+        )
+    return found
+
+
 def _named_masked(finding: Finding) -> Finding:
     """A finding of a public campaign with what the detectors find in its file's names
-    masked: a finding's path is printed, and kept in CI logs, whatever its code."""
+    masked, and in its message: a finding is printed, and kept in CI logs, whatever its
+    code (a ticket's parse error names its path)."""
     from ledger.publish import masked_path
 
+    message = scan.detector().masked(finding.message)
+    if message != finding.message:
+        finding = attrs.evolve(finding, message=message)
     prefix = finding.campaign + "/"
     if not finding.path.startswith(prefix):
         return finding

@@ -337,6 +337,42 @@ def test_verify_public_scans_what_the_repository_publishes_beside_its_campaigns(
         (f"{repo}/tickets/{ticket.name}", "credential in a public file"),
     ]
     assert token not in json.dumps(report)
+
+
+def test_verify_public_reads_links_and_utf16_beside_the_campaigns(
+    repo: Path, tmp_path: Path, cli: CliRun
+) -> None:
+    """Git publishes a symlink's target text, a copy that follows links publishes what it
+    leads to, and a forge shows a UTF-16 file as text: each passed verify --public."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    evidence = repo / "evidence"
+    (evidence / "README.md").symlink_to(f"notes-{token}.md")
+    outside = tmp_path / "private.md"
+    outside.write_text(f"rotate {token}\n")
+    (evidence / "outside.md").symlink_to(outside)
+    (evidence / "utf16.md").write_bytes(f"K={token}\n".encode("utf-16"))
+    (evidence / ".github").mkdir()
+    (evidence / ".github" / "notes.txt").write_bytes(f"k: {token}\n".encode("utf-16-le"))
+    (repo / "tickets" / f"{token}.md").write_text("not a ticket\n")
+    status, report = verify_json(cli, "--public", evidence)
+    assert status == 1
+    found = sorted(
+        (f["path"].rsplit("/", 1)[-1], f["code"], f["message"].split(": ")[-1])
+        for f in report["findings"]
+        if f["code"] in ("private-data", "path-escape", "ticket-invalid")
+    )
+    assert found == [
+        ("<redacted:credential>.md", "private-data", "credential in a public file name"),
+        ("<redacted:credential>.md", "ticket-invalid",
+         "no front matter (a '---' line, keys, a '---' line)"),
+        ("README.md", "private-data", "credential in a public symlink's target"),
+        ("notes.txt", "private-data", "credential in a public file (read as UTF-16)"),
+        ("outside.md", "path-escape", "a symlink leading out of the folder it is published in"),
+        ("outside.md", "private-data", "credential in a public file"),
+        ("utf16.md", "private-data", "credential in a public file (read as UTF-16)"),
+    ]  # fmt: skip
+    # Nothing printed shows the token: a ticket's parse error names its path, masked.
+    assert token not in json.dumps(report)
     # Without --public a folder is published by its own files alone, as before.
     status, report = verify_json(cli, repo / "evidence")
     assert not any(f["code"] == "private-data" for f in report["findings"])

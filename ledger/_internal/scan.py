@@ -218,18 +218,30 @@ def detector() -> Sanitizer:
     return Sanitizer()
 
 
+_UTF16 = (("utf-16-le", " (read as UTF-16)"), ("utf-16-be", " (read as UTF-16, big-endian)"))
+"""How a file holding NUL bytes is read again: an editor or a forge shows a UTF-16 file
+as the text it encodes, which UTF-8 reading interleaves with NULs past any detector."""
+
+
 def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
     """Detector hits in a public text file, by line (never the value); in a file of JSON
-    lines, in the JSON each line decodes to as well."""
-    text = data.decode("utf-8", "replace")
+    lines, in the JSON each line decodes to as well; in a file with NUL bytes, in the text
+    it holds read as UTF-16 too."""
+    readings = [(data.decode("utf-8", "replace"), "")]
+    if b"\x00" in data:
+        readings += [(data.decode(codec, "replace"), said) for codec, said in _UTF16]
     # The whole text, as publish sanitizes it: line by line, a private key's block (or a
     # key and its value on two lines) was never seen. Each hit is named by its first line.
     found = []
-    line, last = 1, 0
-    for hit in detector().detect(text):  # in the order they start
-        line += text.count("\n", last, hit.start)
-        last = hit.start
-        found.append(Issue("private-data", "", f"line {line}: {hit.category} in a public file"))
+    for text, said in readings:
+        line, last = 1, 0
+        for hit in detector().detect(text):  # in the order they start
+            line += text.count("\n", last, hit.start)
+            last = hit.start
+            found.append(
+                Issue("private-data", "", f"line {line}: {hit.category} in a public file{said}")
+            )
+    text = readings[0][0]
     if json_lines:
         found.extend(
             Issue(
