@@ -418,9 +418,12 @@ def _named_masked(finding: Finding) -> Finding:
     code (a ticket's parse error names its path)."""
     from ledger.publish import masked_path
 
-    message = scan.detector().masked(finding.message)
-    if message != finding.message:
-        finding = attrs.evolve(finding, message=message)
+    # A private-data finding's message is the detectors' own words, masked where it
+    # quotes a key; read again, "api_key: credential" would mask its own category.
+    if finding.code != "private-data":
+        message = scan.detector().masked(finding.message)
+        if message != finding.message:
+            finding = attrs.evolve(finding, message=message)
     prefix = finding.campaign + "/"
     if not finding.path.startswith(prefix):
         return finding
