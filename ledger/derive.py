@@ -290,10 +290,10 @@ def _check_declared(
     os-comparison of two arms on one OS) would compare something else, or nothing."""
     # The parts of the request count as identity keys here: one of them may be the
     # declared variable (--differs request.body.top_k).
-    compared = [
-        (ia | (_request(a) or {}), ib | (_request(b) or {}))
-        for (ia, ib), (a, b) in zip((_compared(a, b) for a, b in pairs), pairs, strict=True)
-    ]
+    compared = []
+    for a, b in pairs:
+        ident_a, ident_b = _compared(a, b)
+        compared.append((ident_a | (_request(a) or {}), ident_b | (_request(b) or {})))
     differing = sorted(
         {k for ia, ib in compared for k in set(ia) | set(ib) if not _same(ia.get(k), ib.get(k))}
     )

@@ -285,8 +285,8 @@ def verify_paths(
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     beside_start = len(tasks)
     beside = _published_beside(roots, None if tickets is None else Path(tickets)) if public else []
-    read_beside = [b for b in beside if b.task is not None]
-    tasks.extend(b.task for b in read_beside if b.task is not None)
+    read_beside = [(b.task, b) for b in beside if b.task is not None]
+    tasks.extend(task for task, _ in read_beside)
     groups = [
         scan.Group(c.first_task, c.task_count, str(c.folder), _restates(c.listing))
         for c in campaigns
@@ -309,7 +309,7 @@ def verify_paths(
     )
     from ledger.publish import name_hits
 
-    for result, entry in zip(results[beside_start:], read_beside, strict=True):
+    for result, (_, entry) in zip(results[beside_start:], read_beside, strict=True):
         # What an evidence repository publishes beside its campaigns: scanned, not counted.
         findings.extend(Finding.of(result.rel, i, entry.under) for i in result.issues)
     for entry in beside:
@@ -373,12 +373,7 @@ def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> 
             found.append(_Beside(task, rel, name, place, link))
 
     for display, root in roots:
-        folder = given or root.resolve().parent / tickets.TICKETS_FOLDER
-        shown = (
-            str(given)
-            if given is not None
-            else _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
-        )
+        folder, shown = _tickets_beside(display, root, given)
         if root.resolve() not in seen:
             seen.add(root.resolve())
             top = list(root.iterdir())
@@ -392,12 +387,19 @@ def _published_beside(roots: Sequence[tuple[str, Path]], given: Path | None) -> 
     return found
 
 
+def _tickets_beside(display: str, root: Path, given: Path | None) -> tuple[Path, str]:
+    """The tickets folder of an evidence root (``given``, else ``tickets/`` beside it) and
+    the name findings give it."""
+    if given is not None:
+        return given, str(given)
+    shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
+    return root.resolve().parent / tickets.TICKETS_FOLDER, shown
+
+
 def _symlink_issues(path: Path, place: Path) -> list[Issue]:
     """What a symlink an evidence repository publishes beside its campaigns gives away: git
     publishes its target's text, and a copy that follows links (``rsync -L``, a pages
     upload) publishes the file it leads to, wherever that is."""
-    if not path.is_symlink():
-        return []
     from ledger.publish import name_hits
 
     target = os.readlink(path)
@@ -463,13 +465,12 @@ def _ticket_findings(
                 )
             )
     for display, root in roots:
-        folder = root.resolve().parent / tickets.TICKETS_FOLDER
+        folder, shown = _tickets_beside(display, root, None)
         names = {c.folder.resolve().name for c in campaigns if c.folder.parent == root}
         if folder.is_dir():
             # A tickets folder serves every root beside it (raw/ and public/ share one):
             # a ticket of a neighbour's campaign is no unknown campaign of this root's.
             names |= tickets.campaigns_beside(folder)
-        shown = _join(os.path.dirname(display.rstrip("/")) or ".", tickets.TICKETS_FOLDER)
         for link in tickets.folder_issues(folder, names):
             out.append(
                 Finding.of(_join(shown, link.rel), Issue(link.code, "", link.message), shown)
