@@ -1,4 +1,4 @@
-"""Per-request metrics and cell statistics follow DESIGN.md's definitions."""
+"""Per-request metrics and cell statistics follow the definitions of ledger/_internal/sql.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The ledger database's SQL: tables loaded from artifacts, and the metric definitions.
 
-DESIGN.md's metric definitions are written here once, as SQL over raw request timestamps;
-every view, derived comparison and recomputation in verify reads them from here.
+The metric definitions (README, "Ledger database") are written here once, as SQL over raw
+request timestamps; every view, derived comparison and recomputation in verify reads them
+from here.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ CREATE TABLE request_rows_loaded (
 )
 """
 
-# DESIGN.md, "Metrics": the one place they are defined.
+# The metric definitions: the one place they are defined (README, "Ledger database").
 #   ttft_ms                  request sent -> first visible content token
 #   first_token_ms           request sent -> first token of any channel
 #   e2e_ms                   request sent -> end of stream
