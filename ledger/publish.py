@@ -258,6 +258,8 @@ def _reserve(sanitizer: Sanitizer, rel: str, kind: str, data: bytes, content: An
             sanitizer.reserve_lines(content)
     if b"<redacted:" in data:
         sanitizer.reserve(data.decode("utf-8", "replace"))
+    if kind == "text":
+        sanitizer.reserve_decoded(content)
 
 
 def _kind(rel: str, data: bytes) -> str:
@@ -320,15 +322,15 @@ def _sanitized(
         # Parsed strictly and changed only in its strings: no NaN or Infinity to look for.
         return jsonio.dumps_parsed(cleaned)
     if rel.endswith(JSON_LINES):
-        text = sanitizer.lines(_decode(rel, data))
+        text = sanitizer.lines(_decode(rel, data), rel)
         for number, pointer, category in sanitizer.scan_lines(text):
             raise PublishError(
                 f"{rel}: line {number}{pointer and ' at ' + pointer}: {category} still "
                 "present after sanitizing"
             )
     else:
-        text = sanitizer.text(_decode(rel, data))
-    hits = sanitizer.detect(text)
+        text = sanitizer.file_text(_decode(rel, data), rel)
+    hits = sanitizer.file_hits(text, rel)
     if hits:
         raise PublishError(f"{rel}: {hits[0].category} still present after sanitizing")
     return text.encode()

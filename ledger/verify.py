@@ -21,6 +21,7 @@ from ledger import gate, manifest, promotion, tickets
 from ledger._internal import bundles, jsonio, runs, scan, tree
 from ledger._internal.findings import CODES, Finding, Issue
 from ledger._internal.regular import kind_of
+from ledger._internal.sanitizer import CURRENT_VERSION, load_rules, rules_file
 from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.models import Manifest
@@ -208,6 +209,46 @@ def _is_signature(rel: str) -> bool:
     return rel in _SIGNATURE_FILES or rel.endswith(manifest.BUNDLE_SUFFIX)
 
 
+def _rules_named(folder: Path) -> tuple[str | None, Issue | None]:
+    """The sanitizer rules version a publication's statement names, to scan it with (None:
+    the current rules), and what to report of it: a version older than the current one,
+    or the same version as another build made it (the rules it names are used), is a
+    warning; one this ledger does not ship is an error (the current rules are used)."""
+    try:
+        statement = jsonio.read_json(folder / manifest.STATEMENT_NAME)
+    except (OSError, InvalidArtifact):
+        return None, None  # no statement, or one the statement check reports
+    named = statement.get("predicate") if isinstance(statement, dict) else None
+    named = named.get("sanitizer") if isinstance(named, dict) else None
+    version = named.get("version") if isinstance(named, dict) else None
+    digest = named.get("sha256") if isinstance(named, dict) else None
+    if not isinstance(version, str):
+        return None, None
+    path = rules_file(version)
+    if path is None:
+        return None, Issue(
+            "sanitizer-unknown",
+            "/predicate/sanitizer/version",
+            f"made with sanitizer rules v{printable(version)}, which this ledger does not "
+            f"ship; scanned with the current rules v{CURRENT_VERSION}",
+        )
+    if version != CURRENT_VERSION:
+        return version, Issue(
+            "sanitizer-outdated",
+            "/predicate/sanitizer/version",
+            f"made with sanitizer rules v{version}, checked against them; the current "
+            f"rules are v{CURRENT_VERSION}: publish the raw campaign again to apply them",
+        )
+    if digest != load_rules(path).sha256:
+        return version, Issue(
+            "sanitizer-outdated",
+            "/predicate/sanitizer/sha256",
+            f"made with another build of sanitizer rules v{version} (sha256 "
+            f"{printable(str(digest))}); checked against this ledger's v{version}",
+        )
+    return version, None
+
+
 def _is_public(folder: Path) -> bool:
     """A published campaign: it has a statement, or a decision summary and no raw run (a
     run's manifest, or a run imported from another tool: a summary decided on imports
@@ -255,6 +296,9 @@ def verify_paths(
         scanned = published or public
         campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries), scanned)
         campaigns.append(campaign)
+        rules, issue = _rules_named(folder) if published else (None, None)
+        if issue is not None:
+            findings.append(Finding.of(display, issue, display))
         if public and not published:
             findings.append(
                 Finding.of(
@@ -278,6 +322,7 @@ def verify_paths(
                 # the statement the decision: both are published. The sums only name
                 # files, and a bundle is the signer's certificate, public in the log.
                 scanned and e.rel not in _UNSCANNED_SEAL_FILES,
+                rules,
             )
             for e in listing.entries
         )

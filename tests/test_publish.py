@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from ledger import manifest
+from ledger import publish as publish_module
 from ledger._internal import intoto
 from ledger._internal.jsonio import read_json, write_json
-from ledger._internal.sanitizer import Sanitizer
+from ledger._internal.sanitizer import Sanitizer, load_rules, rules_file
 from ledger.decide import decide
 from ledger.hashing import sha256_file
 from ledger.policy import load_policy
@@ -94,7 +95,7 @@ def test_publish_removes_every_secret_and_keeps_digests_linked(
     statement = read_json(public / intoto.STATEMENT_NAME)
     subjects = intoto.subjects_of(statement)
     assert subjects is not None and set(subjects) >= {"serve.log", "manifest.json", "run-plan.json"}
-    assert statement["predicate"]["sanitizer"]["version"] == "1"
+    assert statement["predicate"]["sanitizer"]["version"] == "2"
     # The digest map is private: beside the raw campaign, never in the public tree.
     mapping = read_json(tmp_path / "raw" / f"{raw.name}.publish-map.json")
     raw_digests = {a["raw_sha256"] for a in mapping["artifacts"]}
@@ -712,11 +713,11 @@ def test_a_placeholder_beside_escapes_and_in_a_bundle_is_reserved(
 
 
 def test_json_lines_hiding_a_secret_in_escapes_are_refused_or_rewritten(
-    raw: Path, tmp_path: Path, cli: CliRun
+    raw: Path, tmp_path: Path, cli: CliRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A line that is a JSON string is rewritten as JSON; one that is not strict JSON
-    (a NaN, as Python's json writes) is not rewritten, so a secret its escapes spell is
-    refused rather than published."""
+    (a NaN, as Python's json writes) is not rewritten as JSON, and the secret its escapes
+    spell is redacted where its characters are (rules v1 refused it)."""
     (raw / "out.jsonl").write_text('"\\u0070assword=hunter2secret"\n')
     forge_seal(raw)
     public = publish(raw, tmp_path / "public").folder
@@ -724,13 +725,22 @@ def test_json_lines_hiding_a_secret_in_escapes_are_refused_or_rewritten(
     assert "hunter2secret" not in json.loads(line)
     (raw / "out.jsonl").write_text('{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n')
     forge_seal(raw)
+    # Rules v2 read the escapes of any text: the secret they spell is redacted in place.
+    again = publish(raw, tmp_path / "again", digest_map=tmp_path / "again.map.json").folder
+    assert re.fullmatch(
+        r'\{"a": NaN, "k": "\\u0070assword=<redacted:credential:[0-9]+>"\}\n',
+        (again / "out.jsonl").read_text(),
+    )
+    # Rules v1 did not, and refused it rather than publish it.
+    monkeypatch.setattr(publish_module, "load_rules", lambda: load_rules(rules_file("1")))
+    (raw / "out.jsonl").write_text('{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n')
     with pytest.raises(PublishError) as refused:
-        publish(raw, tmp_path / "again", digest_map=tmp_path / "again.map.json")
+        publish(raw, tmp_path / "v1", digest_map=tmp_path / "v1.map.json")
     assert str(refused.value) == (
         "out.jsonl: line 1: credential written with JSON escapes still present after sanitizing"
     )
-    assert not (tmp_path / "again").exists()
-    # Pasted into a publication, verify --public finds it.
+    assert not (tmp_path / "v1").exists()
+    # Pasted into a publication, verify --public finds it: in the text, and in the JSON.
     (public / "out.jsonl").write_text('{"a": NaN, "k": "\\u0070assword=hunter2secret"}\n')
     forge_seal(public)
     status, report = verify_json(cli, "--public", public)

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ledger._internal import sanitizer as sanitizer_module
-from ledger._internal.sanitizer import Sanitizer, Taken
+from ledger._internal.sanitizer import Sanitizer, Taken, load_rules, rules_file
 from tests.conftest import DATA, seed_paths
 
 CORPUS = DATA / "secrets-corpus"
@@ -262,8 +262,17 @@ def test_json_lines_as_a_reader_decodes_them(prefilter: bool) -> None:
         '{"a": NaN, "k": "plain \\u003credacted:credential:9> \\n"}\n'
     )
     cleaned = sanitizer.lines(text)
-    assert cleaned.split("\n")[0] == '"password=<redacted:credential:10>"'
-    assert list(sanitizer.scan_lines(cleaned)) == [
+    lines = cleaned.split("\n")
+    assert lines[0] == '"password=<redacted:credential:10>"'
+    # Rules v2 decode the escapes of any text: what they spell is redacted where it is.
+    assert lines[1] == '{"a": NaN, "k": "\\u0070assword=<redacted:credential:10>"}'
+    assert lines[2] == '{"k": "x", "k": "<redacted:credential:11>"}'
+    assert list(sanitizer.scan_lines(cleaned)) == []
+    # Rules v1 found them (a publish refused the file), and left them in the text.
+    v1 = Sanitizer(load_rules(rules_file("1")), prefilter=prefilter)
+    cleaned = v1.lines(text)
+    assert cleaned.split("\n")[1:3] == text.split("\n")[1:3]
+    assert list(v1.scan_lines(cleaned)) == [
         (2, "", "credential written with JSON escapes"),
         (3, "", "credential written with JSON escapes"),
     ]
@@ -348,7 +357,12 @@ def test_a_secret_written_against_a_private_key_does_not_hide_the_key(
     expected = f"{name.group(0)}<redacted:credential:1> done"
     assert sanitizer.text(f"{before}{block} done") == expected
     assert sanitizer.document({"env": [f"{before}{block} done"]}) == {"env": [expected]}
-    assert sanitizer.lines(f"line one\n{before}{block} done\n") == f"line one\n{expected}\n"
+    # In a text file's "key=value" line, the rest of the value is a secret too (rules v2).
+    assert sanitizer.lines(f"line one\n{before}{block} done\n") == (
+        f"line one\n{name.group(0)}<redacted:credential:1> <redacted:credential:2>\n"
+    )
+    v1 = Sanitizer(load_rules(rules_file("1")), prefilter=prefilter)
+    assert v1.lines(f"line one\n{before}{block} done\n") == f"line one\n{expected}\n"
 
 
 def test_seed_evidence_is_clean() -> None:

@@ -34,7 +34,8 @@ def test_evidence_tree_verifies_with_withheld_and_gate_warnings(cli: CliRun) -> 
     assert summary["errors"] == 0
     assert summary["campaigns"] == 4
     codes = {f["code"] for f in report["findings"]}
-    assert codes == {"withheld-artifact", "gate-failed-all-passed"}
+    # The simulated example was published with rules v1: checked against them, a warning.
+    assert codes == {"withheld-artifact", "gate-failed-all-passed", "sanitizer-outdated"}
     gate = [f for f in report["findings"] if f["code"] == "gate-failed-all-passed"]
     assert len(gate) == 1
     assert "routed-thinking-enabled.json" in gate[0]["message"]
@@ -421,9 +422,12 @@ def test_a_public_file_of_json_lines_is_scanned_as_the_json_it_decodes_to(tmp_pa
     path.write_text('{"ok": 1}\n{"api\\u005fkey": "plainsecretvalue30"}\n')
     found = scan.process_file(scan.FileTask(str(path), "logs/requests.jsonl", False, None, True))
     assert [i.message for i in found.issues] == ["line 2 at /api_key: credential in a public file"]
-    # The same bytes under another name are text: the escape hides the key from the text rules.
+    # The same bytes under another name are text, whose escapes rules v2 decode too ...
     found = scan.process_file(scan.FileTask(str(path), "logs/requests.log", False, None, True))
-    assert found.issues == ()
+    assert [i.message for i in found.issues] == ["line 2: credential in a public file"]
+    # ... and v1 did not: the escape hid the key from its text rules.
+    task = scan.FileTask(str(path), "logs/requests.log", False, None, True, "1")
+    assert scan.process_file(task).issues == ()
 
 
 def test_a_folder_above_the_evidence_root_is_named_as_such(tmp_path: Path, cli: CliRun) -> None:
@@ -503,7 +507,7 @@ def test_private_data_by_line_is_in_line_order_and_once_a_line() -> None:
     lines = ["clean"] * 14
     lines[4] = f"{token} and ghp_{'U' * 36}"  # line 5: two of one kind, one finding
     lines[12] = token  # line 13
-    found = scan._private_text("\n".join(lines).encode())
+    found = scan._private_text("\n".join(lines).encode(), "notes.txt", scan.detector())
     assert [i.message for i in found] == [
         "line 5: credential in a public file",
         "line 13: credential in a public file",

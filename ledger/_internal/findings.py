@@ -119,6 +119,20 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         "a public artifact holds a credential, GPU id, private endpoint or host path",
     ),
+    "sanitizer-outdated": (
+        "warning",
+        (
+            "a publication names older sanitizer rules than the current ones (checked "
+            "against the rules it names)"
+        ),
+    ),
+    "sanitizer-unknown": (
+        "error",
+        (
+            "a publication names sanitizer rules this ledger does not ship (checked "
+            "against the current rules)"
+        ),
+    ),
     "statement-invalid": ("error", "statement.intoto.json is not an in-toto Statement v1"),
     "statement-mismatch": (
         "error",

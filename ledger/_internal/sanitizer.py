@@ -16,6 +16,8 @@ import ipaddress
 import itertools
 import json
 import re
+import socket
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,13 +25,15 @@ from typing import Any
 import attrs
 import orjson
 
-from ledger._internal import jsonio
+from ledger._internal import jsonio, structure
 from ledger._internal.prefilter import Found, Replaced, Window, prefilter_for
 from ledger._internal.regex_forms import lookahead_reach
 from ledger.errors import InvalidArtifact
 
 CATEGORIES = ("credential", "gpu", "endpoint", "path")
-RULES_FILE = Path(__file__).resolve().parent.parent / "_rules" / "sanitizer-v1.json"
+RULES_DIR = Path(__file__).resolve().parent.parent / "_rules"
+CURRENT_VERSION = "2"
+RULES_FILE = RULES_DIR / f"sanitizer-v{CURRENT_VERSION}.json"
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _TOKEN_EDGE = re.compile(r"[^\s\"'<>,;()\[\]{}=]+")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
@@ -64,6 +68,9 @@ class Detector:
     non_global: bool = False
     """The match counts only as an IP address outside the public internet: a regex cannot
     tell ``fd00::1`` from ``2001:4860::8888``, nor either from a time of day."""
+    underscore_joins: bool = False
+    """With ``word_start``, a ``_`` before the match does not make it part of a longer name
+    (``backup_ghp_...`` is a token; rules v2 write ``"word_start": "alnum"``)."""
     reach: int | None = attrs.field(init=False)
 
     @reach.default
@@ -100,7 +107,13 @@ class Detector:
     def _word_started(self, text: str, matches: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
         if not self.word_start:
             return matches
+        if self.underscore_joins:
+            return (m for m in matches if m.start() == 0 or not _ascii_alnum(text[m.start() - 1]))
         return (m for m in matches if m.start() == 0 or not _ascii_word(text[m.start() - 1]))
+
+
+def _ascii_alnum(char: str) -> bool:
+    return char.isascii() and char.isalnum()
 
 
 def _ascii_word(char: str) -> bool:
@@ -153,11 +166,13 @@ def _starting(
 def _detector(spec: str | dict[str, Any]) -> Detector:
     if isinstance(spec, str):
         return Detector(re.compile(spec))
+    word_start = spec.get("word_start")
     return Detector(
         re.compile(spec["pattern"]),
         tuple(spec.get("any", ())),
-        bool(spec.get("word_start")),
+        bool(word_start),
         bool(spec.get("non_global")),
+        word_start == "alnum",
     )
 
 
@@ -176,6 +191,16 @@ class Rules:
     gpu_keys: frozenset[str]
     bare_uuid: re.Pattern[str]
     allowlist: tuple[re.Pattern[str], ...]
+    foreign_words: tuple[str, ...] = ()
+    """Secret-like key names outside ASCII (``密码``, ``пароль``), found inside a key."""
+    foreign_keyed: re.Pattern[str] | None = None
+    """Such a name, ``=`` or ``:`` and a value, in text outside ASCII."""
+
+    @property
+    def generation(self) -> int:
+        """The rules' version as a number: what the code does beyond the rule file's
+        patterns (the structure walk, decoded views) starts at version 2."""
+        return int(self.version) if self.version.isdigit() else 0
 
     @property
     def detectors(self) -> tuple[Detector, ...]:
@@ -186,6 +211,12 @@ class Rules:
 _LOADED: dict[str, Rules] = {}
 """Rules by the sha256 of their file: compiling them (the regexes and how far each looks
 ahead) takes longer than sanitizing a small campaign."""
+
+
+def rules_file(version: str) -> Path | None:
+    """The shipped rule file of a version, or None when this ledger has none."""
+    path = RULES_DIR / f"sanitizer-v{version}.json"
+    return path if version.isdigit() and path.is_file() else None
 
 
 def load_rules(path: Path = RULES_FILE) -> Rules:
@@ -200,6 +231,7 @@ def load_rules(path: Path = RULES_FILE) -> Rules:
 
 def _rules(data: bytes, sha256: str) -> Rules:
     rules = json.loads(data)
+    foreign = [w.lower() for w in rules["credential"].get("foreign_secret_words", ())]
     return Rules(
         version=str(rules["version"]),
         sha256=sha256,
@@ -212,6 +244,18 @@ def _rules(data: bytes, sha256: str) -> Rules:
         gpu_keys=frozenset(rules["gpu"]["uuid_keys"]),
         bare_uuid=re.compile(rules["gpu"]["bare_uuid"]),
         allowlist=tuple(re.compile(p) for p in rules["allowlist"]),
+        foreign_words=tuple(foreign),
+        foreign_keyed=_foreign_keyed(foreign) if foreign else None,
+    )
+
+
+def _foreign_keyed(words: list[str]) -> re.Pattern[str]:
+    # Outside the prefilter (which scans text as ASCII stand-ins): run only on text that
+    # is not ASCII, with full-width signs already folded to ASCII ones.
+    names = "|".join(map(re.escape, sorted(words, key=len, reverse=True)))
+    return re.compile(
+        rf"(?i)(?:{names})[^\s=:]{{0,16}}?[ \t]*[:=][ \t]*[\"'「『]?"
+        rf"(?P<secret>[^\s\"',;<>{{}}\[\]()「」『』]{{1,}})"
     )
 
 
@@ -256,6 +300,8 @@ class Sanitizer:
         self._secret_keys: dict[str, bool] = {}
         self._flags: dict[str, bool] = {}
         self._prefilter = prefilter_for(self.rules) if prefilter else None
+        self._v2 = self.rules.generation >= 2
+        self._structure = structure.KeyNames(self.secret_key, self.naming_key)
         self._last_found: Found | None = None
         """What the prefilter found in the last long text it scanned whole."""
 
@@ -264,11 +310,17 @@ class Sanitizer:
     def _key_words(self, key: str) -> list[str]:
         # A key redacted to a placeholder names nothing: "<redacted:credential:1>" must not
         # make the value under it a credential (sanitizing twice would change it).
-        return key_words(self.rules.placeholder.sub(" ", key))
+        key = self.rules.placeholder.sub(" ", key)
+        if self._v2 and not key.isascii():
+            # Full-width letters are the ASCII ones (API_KEY written full width is API_KEY).
+            key = unicodedata.normalize("NFKC", key)
+        return key_words(key)
 
     def secret_key(self, key: str) -> bool:
         """Whether a key names a credential (its string value is one, whatever it is)."""
         words = self._key_words(key)
+        if self._v2 and not key.isascii() and self._foreign_key(key, words):
+            return True
         if not words or words[-1] in self.rules.naming_words:
             return False
         joined = "".join(words)
@@ -277,6 +329,17 @@ class Sanitizer:
         if any(w in self.rules.secret_words for w in words):
             return True
         return any(pair in self.rules.secret_pairs for pair in itertools.pairwise(words))
+
+    def _foreign_key(self, key: str, words: list[str]) -> bool:
+        lowered = unicodedata.normalize("NFKC", key).lower()
+        found = any(word in lowered for word in self.rules.foreign_words)
+        return found and not (words and words[-1] in self.rules.naming_words)
+
+    def naming_key(self, key: str) -> bool:
+        """Whether a key names a thing (``token_file``, ``auth_type``): its value is not a
+        credential, even under a secret-like key."""
+        words = self._key_words(key)
+        return bool(words) and words[-1] in self.rules.naming_words
 
     def _gpu_key(self, key: str) -> bool:
         words = self._key_words(key)
@@ -386,7 +449,42 @@ class Sanitizer:
         return found
 
     def _numbers(self) -> _Keys:
-        return _Keys(self._secret_keys, self._long_secret, self._item_keys)
+        members = self._members if self._v2 else None
+        return _Keys(self._secret_keys, self._long_secret, self._item_keys, members)
+
+    def _secret_cached(self, key: str) -> bool:
+        found = self._secret_keys.get(key)
+        if found is None:
+            found = self._secret_keys[key] = self.secret_key(key)
+        return found
+
+    def _members(self, value: dict[str, Any], key: str | None) -> dict[str, str] | None:
+        """The key each member of an object stands under where it is not its own (rules
+        v2): under a secret-like key, every member whose key names nothing of its own
+        stands under that key (``{"token": {"value": ...}}``); in a ``{name, value}``
+        pair whose name is secret-like, the value stands under the name."""
+        inherit = key is not None and self._secret_cached(key)
+        name = None
+        if not _VALUE_KEYS.isdisjoint(value):
+            for candidate in _NAME_KEYS:
+                found = value.get(candidate)
+                if type(found) is str and self._secret_cached(found):
+                    name = found
+                    break
+        if not inherit and name is None:
+            return None
+        out: dict[str, str] = {}
+        for k in value:
+            if name is not None and k in _VALUE_KEYS:
+                out[k] = name
+            elif (
+                inherit
+                and key is not None
+                and not self._secret_cached(k)
+                and not self.naming_key(k)
+            ):
+                out[k] = key
+        return out or None
 
     def _item_keys(self, items: list[Any], key: str | None) -> list[str | None]:
         """The key each item of a list stands under: the list's, except a value right
@@ -441,6 +539,12 @@ class Sanitizer:
         literals_found: bool = False,
     ) -> tuple[Hit, ...]:
         rules = self.rules
+        if self._v2 and not text.isascii():
+            folded = text.translate(_FULL_WIDTH)
+            if folded != text:
+                # One character for one: the hits' places are the text's own. The
+                # prefilter's windows were found in the text as it was.
+                text, windows, literals_found = folded, None, False
         context = key is not None and (self.secret_key(key) or self._gpu_key(key))
         # Short strings and whole public identifiers (digests, request ids) hold nothing.
         if not context and (
@@ -475,14 +579,13 @@ class Sanitizer:
             hits[start] = Hit(category, start, end)
 
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
-        if (
-            key is not None
-            and not placeholders
-            and not plain
-            and text.strip()
-            and self.secret_key(key)
-        ):
-            add("credential", 0, len(text))
+        if key is not None and not plain and text.strip() and self.secret_key(key):
+            if not placeholders:
+                add("credential", 0, len(text))
+            elif self._v2:
+                # A placeholder and more: what the placeholder left is a secret too.
+                for low, high in structure.value_pieces(text, 0, len(text)):
+                    add("credential", low, high)
         lower = None if literals_found else text.lower()
         starting = self._prefilter.starting if self._prefilter is not None else frozenset()
         index = -1
@@ -530,6 +633,16 @@ class Sanitizer:
                         found.append(detector.within(text, start, end))
                         continue
                     add(category, start, end)
+            if category == "credential" and rules.foreign_keyed is not None and not text.isascii():
+                for match in rules.foreign_keyed.finditer(text):
+                    start, end = match.span("secret")
+                    value = text[start:end]
+                    if not (
+                        _SHORT_NUMBER.fullmatch(value)
+                        or value.lower() in _LITERALS
+                        or rules.placeholder.search(value)
+                    ):
+                        add("credential", start, end)
             if category == "gpu" and key is not None and self._gpu_key(key):
                 for match in rules.bare_uuid.finditer(text):
                     if not self._masked_uuid(match.group(0)):
@@ -561,6 +674,16 @@ class Sanitizer:
         keys: set[str] = set()
         _distinct_strings(value, None, strings, keys, self._numbers())
         self.reserve("\n".join([*keys, *(text for text, _ in strings)]))
+
+    def reserve_decoded(self, text: str) -> None:
+        """:meth:`reserve` of what a text file's JSON escapes and URL encoding spell
+        (rules v2 detect there: a placeholder written so is one)."""
+        if not self._v2:
+            return
+        if "\\u" in text:
+            self.reserve(_JSON_ESCAPE.sub(_unescape, text))
+        if "%3c" in text or "%3C" in text:
+            self.reserve(_URL_ESCAPE.sub(_unpercent, text))
 
     def reserve_lines(self, text: str) -> None:
         """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
@@ -604,6 +727,56 @@ class Sanitizer:
     def text(self, text: str, key: str | None = None) -> str:
         """``text`` with every hit replaced by its placeholder."""
         return self._clean(text, self.detect(text, key), key)
+
+    def file_hits(self, text: str, name: str) -> list[Hit]:
+        """Every redactable span of a text file named ``name``, in order and apart: what
+        the detectors find, and from rules v2 on, the values its structure makes
+        credentials (:mod:`ledger._internal.structure`) and what its JSON escapes and URL
+        encoding spell once decoded (the encoded characters are the span)."""
+        hits = self.detect(text)
+        if not self._v2:
+            return hits
+        extra = [
+            Hit("credential", start, end)
+            for start, end in structure.secret_spans(text, name, self._structure)
+        ]
+        if "\\" in text:
+            extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape)
+        if "%" in text:
+            extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
+        return _joined(hits, extra) if extra else hits
+
+    def file_text(self, text: str, name: str) -> str:
+        """A text file named ``name`` with every hit of :meth:`file_hits` replaced by its
+        placeholder, until none is left (or the fail-closed rescan refuses what is)."""
+        if not self._v2:
+            return self.text(text)
+        hits = self.file_hits(text, name)
+        for _ in range(_PASSES):
+            if not hits:
+                break
+            text = self._clean(text, hits, None)
+            hits = self.file_hits(text, name)
+        return text
+
+    def _decoded_hits(
+        self, text: str, escape: re.Pattern[str], decode: Callable[[re.Match[str]], str]
+    ) -> list[Hit]:
+        """Hits in each line that holds an escape, detected in the line decoded and
+        placed back on the characters that encode them."""
+        out: list[Hit] = []
+        position = 0
+        while True:
+            found = escape.search(text, position)
+            if found is None:
+                return out
+            start = text.rfind("\n", 0, found.start()) + 1
+            end = text.find("\n", found.end())
+            end = len(text) if end < 0 else end
+            decoded, origins = _decoded(text, start, end, escape, decode)
+            for hit in self.detect(decoded):
+                out.append(Hit(hit.category, origins[hit.start], origins[hit.end]))
+            position = end + 1
 
     def _clean(self, text: str, hits: Sequence[Hit], key: str | None) -> str:
         # A match dropped for overlapping another's span (an endpoint over a credential;
@@ -653,6 +826,7 @@ class Sanitizer:
             if cursor.skips(value):
                 return value  # nothing redacted in it: itself, not a copy
             out: dict[str, Any] = {}
+            members = self._members(value, key) if self._v2 else None
             for k in sorted(value):
                 cleaned = self._clean(k, cursor.next(), None)
                 # The pointer names keys as published: a raw one may be the secret.
@@ -660,7 +834,8 @@ class Sanitizer:
                 if cleaned in out:
                     # One value would silently replace the other.
                     raise KeyCollision(where, "two keys are the same once redacted")
-                out[cleaned] = self._rebuild(value[k], k, cursor, where)
+                mine = k if members is None else members.get(k, k)
+                out[cleaned] = self._rebuild(value[k], mine, cursor, where)
             return out
         if isinstance(value, list) and _walks(value, key, self._long_secret):
             if cursor.skips(value):
@@ -681,10 +856,11 @@ class Sanitizer:
             return self._clean(str(value), hits, key) if hits else value
         return value
 
-    def lines(self, text: str) -> str:
-        """A file of JSON lines sanitized: each line that holds JSON as a document first
-        (what a JSON reader decodes, escapes included: ``api\\u005fkey`` is ``api_key``),
-        written again only where something was redacted, then the whole as text."""
+    def lines(self, text: str, name: str = "") -> str:
+        """A file of JSON lines (named ``name``) sanitized: each line that holds JSON as a
+        document first (what a JSON reader decodes, escapes included: ``api\\u005fkey``
+        is ``api_key``), written again only where something was redacted, then the whole
+        as a text file (:meth:`file_text`)."""
         self.reserve_lines(text)  # before any line is numbered
         out = []
         for line in text.split("\n"):
@@ -694,7 +870,7 @@ class Sanitizer:
                 if cleaned is not value:
                     line = orjson.dumps(cleaned).decode()
             out.append(line)
-        return self.text("\n".join(out))
+        return self.file_text("\n".join(out), name)
 
     def scan_lines(self, text: str) -> Iterator[tuple[int, str, str]]:
         """(line number, JSON pointer, category) of every hit left in the JSON a file of
@@ -734,6 +910,7 @@ class Sanitizer:
             for hit in self.detect(str(value), key):
                 yield pointer, hit.category
         elif isinstance(value, dict):
+            members = self._members(value, key) if self._v2 else None
             for k in sorted(value):
                 hits = self.detect(k)
                 # A key that holds private data is named masked: the pointer is printed.
@@ -741,7 +918,8 @@ class Sanitizer:
                 escaped = shown.replace("~", "~0").replace("/", "~1")
                 for hit in hits:
                     yield f"{pointer}/{escaped}", f"{hit.category} (in a key)"
-                yield from self._scan(value[k], f"{pointer}/{escaped}", k)
+                mine = k if members is None else members.get(k, k)
+                yield from self._scan(value[k], f"{pointer}/{escaped}", mine)
         elif isinstance(value, list):
             for index, (item, under) in enumerate(
                 zip(value, self._item_keys(value, key), strict=True)
@@ -794,8 +972,61 @@ JSON_LINES = (".jsonl", ".ndjson")
 """Names of files of JSON lines: sanitized and scanned line by line as JSON, then as text."""
 
 _NOT_JSON = object()
+_VALUE_KEYS = frozenset({"value", "Value", "VALUE"})
+_NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
 _JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
 _ESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+_URL_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+"""Full-width forms of ASCII (and the ideographic space), one character for one."""
+
+
+def _unpercent(match: re.Match[str]) -> str:
+    code = int(match.group()[1:], 16)
+    # A byte of a character outside ASCII stays encoded: what detectors read is ASCII.
+    return chr(code) if code < 0x80 else match.group()
+
+
+def _decoded(
+    text: str,
+    start: int,
+    end: int,
+    escape: re.Pattern[str],
+    decode: Callable[[re.Match[str]], str],
+) -> tuple[str, list[int]]:
+    """``text[start:end]`` with its escapes decoded, and where in ``text`` each decoded
+    character starts (one more entry: ``end``)."""
+    pieces: list[str] = []
+    origins: list[int] = []
+    last = start
+    for match in escape.finditer(text, start, end):
+        pieces.append(text[last : match.start()])
+        origins.extend(range(last, match.start()))
+        value = decode(match)
+        pieces.append(value)
+        origins.extend([match.start()] * len(value))
+        last = match.end()
+    pieces.append(text[last:end])
+    origins.extend(range(last, end))
+    origins.append(end)
+    return "".join(pieces), origins
+
+
+def _joined(hits: Sequence[Hit], extra: Sequence[Hit]) -> list[Hit]:
+    """Two lists of hits as one, in order and apart: where they overlap, a credential
+    takes the union (as :meth:`Sanitizer._detect` joins credentials), and otherwise the
+    first found stays."""
+    out: list[Hit] = []
+    for hit in sorted([*hits, *extra], key=lambda h: (h.start, -h.end)):
+        if out and hit.start < out[-1].end:
+            last = out[-1]
+            if "credential" in (hit.category, last.category):
+                out[-1] = Hit("credential", last.start, max(last.end, hit.end))
+            continue
+        out.append(hit)
+    return out
 
 
 def _unescaped(line: str) -> str:
@@ -852,6 +1083,8 @@ class _Keys:
     known: dict[str, bool]
     decide: Callable[[int, str | None], bool]
     items: Callable[[list[Any], str | None], list[str | None]]
+    members: Callable[[dict[str, Any], str | None], dict[str, str] | None] | None = None
+    """The keys an object's members stand under where not their own (rules v2)."""
 
 
 def _strings(
@@ -873,17 +1106,19 @@ def _strings(
     elif isinstance(value, dict):
         start = len(out)
         append = out.append
+        members = None if numbers.members is None else numbers.members(value, key)
         for k in sorted(value):
             append((k, None))
             # A member that is a plain string or number is most of them: no call for it.
             item = value[k]
             kind = type(item)
+            mine = k if members is None else members.get(k, k)
             if kind is str:
-                append((item, k))
+                append((item, mine))
             elif kind is int:
-                _number(item, k, append, numbers)
+                _number(item, mine, append, numbers)
             elif kind is not float and kind is not bool and item is not None:
-                _strings(item, k, out, numbers, spans)
+                _strings(item, mine, out, numbers, spans)
         if spans is not None:
             spans[id(value)] = (start, len(out))
     elif isinstance(value, list) and _walks(value, key, numbers.decide):
@@ -910,15 +1145,17 @@ def _distinct_strings(
     elif isinstance(value, dict):
         keys.update(value)
         add = strings.add
+        members = None if numbers.members is None else numbers.members(value, key)
         for k, item in value.items():
             kind = type(item)
+            mine = k if members is None else members.get(k, k)
             if kind is str:
-                add((item, k))
+                add((item, mine))
             elif kind is int:
                 if item >= _LONG_NUMBER or item <= -_LONG_NUMBER:  # no call for most
-                    _number(item, k, add, numbers)
+                    _number(item, mine, add, numbers)
             elif kind is not float and kind is not bool and item is not None:
-                _distinct_strings(item, k, strings, keys, numbers)
+                _distinct_strings(item, mine, strings, keys, numbers)
     elif isinstance(value, list) and _walks(value, key, numbers.decide):
         for item, under in zip(value, numbers.items(value, key), strict=True):
             _distinct_strings(item, under, strings, keys, numbers)
@@ -997,11 +1234,21 @@ def _plausible_endpoint(value: str) -> bool:
     return True
 
 
+_SHORT_ADDRESS = re.compile(r"([0-9]{1,10}(?:\.[0-9]{1,10}){1,2})(?::[0-9]{1,5})?")
+
+
 def _non_global_address(value: str) -> bool:
     """Whether ``value`` (``addr``, ``addr%zone`` or ``[addr]:port``) is an IP address that
     names a host off the public internet."""
     if value.startswith("["):
         value = value[1 : value.find("]")]
+    short = _SHORT_ADDRESS.fullmatch(value)
+    if short is not None:
+        # "10.1" is 10.0.0.1 to every resolver (inet_aton's shortened forms).
+        try:
+            value = socket.inet_ntoa(socket.inet_aton(short.group(1)))
+        except OSError:
+            return False
     try:
         address = ipaddress.ip_address(value.split("%", 1)[0])
     except ValueError:

@@ -23,7 +23,7 @@ from ledger._internal.documents import FoundReference, check_document, may_refer
 from ledger._internal.findings import Issue
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger._internal.runs import Owner, SweepCell
-from ledger._internal.sanitizer import JSON_LINES, Sanitizer
+from ledger._internal.sanitizer import JSON_LINES, Sanitizer, load_rules, rules_file
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
 from ledger.hashing import CHUNK_SIZE, sha256_stream
@@ -48,6 +48,9 @@ class FileTask(NamedTuple):
     """(device, inode, size, mtime_ns) when listed; a difference at open means it changed."""
     scan_private: bool = False
     """Whether it is public, so the sanitizer's detectors must find nothing in it."""
+    rules: str | None = None
+    """The sanitizer rules version to scan it with (the one its publication names); None:
+    the current rules."""
 
 
 class FileResult(NamedTuple):
@@ -173,7 +176,7 @@ def _process_open(
     if data is not None and size > max_json_bytes:
         issues.append(Issue("json-too-large", "", f"over the {max_json_bytes}-byte limit"))
     elif data is not None and not task.is_json:
-        issues.extend(_private_text(data, task.rel.endswith(JSON_LINES)))
+        issues.extend(_private_text(data, task.rel, detector(task.rules)))
     elif data is not None:
         try:
             parsed = parse_strict(data)
@@ -187,7 +190,7 @@ def _process_open(
             if task.scan_private:
                 issues.extend(
                     Issue("private-data", pointer, f"{category} in a public artifact")
-                    for pointer, category in detector().scan(parsed)
+                    for pointer, category in detector(task.rules).scan(parsed)
                 )
             return FileResult(
                 task.rel,
@@ -214,8 +217,11 @@ def _artifact(document: Any) -> tuple[Any, bool] | None:
 
 
 @functools.cache
-def detector() -> Sanitizer:
-    return Sanitizer()
+def detector(version: str | None = None) -> Sanitizer:
+    """The sanitizer of a rules version this ledger ships (None, or one it does not ship:
+    the current rules; verify reports a version it does not ship)."""
+    path = rules_file(version) if version is not None else None
+    return Sanitizer(load_rules(path) if path is not None else None)
 
 
 _UTF16 = (("utf-16-le", " (read as UTF-16)"), ("utf-16-be", " (read as UTF-16, big-endian)"))
@@ -223,34 +229,38 @@ _UTF16 = (("utf-16-le", " (read as UTF-16)"), ("utf-16-be", " (read as UTF-16, b
 as the text it encodes, which UTF-8 reading interleaves with NULs past any detector."""
 
 
-def _private_text(data: bytes, json_lines: bool = False) -> list[Issue]:
-    """Detector hits in a public text file, by line (never the value); in a file of JSON
-    lines, in the JSON each line decodes to as well; in a file with NUL bytes, in the text
-    it holds read as UTF-16 too."""
+def _private_text(data: bytes, rel: str, sanitizer: Sanitizer) -> list[Issue]:
+    """Detector hits in a public text file named ``rel``, by line (never the value), as
+    :meth:`Sanitizer.file_hits` finds them; in a file of JSON lines, in the JSON each line
+    decodes to as well; in a file with NUL bytes, in the text it holds read as UTF-16
+    too."""
     readings = [(data.decode("utf-8", "replace"), "")]
     if b"\x00" in data:
         readings += [(data.decode(codec, "replace"), said) for codec, said in _UTF16]
     # The whole text, as publish sanitizes it: line by line, a private key's block (or a
     # key and its value on two lines) was never seen. Each hit is named by its first line.
     found = []
-    for text, said in readings:
-        line, last = 1, 0
-        for hit in detector().detect(text):  # in the order they start
-            line += text.count("\n", last, hit.start)
-            last = hit.start
-            found.append(
-                Issue("private-data", "", f"line {line}: {hit.category} in a public file{said}")
-            )
     text = readings[0][0]
-    if json_lines:
-        found.extend(
-            Issue(
-                "private-data",
-                "",
-                f"line {number}{pointer and ' at ' + pointer}: {category} in a public file",
-            )
-            for number, pointer, category in detector().scan_lines(text)
-        )
+    # In a file of JSON lines, a line whose JSON holds it is named with its pointer there.
+    pointed = (
+        [
+            (number, f"line {number}{pointer and ' at ' + pointer}: {category}")
+            for number, pointer, category in sanitizer.scan_lines(text)
+        ]
+        if rel.endswith(JSON_LINES)
+        else []
+    )
+    shown = {number for number, _ in pointed}
+    for reading, said in readings:
+        line, last = 1, 0
+        for hit in sanitizer.file_hits(reading, rel):  # in the order they start
+            line += reading.count("\n", last, hit.start)
+            last = hit.start
+            if said or line not in shown:
+                found.append(
+                    Issue("private-data", "", f"line {line}: {hit.category} in a public file{said}")
+                )
+    found.extend(Issue("private-data", "", f"{said} in a public file") for _, said in pointed)
     # Two secrets of one kind on a line are one finding: the line is what it names.
     return list(dict.fromkeys(found))
 

@@ -1,0 +1,457 @@
+"""Secret values found by the structure of a text file (rules v2 and later).
+
+A pattern reads a line; a configuration file says what its values are. Where a text
+parses as YAML (JSON is YAML here), TOML, CSV, netrc, or holds ``key = value`` lines
+(INI, ``.env``, HTTP headers), its structure is walked and every value that stands for a
+credential is returned as the span it occupies in the text, so that only those characters
+are replaced and the rest of the file keeps its bytes:
+
+- a value under a secret-like key, at any depth: ``credentials:`` then ``api_key: x``, or
+  ``token:`` then ``value: x`` (a key that names a thing, ``token_file`` or ``auth_type``,
+  stops what its parent made secret);
+- the value of a ``{name, value}`` pair whose name is secret-like (a Kubernetes or ECS
+  environment entry);
+- in a list, the item after a secret-like flag (``--api-key`` then the key), the part of
+  ``--api-key=x`` after ``=``, and of ``VLLM_API_KEY=x`` (a Compose environment list);
+- in a CSV, the cells of a column whose header is secret-like;
+- in a netrc, what follows ``login``, ``password`` and ``account``.
+
+Positions come from the parsers themselves (PyYAML's node marks) or from the quoted form
+of each value found in the text (TOML); what this module reads by hand is only the line
+forms (``key = value``, ``[section]``, netrc tokens, one CSV line's cells).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import re
+import tomllib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import yaml
+
+Span = tuple[int, int]
+
+SNIFF_BYTES = 1 << 20
+"""A text of another kind (a log, notes) is tried as each structured format only up to
+this size: configuration files are small, and a log is not YAML (what it holds of the
+line forms is read at any size)."""
+
+_YAML = (".yaml", ".yml")
+_TOML = (".toml",)
+_CSV = {".csv": ",", ".tsv": "\t"}
+_NETRC = ("netrc", ".netrc", "_netrc")
+_VALUE_KEYS = frozenset({"value", "Value", "VALUE"})
+_NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
+_PLACEHOLDER = re.compile(r"<redacted:[a-z-]+:[0-9]+>")
+_SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
+_LITERALS = frozenset({"true", "false", "null", "none", "yes", "no", "on", "off", "~"})
+_LONG_NUMBER = 10**12
+_LINE = re.compile(
+    r"^[ \t]*(?:export[ \t]+|-[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,127})"
+    r"[ \t]*(?P<sep>=|:)(?![:=/])[ \t]*(?P<value>[^\r\n]*)$",
+    re.MULTILINE,
+)
+_SECTION = re.compile(
+    r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*$", re.MULTILINE
+)
+_NETRC_TOKEN = re.compile(r"\S+")
+_NETRC_SECRETS = frozenset({"login", "password", "account"})
+
+
+@attrs.frozen
+class KeyNames:
+    """What the walk needs to know of a key's name."""
+
+    secret: Callable[[str], bool]
+    """Whether a key names a credential (its value is one)."""
+    naming: Callable[[str], bool]
+    """Whether a key names a thing (``token_file``, ``auth_type``): its value is not a
+    credential even under a secret-like parent."""
+
+
+def secret_spans(text: str, name: str, keys: KeyNames) -> list[Span]:
+    """The spans of ``text`` (a file named ``name``) that hold credential values by its
+    structure, sorted and apart."""
+    lower = name.rsplit("/", 1)[-1].lower()
+    suffix = "." + lower.rsplit(".", 1)[-1] if "." in lower else ""
+    spans: list[Span] = list(_line_spans(text, keys))
+    small = len(text) <= SNIFF_BYTES
+    if lower.endswith(_YAML) or small:
+        spans.extend(_yaml_spans(text, keys))
+    if lower.endswith(_TOML) or small:
+        spans.extend(_toml_spans(text, keys))
+    delimiter = _CSV.get(suffix)
+    if delimiter is not None or small:
+        spans.extend(_csv_spans(text, keys, delimiter))
+    if lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(text)):
+        spans.extend(_netrc_spans(text))
+    return _merged(spans)
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    spans.sort()
+    out: list[Span] = []
+    for start, end in spans:
+        if start >= end:
+            continue
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
+
+
+def value_pieces(text: str, start: int, end: int) -> Iterator[Span]:
+    """The parts of a secret value ``text[start:end]`` to redact: the whole, trimmed of
+    surrounding white space; where it holds placeholders already, each run of text
+    between them that holds a letter or a digit (``<redacted:credential:1> hunter2``: the
+    second word is a secret the first redaction left); nothing for a value that is only
+    placeholders, a literal (``true``, ``null``) or a short number."""
+    value = text[start:end]
+    stripped = value.strip()
+    if not stripped or _SHORT_NUMBER.fullmatch(stripped) or stripped.lower() in _LITERALS:
+        return
+    last = 0
+    for match in [*_PLACEHOLDER.finditer(value), None]:
+        low, high = match.span() if match is not None else (len(value), len(value))
+        piece = value[last:low]
+        if any(c.isalnum() for c in piece):
+            left = len(piece) - len(piece.lstrip())
+            right = len(piece.rstrip())
+            yield start + last + left, start + last + right
+        last = high
+
+
+# -- YAML (and JSON) -------------------------------------------------------------------
+
+
+def _yaml_spans(text: str, keys: KeyNames) -> list[Span]:
+    try:
+        documents = list(yaml.compose_all(text, Loader=_Loader))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return []
+    out: list[Span] = []
+    seen: set[tuple[int, bool]] = set()
+    for document in documents:
+        if isinstance(document, yaml.MappingNode | yaml.SequenceNode):
+            _walk_node(text, document, False, keys, out, seen)
+    return out
+
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _walk_node(
+    text: str,
+    node: yaml.Node,
+    secret: bool,
+    keys: KeyNames,
+    out: list[Span],
+    seen: set[tuple[int, bool]],
+) -> None:
+    # An alias is the node it names: walked once per way of reaching it (a recursive
+    # alias would be walked forever).
+    mark = (id(node), secret)
+    if mark in seen:
+        return
+    seen.add(mark)
+    if isinstance(node, yaml.ScalarNode):
+        if secret:
+            out.extend(_scalar_pieces(text, node))
+    elif isinstance(node, yaml.MappingNode):
+        named = _pair_name(node.value, keys)
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            under = _under(name, secret, keys) or (named and name in _VALUE_KEYS)
+            _walk_node(text, value, under, keys, out, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        items = node.value
+        for index, item in enumerate(items):
+            if not isinstance(item, yaml.ScalarNode):
+                _walk_node(text, item, secret, keys, out, seen)
+                continue
+            before = items[index - 1] if index else None
+            after_flag = (
+                isinstance(before, yaml.ScalarNode)
+                and _secret_flag(str(before.value), keys)
+                and not str(item.value).startswith("-")
+            )
+            if secret or after_flag:
+                out.extend(_scalar_pieces(text, item))
+            else:
+                out.extend(_assigned(text, item, keys))
+
+
+def _under(name: str | None, secret: bool, keys: KeyNames) -> bool:
+    """Whether a value under key ``name`` is a credential, its parent's being ``secret``."""
+    if name is None:
+        return secret
+    if keys.secret(name):
+        return True
+    return secret and not keys.naming(name)
+
+
+def _pair_name(pairs: list[tuple[yaml.Node, yaml.Node]], keys: KeyNames) -> bool:
+    """Whether a mapping is a ``{name, value}`` pair whose name is secret-like."""
+    for key, value in pairs:
+        if (
+            isinstance(key, yaml.ScalarNode)
+            and key.value in _NAME_KEYS
+            and isinstance(value, yaml.ScalarNode)
+            and keys.secret(str(value.value))
+        ):
+            return True
+    return False
+
+
+def _secret_flag(item: str, keys: KeyNames) -> bool:
+    return item.startswith("-") and "=" not in item and keys.secret(item.lstrip("-"))
+
+
+def _scalar_pieces(text: str, node: yaml.ScalarNode) -> Iterator[Span]:
+    tag = node.tag.rsplit(":", 1)[-1]
+    if tag in ("bool", "null", "float"):
+        return iter(())
+    if tag == "int" and not _long_number(str(node.value)):
+        return iter(())
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.style in ('"', "'"):
+        start, end = start + 1, end - 1
+    elif node.style in ("|", ">"):
+        # The indicator goes with the value: "key: <placeholder>" is still YAML.
+        end = start + len(text[start:end].rstrip())
+    return value_pieces(text, start, end)
+
+
+def _long_number(value: str) -> bool:
+    try:
+        number = int(value.replace("_", ""), 0)
+    except ValueError:
+        return True
+    return number >= _LONG_NUMBER or number <= -_LONG_NUMBER
+
+
+def _assigned(text: str, node: yaml.ScalarNode, keys: KeyNames) -> Iterator[Span]:
+    """The value part of a list item ``NAME=value`` or ``--flag=value`` whose name is
+    secret-like, found in the item's own characters."""
+    value = str(node.value)
+    name, equals, _ = value.partition("=")
+    if not equals or not keys.secret(name.lstrip("-").strip()):
+        return
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.style in ('"', "'"):
+        start, end = start + 1, end - 1
+    raw = text[start:end]
+    at = raw.find("=")
+    if at >= 0:
+        yield from value_pieces(text, start + at + 1, end)
+
+
+# -- TOML ------------------------------------------------------------------------------
+
+
+def _toml_spans(text: str, keys: KeyNames) -> list[Span]:
+    try:
+        document = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError):
+        return []
+    values: list[str] = []
+    _walk_data(document, False, keys, values)
+    out: list[Span] = []
+    for value in dict.fromkeys(values):
+        found = list(_quoted(text, value))
+        if not found:
+            # Written with escapes the text does not show as the value: the file holds a
+            # secret this cannot place, so all of it is one (never published as it is).
+            return [(0, len(text))]
+        for start, end in found:
+            out.extend(value_pieces(text, start, end))
+    return out
+
+
+def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None:
+    """Into ``out``, each credential string of a parsed document (a number as its digits)."""
+    if isinstance(value, dict):
+        named = any(
+            k in _NAME_KEYS and isinstance(v, str) and keys.secret(v) for k, v in value.items()
+        )
+        for k, item in value.items():
+            _walk_data(item, _under(k, secret, keys) or (named and k in _VALUE_KEYS), keys, out)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            before = value[index - 1] if index else None
+            if isinstance(item, str) and not secret:
+                if (
+                    isinstance(before, str)
+                    and _secret_flag(before, keys)
+                    and not item.startswith("-")
+                ):
+                    out.append(item)
+                else:
+                    name, equals, rest = item.partition("=")
+                    if equals and rest and keys.secret(name.lstrip("-").strip()):
+                        out.append(rest)
+            else:
+                _walk_data(item, secret, keys, out)
+    elif secret and isinstance(value, str):
+        out.append(value)
+    elif secret and type(value) is int and (value >= _LONG_NUMBER or value <= -_LONG_NUMBER):
+        out.append(str(value))
+
+
+def _quoted(text: str, value: str) -> Iterator[Span]:
+    """Where ``value`` stands in the text as a TOML value: inside quotes, or a number's
+    digits standing alone."""
+    if not value.strip():
+        return
+    if value.lstrip("-").isdigit():
+        for match in re.finditer(rf"(?<![0-9A-Za-z_.]){re.escape(value)}(?![0-9A-Za-z_.])", text):
+            yield match.span()
+        return
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    for form in dict.fromkeys((f'"{escaped}"', f"'{value}'")):
+        position = text.find(form)
+        while position >= 0:
+            yield position + 1, position + len(form) - 1
+            position = text.find(form, position + len(form))
+    # Inside a longer string (the value of "--api-key=x", "KEY=x"): where it ends one.
+    for closing in ('"', "'"):
+        form = value + closing
+        position = text.find(form)
+        while position >= 0:
+            yield position, position + len(value)
+            position = text.find(form, position + len(form))
+
+
+# -- line forms: INI, .env, HTTP headers ----------------------------------------------
+
+
+def _line_spans(text: str, keys: KeyNames) -> Iterator[Span]:
+    """``key = value`` and ``key: value`` lines whose key is secret-like, or whose section
+    (``[credentials]``) is and the key does not name a thing."""
+    sections = (
+        [(m.start(), m.group("name")) for m in _SECTION.finditer(text)] if "[" in text else []
+    )
+    secret_sections = [(at, keys.secret(name)) for at, name in sections]
+    position = 0
+    current = False
+    for match in _LINE.finditer(text):
+        while position < len(secret_sections) and secret_sections[position][0] < match.start():
+            current = secret_sections[position][1]
+            position += 1
+        key = match.group("key")
+        if not (keys.secret(key) or (current and not keys.naming(key))):
+            continue
+        start, end = match.span("value")
+        yield from _line_value(text, start, end, match.group("sep"))
+
+
+def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
+    value = text[start:end]
+    stripped = value.rstrip()
+    if not stripped or stripped[0] in "{[|>&*!":
+        return  # a structure of its own (YAML reads it), or none
+    first = stripped[0]
+    if first in "\"'":
+        close = stripped.find(first, 1)
+        if close > 0:
+            yield from value_pieces(text, start + 1, start + close)
+            return
+    # An unquoted value ends at a comment: " #" (.env, YAML) or " ;" (INI).
+    cut = len(stripped)
+    for marker in (" #", "\t#", " ;", "\t;") if sep else ():
+        at = stripped.find(marker)
+        if at >= 0:
+            cut = min(cut, at)
+    yield from value_pieces(text, start, start + cut)
+
+
+# -- CSV -------------------------------------------------------------------------------
+
+
+def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
+    newline = text.find("\n")
+    header = text[: newline if newline >= 0 else len(text)].rstrip("\r")
+    if delimiter is None:
+        # Not named a CSV: read as one only when the first line is a header with a
+        # secret-like name among several cells.
+        delimiter = next((d for d in (",", "\t", ";") if d in header), None)
+        if delimiter is None or newline < 0:
+            return []
+    names = _cells(header, delimiter)
+    if names is None:
+        return []
+    columns = {i for i, (_, _, cell) in enumerate(names) if keys.secret(cell.strip())}
+    if not columns:
+        return []
+    out: list[Span] = []
+    offset = newline + 1
+    for line in text[offset:].split("\n"):
+        row = line.rstrip("\r")
+        cells = _cells(row, delimiter)
+        if cells is None:
+            out.append((offset, offset + len(row)))  # cannot tell its cells: all of it
+        else:
+            for index in columns:
+                if index < len(cells):
+                    low, high, _ = cells[index]
+                    out.extend(value_pieces(text, offset + low, offset + high))
+        offset += len(line) + 1
+    return out
+
+
+def _cells(line: str, delimiter: str) -> list[tuple[int, int, str]] | None:
+    """Each cell of one CSV line: its span (inside quotes) and value, or None when the
+    line is not what the csv module reads it as (a quoted line break)."""
+    cells: list[tuple[int, int, str]] = []
+    position = 0
+    while True:
+        if line.startswith('"', position):
+            close = position + 1
+            while True:
+                close = line.find('"', close)
+                if close < 0:
+                    return None
+                if line.startswith('""', close):
+                    close += 2
+                    continue
+                break
+            cells.append((position + 1, close, line[position + 1 : close].replace('""', '"')))
+            position = close + 1
+            if position < len(line) and line[position] != delimiter:
+                return None
+        else:
+            stop = line.find(delimiter, position)
+            stop = len(line) if stop < 0 else stop
+            cells.append((position, stop, line[position:stop]))
+            position = stop
+        if position >= len(line):
+            break
+        position += 1
+        if position == len(line):
+            cells.append((position, position, ""))
+            break
+    parsed = next(csv.reader(io.StringIO(line), delimiter=delimiter), [])
+    if [cell for _, _, cell in cells] != (parsed or [""]):
+        return None
+    return cells
+
+
+# -- netrc -----------------------------------------------------------------------------
+
+
+def _looks_netrc(text: str) -> bool:
+    first = _NETRC_TOKEN.search(text)
+    return first is not None and first.group() in ("machine", "default")
+
+
+def _netrc_spans(text: str) -> Iterator[Span]:
+    tokens = list(_NETRC_TOKEN.finditer(text))
+    for before, token in itertools.pairwise(tokens):
+        if before.group() in _NETRC_SECRETS:
+            yield from value_pieces(text, *token.span())
