@@ -181,7 +181,8 @@ def _walk_node(
                 and _secret_flag(str(before.value), keys)
                 and not str(item.value).startswith("-")
             )
-            if secret or after_flag:
+            if after_flag or (secret and not str(item.value).startswith("--")):
+                # A flag names itself, even in a list a secret-like key holds.
                 out.extend(_scalar_pieces(text, item))
             else:
                 out.extend(_assigned(text, item, keys))
@@ -285,6 +286,8 @@ def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None
     elif isinstance(value, list):
         for index, item in enumerate(value):
             before = value[index - 1] if index else None
+            if isinstance(item, str) and secret and item.startswith("--"):
+                continue  # a flag names itself, even in a list a secret-like key holds
             if isinstance(item, str) and not secret:
                 if (
                     isinstance(before, str)
