@@ -2,10 +2,14 @@
 
 A tree of --mib MiB is generated (seeded): cell-run-like JSON artifacts whose identities,
 serve flags and environments carry planted secrets, GPU UUIDs, private endpoints and host
-paths, and server logs with the same sprinkled through ordinary lines. The sanitizer does
-to each file what ``ledger publish`` does: ``Sanitizer.document``, deterministic bytes and
-the fail-closed rescan (``Sanitizer.scan``) per JSON artifact; ``Sanitizer.text`` and a
-rescan per log. It runs
+paths (and a Kubernetes-style ``{name, value}`` list); server logs with the same sprinkled
+through ordinary lines; and, one file in ten, a configuration file (YAML values, TOML,
+``.env``, CSV) whose secrets are opaque strings that only where they stand marks secret
+(nested under ``credentials:``, an ``env`` entry's value, the item after ``--api-key``, a
+``[*.auth]`` table, ``DB_PASS_n=``, an ``api_key`` column). The sanitizer does to each file
+what ``ledger publish`` does: ``Sanitizer.document``, deterministic bytes and the
+fail-closed rescan (``Sanitizer.scan``) per JSON artifact; ``Sanitizer.file_text`` (the
+structure walk, decoded escapes, the detectors) and its rescan per text file. It runs
 
 - without the prefilter, in one process (every detector over every text: the reference);
 - with the Hyperscan prefilter, in one process, then in --jobs processes (each on a core
@@ -70,7 +74,14 @@ def generate(folder: Path, mib: int, seed: int = 0) -> list[str]:
     index = 0
     while total < mib << 20:
         index += 1
-        if index % 3:
+        if index % 10 == 0:
+            # Configuration kept beside a campaign: what only its structure marks secret.
+            data, secrets = _config(rng, index)
+            used.extend(secrets)
+            (folder / _CONFIG_NAMES[index // 10 % len(_CONFIG_NAMES)].format(index)).write_bytes(
+                data
+            )
+        elif index % 3:
             secret = rng.choice(planted)
             used.append(secret)
             document = {
@@ -78,6 +89,10 @@ def generate(folder: Path, mib: int, seed: int = 0) -> list[str]:
                 "identity": {
                     "declared_serve_flags": ["--tp-size 2", "--port 8001", f"--note {secret}"],
                     "environment": {"NCCL_P2P_DISABLE": "1", "EXTRA": secret},
+                    "env": [
+                        {"name": "NCCL_DEBUG", "value": "WARN"},
+                        {"name": "VLLM_API_KEY", "value": _opaque(rng, used)},
+                    ],
                     "model": "org/model-name",
                     "revision": f"{rng.getrandbits(160):040x}",
                 },
@@ -113,6 +128,55 @@ def generate(folder: Path, mib: int, seed: int = 0) -> list[str]:
     return used
 
 
+_CONFIG_NAMES = ["values-{:06d}.yaml", "serve-{:06d}.toml", "deploy-{:06d}.env", "keys-{:06d}.csv"]
+
+
+def _opaque(rng: random.Random, used: list[str]) -> str:
+    """A secret no pattern knows (only where it stands says what it is)."""
+    value = "cfg" + "".join(rng.choices("abcdefghijkmnpqrstuvwxyz23456789", k=20))
+    used.append(value)
+    return value
+
+
+def _config(rng: random.Random, index: int) -> tuple[bytes, list[str]]:
+    """A configuration file of about 8 KB in the format its name says, with secrets under
+    nested keys, in {name, value} entries, after flags and in a secret column."""
+    used: list[str] = []
+    kind = _CONFIG_NAMES[index // 10 % len(_CONFIG_NAMES)]
+    lines: list[str] = []
+    for n in range(60):
+        word = rng.choice(WORDS)
+        if kind.endswith(".yaml"):
+            lines += [
+                f"{word}{n}:",
+                f"  replicas: {rng.randint(1, 8)}",
+                f"  image: vllm/vllm-openai:v0.{rng.randint(5, 9)}.{rng.randint(0, 3)}",
+                "  credentials:",
+                f"    value: {_opaque(rng, used)}",
+                "  env:",
+                "    - name: HF_TOKEN",
+                f"      value: {_opaque(rng, used)}",
+                "  args:",
+                "    - --api-key",
+                f"    - {_opaque(rng, used)}",
+            ]
+        elif kind.endswith(".toml"):
+            lines += [
+                f"[{word}{n}]",
+                f"port = {8000 + n}",
+                f'model = "org/model-{word}"',
+                f"[{word}{n}.auth]",
+                f'value = "{_opaque(rng, used)}"',
+            ]
+        elif kind.endswith(".env"):
+            lines += [f"{word.upper()}_{n}_PORT={8000 + n}", f"DB_PASS_{n}={_opaque(rng, used)}"]
+        else:
+            if not lines:
+                lines.append("name,region,api_key,replicas")
+            lines.append(f"{word}{n},eu-west-{n % 3},{_opaque(rng, used)},{rng.randint(1, 8)}")
+    return ("\n".join(lines) + "\n").encode(), used
+
+
 def _sanitized(sanitizer: Sanitizer, path: Path) -> bytes:
     """One file as publish sanitizes it, with the fail-closed rescan."""
     data = path.read_bytes()
@@ -122,8 +186,8 @@ def _sanitized(sanitizer: Sanitizer, path: Path) -> bytes:
         if list(sanitizer.scan(cleaned)):
             raise SystemExit(f"{path.name}: still redactable after sanitizing")
         return output
-    text = sanitizer.text(data.decode())
-    if sanitizer.detect(text):
+    text = sanitizer.file_text(data.decode(), path.name)
+    if sanitizer.file_hits(text, path.name):
         raise SystemExit(f"{path.name}: still redactable after sanitizing")
     return text.encode()
 

@@ -463,7 +463,7 @@ class Sanitizer:
         v2): under a secret-like key, every member whose key names nothing of its own
         stands under that key (``{"token": {"value": ...}}``); in a ``{name, value}``
         pair whose name is secret-like, the value stands under the name."""
-        inherit = key is not None and self._secret_cached(key)
+        inherit = key is not None and self._secret_cached(key) and not structure.reference(value)
         name = None
         if not _VALUE_KEYS.isdisjoint(value):
             for candidate in _NAME_KEYS:
@@ -611,6 +611,7 @@ class Sanitizer:
                         _SHORT_NUMBER.fullmatch(value)
                         or value.lower().rstrip(".") in _LITERALS
                         or rules.placeholder.search(value)
+                        or (self._v2 and structure.REFERENCE.fullmatch(value))
                     ):
                         continue
                     if category == "gpu" and self._masked_uuid(value):

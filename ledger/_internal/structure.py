@@ -60,6 +60,14 @@ _SECTION = re.compile(
     r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*$", re.MULTILINE
 )
 _NETRC_TOKEN = re.compile(r"\S+")
+REFERENCE = re.compile(
+    r"(?i)(?:(?:bearer|basic|token)[ \t]+)?"
+    r"(?:\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}\r\n]*)?\}"
+    r"|\{\{[^{}\r\n]*\}\}|<[A-Za-z][A-Za-z0-9 _.-]*>)"
+)
+"""A value that names where the secret is or says to put one there (``$VLLM_API_KEY``,
+``${HF_TOKEN}``, ``${HF_TOKEN:-}`` with no default, a template's ``{{ .Values.apiKey }}``,
+``<your-hf-token>``), not a secret itself. A default (``${KEY:-x}``) may be one."""
 _NETRC_SECRETS = frozenset({"login", "password", "account"})
 
 
@@ -114,7 +122,12 @@ def value_pieces(text: str, start: int, end: int) -> Iterator[Span]:
     placeholders, a literal (``true``, ``null``) or a short number."""
     value = text[start:end]
     stripped = value.strip()
-    if not stripped or _SHORT_NUMBER.fullmatch(stripped) or stripped.lower() in _LITERALS:
+    if (
+        not stripped
+        or _SHORT_NUMBER.fullmatch(stripped)
+        or stripped.lower() in _LITERALS
+        or REFERENCE.fullmatch(stripped)
+    ):
         return
     last = 0
     for match in [*_PLACEHOLDER.finditer(value), None]:
@@ -165,6 +178,10 @@ def _walk_node(
             out.extend(_scalar_pieces(text, node))
     elif isinstance(node, yaml.MappingNode):
         named = _pair_name(node.value, keys)
+        if secret and _reference(
+            {k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+        ):
+            secret = False
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
             under = _under(name, secret, keys) or (named and name in _VALUE_KEYS)
@@ -186,6 +203,15 @@ def _walk_node(
                 out.extend(_scalar_pieces(text, item))
             else:
                 out.extend(_assigned(text, item, keys))
+
+
+def reference(keys: set[str] | dict[str, Any]) -> bool:
+    """Whether an object's keys make it a reference to a stored secret, not a secret: a
+    Kubernetes ``secretKeyRef`` (``{name, key}``) names the Secret and its key."""
+    return "name" in keys and "key" in keys
+
+
+_reference = reference
 
 
 def _under(name: str | None, secret: bool, keys: KeyNames) -> bool:
@@ -265,6 +291,8 @@ def _toml_spans(text: str, keys: KeyNames) -> list[Span]:
     _walk_data(document, False, keys, values)
     out: list[Span] = []
     for value in dict.fromkeys(values):
+        if not any(value_pieces(value, 0, len(value))):
+            continue  # empty, a literal, a short number: nothing to place
         found = list(_quoted(text, value))
         if not found:
             # Written with escapes the text does not show as the value: the file holds a
@@ -278,6 +306,7 @@ def _toml_spans(text: str, keys: KeyNames) -> list[Span]:
 def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None:
     """Into ``out``, each credential string of a parsed document (a number as its digits)."""
     if isinstance(value, dict):
+        secret = secret and not reference(value)
         named = any(
             k in _NAME_KEYS and isinstance(v, str) and keys.secret(v) for k, v in value.items()
         )
@@ -359,6 +388,8 @@ def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
     stripped = value.rstrip()
     if not stripped or stripped[0] in "{[|>&*!":
         return  # a structure of its own (YAML reads it), or none
+    if stripped[0] == "#" and (sep == ":" or (start > 0 and text[start - 1] in " \t")):
+        return  # a comment where a value would be: none
     first = stripped[0]
     if first in "\"'":
         close = stripped.find(first, 1)
