@@ -395,3 +395,27 @@ def test_verify_scans_a_text_file_with_the_structure_walk(tmp_path: Path) -> Non
     path.write_text("auth:\n  password: xq\n")
     found = scan.process_file(scan.FileTask(str(path), "values.yaml", False, None, True))
     assert [i.message for i in found.issues] == ["line 2: credential in a public file"]
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_full_width_and_foreign_key_names_in_json_strings_and_keys(prefilter: bool) -> None:
+    document = {
+        "note": "ＡＰＩ＿ＫＥＹ=abc12345",
+        "b": "密码=zzz999",
+        "密码": "kv1234",
+        "c": "plain",
+    }
+    cleaned = Sanitizer(prefilter=prefilter).document(document)
+    assert cleaned == {
+        "b": "密码=<redacted:credential:1>",
+        "c": "plain",
+        "note": "ＡＰＩ＿ＫＥＹ=<redacted:credential:2>",
+        "密码": "<redacted:credential:3>",
+    }
+    assert list(Sanitizer(prefilter=prefilter).scan(document)) == [
+        ("/b", "credential"),
+        ("/note", "credential"),
+        ("/密码", "credential"),
+    ]
+    v1 = Sanitizer(load_rules(rules_file("1")), prefilter=prefilter)
+    assert v1.document(document) is document

@@ -525,7 +525,10 @@ class Sanitizer:
                 for position, i in enumerate(batch):
                     text, key = items[i]
                     mine = local.get(position)
-                    found = self._detect(text, key, mine or {}) if mine or self._keyed(key) else ()
+                    # Outside ASCII, rules v2 fold full-width letters and read key names
+                    # in other languages: what the prefilter's stand-ins do not see.
+                    wanted = mine or self._keyed(key) or (self._v2 and not text.isascii())
+                    found = self._detect(text, key, mine or {}) if wanted else ()
                     if len(text) <= _MEMO_LONGEST and len(self._memo) < _MEMO_LIMIT:
                         self._memo[(text, key)] = found
                     results[i] = found
