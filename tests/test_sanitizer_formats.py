@@ -77,9 +77,9 @@ CASES = [
     # 4. other spellings
     Case(
         "db.env",
-        "DB_PASS=hunter2hunter\nSMTP_PW=mailpw77\nDB_HOST=db\n",
+        "DB_PASS=hunter2hunter # rotated\nSMTP_PW=mailpw77\nDB_HOST=db\n",
         ("hunter2hunter", "mailpw77"),
-        ("DB_HOST=db",),
+        ("DB_HOST=db", " # rotated\n"),
     ),
     Case(
         ".netrc",
@@ -155,6 +155,15 @@ LOOK_ALIKES = [
     ("limits.yaml", "auth:\n  type: bearer\n  token_file: /run/secrets/t\nmax_tokens: 512\n"),
     ("args.yaml", "args:\n  - --api-key\n  - --port\n  - '8000'\n"),
     ("short-keys.txt", "gsk_short and xai-1 and r8_x and pplx-12\n"),
+    ("secret-ref.yaml", "auth:\n  hfToken:\n    name: hf-secret\n    key: HF_TOKEN\n"),
+    (
+        "references.sh",
+        'curl -H "Authorization: Bearer $VLLM_API_KEY"\napi_key: ${OPENAI_API_KEY}\n'
+        "HF_TOKEN=${HF_TOKEN:-}\nhf_token: <your-hf-token>\ntoken: {{ .Values.token }}\n",
+    ),
+    ("schema.yaml", "vllmApiKey: # @schema type:[string, object]\nclusterDomain: cluster.local\n"),
+    ("hub.yaml", "modelArtifactURI: hf://meta-llama/Llama-3.2-3B-Instruct\n"),
+    ("glued-word.txt", "myghp_" + "A1b2" * 9 + "\n"),
 ]
 
 
@@ -229,6 +238,16 @@ def test_toml_ini_and_csv_values_are_found_by_their_structure() -> None:
     tsv = 'name\tapi_key\nx\t"quoted\tsekret"\ny\t\n'
     assert (
         sanitizer.file_text(tsv, "keys.tsv") == 'name\tapi_key\nx\t"<redacted:credential:4>"\ny\t\n'
+    )
+
+
+def test_a_csv_line_read_otherwise_by_the_csv_module_is_redacted_whole() -> None:
+    text = 'user,password\nbob,"two\nlines"\nann,plainpw1\n'
+    cleaned = Sanitizer().file_text(text, "users.csv")
+    # The quoted line break splits a cell across lines: those lines cannot be placed.
+    assert cleaned == (
+        "user,password\n<redacted:credential:1>\n<redacted:credential:2>\n"
+        "ann,<redacted:credential:3>\n"
     )
 
 

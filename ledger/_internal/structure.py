@@ -60,6 +60,7 @@ _SECTION = re.compile(
     r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*$", re.MULTILINE
 )
 _NETRC_TOKEN = re.compile(r"\S+")
+_HEADER = re.compile(r" ?[A-Za-z_][A-Za-z0-9_ .-]{0,63}")
 REFERENCE = re.compile(
     r"(?i)(?:(?:bearer|basic|token)[ \t]+)?"
     r"(?:\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}\r\n]*)?\}"
@@ -410,24 +411,41 @@ def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
 
 def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
     newline = text.find("\n")
-    header = text[: newline if newline >= 0 else len(text)].rstrip("\r")
+    if newline < 0:
+        return []  # a header alone holds no value
+    header = text[:newline].rstrip("\r")
+    named = delimiter is not None
     if delimiter is None:
-        # Not named a CSV: read as one only when the first line is a header with a
-        # secret-like name among several cells.
         delimiter = next((d for d in (",", "\t", ";") if d in header), None)
-        if delimiter is None or newline < 0:
+        if delimiter is None:
             return []
     names = _cells(header, delimiter)
     if names is None:
         return []
+    if not named:
+        # Not named a CSV: read as one only when the first line is a header of several
+        # names and the next line has as many cells.
+        second = _cells(text[newline + 1 :].split("\n", 1)[0].rstrip("\r"), delimiter)
+        if (
+            len(names) < 2
+            or not all(_HEADER.fullmatch(cell) for _, _, cell in names)
+            or second is None
+            or len(second) != len(names)
+        ):
+            return []
     columns = {i for i, (_, _, cell) in enumerate(names) if keys.secret(cell.strip())}
     if not columns:
         return []
     out: list[Span] = []
     offset = newline + 1
+    quoted = False
     for line in text[offset:].split("\n"):
         row = line.rstrip("\r")
-        cells = _cells(row, delimiter)
+        # An odd count of quotes opens or closes a cell that holds a line break: each
+        # line of it is read whole, as the cells cannot be told apart line by line.
+        odd = row.count('"') % 2 == 1
+        cells = None if quoted or odd else _cells(row, delimiter)
+        quoted = quoted != odd
         if cells is None:
             out.append((offset, offset + len(row)))  # cannot tell its cells: all of it
         else:
