@@ -215,12 +215,12 @@ def _covers(windows: dict[int, list[Any]], text: str, prefilter: Any) -> None:
     ("text", "rounds"),
     [
         # Two rescans in a row: the second works from what the first found, moved.
-        ("a b Bearer abcdefghijk", [[(0, 1)], [(24, 25)]]),
+        ("a b --token abcdefghijk", [[(0, 1)], [(24, 25)]]),
         # A short match at a line's start after a placeholder longer than what it replaced.
-        ("a\n10.0.0.1 x\nBearer abcdefghijk", [[(0, 1)]]),
+        ("a\n10.0.0.1 x\n--token abcdefghijk", [[(0, 1)]]),
         # A key, "=" and a quoted value that is now a placeholder: scanned backwards again.
-        ('A_KEY = "x y" Bearer abcdefghijk', [[(9, 12)]]),
-        ("sourcegraph_host: " + "0123456789abcdef" * 2 + "01234567 Bearer abcdefghijk", [[(0, 1)]]),
+        ('A_KEY = "x y" --token abcdefghijk', [[(9, 12)]]),
+        ("sourcegraph_host: " + "0123456789abcdef" * 2 + "01234567 --token abcdefghijk", [[(0, 1)]]),
     ],
 )
 def test_a_rescan_covers_what_a_whole_scan_would(

@@ -1,9 +1,14 @@
 """The sanitizer: redacts credentials, GPU identifiers, private endpoints and host paths.
 
 Rules live in ``ledger/_rules/sanitizer-v<N>.json`` (their version and sha256 go into
-every publication). JSON is walked in sorted key order with each value's key path, keys
-are scanned as well as values, and the categories run in a fixed order (credential, gpu,
-endpoint, path): the first match wins. Every redacted value gets a placeholder stable
+every publication; a publication is verified against the version it names, so a shipped
+version never changes). JSON is walked in sorted key order with each value's key path,
+keys are scanned as well as values, and the categories run in a fixed order (credential,
+gpu, endpoint, path): the first match wins. From version 2 on, a text file is also read by
+its structure (:mod:`ledger._internal.structure`) and in its decoded escapes
+(:meth:`Sanitizer.file_hits`), an object's members stand under a secret-like parent's key
+and a ``{name, value}`` pair's value under its name, and key names are read in full-width
+letters and other languages. Every redacted value gets a placeholder stable
 within one :class:`Sanitizer` (one campaign): the same value, the same placeholder.
 Placeholders are never matched again, so sanitizing twice changes nothing.
 """
