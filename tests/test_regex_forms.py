@@ -220,7 +220,10 @@ def _covers(windows: dict[int, list[Any]], text: str, prefilter: Any) -> None:
         ("a\n10.0.0.1 x\n--token abcdefghijk", [[(0, 1)]]),
         # A key, "=" and a quoted value that is now a placeholder: scanned backwards again.
         ('A_KEY = "x y" --token abcdefghijk', [[(9, 12)]]),
-        ("sourcegraph_host: " + "0123456789abcdef" * 2 + "01234567 --token abcdefghijk", [[(0, 1)]]),
+        (
+            "sourcegraph_host: " + "0123456789abcdef" * 2 + "01234567 --token abcdefghijk",
+            [[(0, 1)]],
+        ),
     ],
 )
 def test_a_rescan_covers_what_a_whole_scan_would(

@@ -21,6 +21,8 @@ from ledger.publish import publish
 from tests.conftest import CliRun, forge_seal, verify_json
 
 PLACEHOLDER = re.compile(r"<redacted:[a-z]+:[0-9]+>")
+WIDE_KEY = "".join(chr(ord(c) + 0xFEE0) for c in "API_KEY")
+"""API_KEY in full-width letters."""
 
 
 class Case(NamedTuple):
@@ -134,9 +136,9 @@ CASES = [
     Case("glued.txt", "kept ghp_" + "A1b2" * 9 + "_backup\n", ("ghp_" + "A1b2" * 9,), ("_backup",)),
     Case(
         "fullwidth.txt",
-        "ＡＰＩ＿ＫＥＹ=fwsekret123456\n",
+        f"{WIDE_KEY}=fwsekret123456\n",
         ("fwsekret123456",),
-        ("ＡＰＩ＿ＫＥＹ=",),
+        (f"{WIDE_KEY}=",),
     ),
     Case("cjk.txt", "数据库 密码=cjksekret123\n", ("cjksekret123",), ("数据库 密码=",)),
 ]
@@ -158,8 +160,10 @@ LOOK_ALIKES = [
     ("secret-ref.yaml", "auth:\n  hfToken:\n    name: hf-secret\n    key: HF_TOKEN\n"),
     (
         "references.sh",
-        'curl -H "Authorization: Bearer $VLLM_API_KEY"\napi_key: ${OPENAI_API_KEY}\n'
-        "HF_TOKEN=${HF_TOKEN:-}\nhf_token: <your-hf-token>\ntoken: {{ .Values.token }}\n",
+        (
+            'curl -H "Authorization: Bearer $VLLM_API_KEY"\napi_key: ${OPENAI_API_KEY}\n'
+            "HF_TOKEN=${HF_TOKEN:-}\nhf_token: <your-hf-token>\ntoken: {{ .Values.token }}\n"
+        ),
     ),
     ("schema.yaml", "vllmApiKey: # @schema type:[string, object]\nclusterDomain: cluster.local\n"),
     ("hub.yaml", "modelArtifactURI: hf://meta-llama/Llama-3.2-3B-Instruct\n"),
@@ -419,7 +423,7 @@ def test_verify_scans_a_text_file_with_the_structure_walk(tmp_path: Path) -> Non
 @pytest.mark.parametrize("prefilter", [True, False])
 def test_full_width_and_foreign_key_names_in_json_strings_and_keys(prefilter: bool) -> None:
     document = {
-        "note": "ＡＰＩ＿ＫＥＹ=abc12345",
+        "note": f"{WIDE_KEY}=abc12345",
         "b": "密码=zzz999",
         "密码": "kv1234",
         "c": "plain",
@@ -428,7 +432,7 @@ def test_full_width_and_foreign_key_names_in_json_strings_and_keys(prefilter: bo
     assert cleaned == {
         "b": "密码=<redacted:credential:1>",
         "c": "plain",
-        "note": "ＡＰＩ＿ＫＥＹ=<redacted:credential:2>",
+        "note": f"{WIDE_KEY}=<redacted:credential:2>",
         "密码": "<redacted:credential:3>",
     }
     assert list(Sanitizer(prefilter=prefilter).scan(document)) == [
