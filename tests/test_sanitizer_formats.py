@@ -126,6 +126,12 @@ CASES = [
     Case("tilde.sh", "cd ~alice/models\n", ("~alice",), ("/models",)),
     Case("unc.txt", "share \\\\fileserver\\share\\models\n", ("fileserver",), ("models",)),
     Case("short-ip.txt", "served at http://10.1:8000/v1\n", ("10.1:8000",), ("/v1",)),
+    Case(
+        "brackets.yaml",
+        "hf_token: <hunter2-in-brackets>\napi_key: ${KEY:-sk-default-1234}\n",
+        ("hunter2-in-brackets", "sk-default-1234"),
+        ("hf_token: <", "api_key: "),
+    ),
     # 7. rules v2 items already noted
     Case(
         "placeholder.yaml",
@@ -162,7 +168,7 @@ LOOK_ALIKES = [
         "references.sh",
         (
             'curl -H "Authorization: Bearer $VLLM_API_KEY"\napi_key: ${OPENAI_API_KEY}\n'
-            "HF_TOKEN=${HF_TOKEN:-}\nhf_token: <your-hf-token>\ntoken: {{ .Values.token }}\n"
+            "HF_TOKEN=${HF_TOKEN:-}\ntoken: {{ .Values.token }}\n"
         ),
     ),
     ("schema.yaml", "vllmApiKey: # @schema type:[string, object]\nclusterDomain: cluster.local\n"),

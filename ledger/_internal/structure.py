@@ -64,11 +64,12 @@ _HEADER = re.compile(r" ?[A-Za-z_][A-Za-z0-9_ .-]{0,63}")
 REFERENCE = re.compile(
     r"(?i)(?:(?:bearer|basic|token)[ \t]+)?"
     r"(?:\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}\r\n]*)?\}"
-    r"|\{\{[^{}\r\n]*\}\}|<[A-Za-z][A-Za-z0-9 _.-]*>)"
+    r"|\{\{[^{}\r\n]*\}\})"
 )
-"""A value that names where the secret is or says to put one there (``$VLLM_API_KEY``,
-``${HF_TOKEN}``, ``${HF_TOKEN:-}`` with no default, a template's ``{{ .Values.apiKey }}``,
-``<your-hf-token>``), not a secret itself. A default (``${KEY:-x}``) may be one."""
+"""A value that names where the secret is (``$VLLM_API_KEY``, ``${HF_TOKEN}``,
+``${HF_TOKEN:-}`` with no default, a template's ``{{ .Values.apiKey }}``), not a secret
+itself. A default (``${KEY:-x}``) may be one, and so may ``<text>``: a placeholder such as
+``<your-hf-token>`` cannot be told from a password written in brackets."""
 _NETRC_SECRETS = frozenset({"login", "password", "account"})
 
 
