@@ -51,14 +51,24 @@ _PLACEHOLDER = re.compile(r"<redacted:[a-z-]+:[0-9]+>")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _LITERALS = frozenset({"true", "false", "null", "none", "yes", "no", "on", "off", "~"})
 _LONG_NUMBER = 10**12
-_LINE = re.compile(
-    r"^[ \t]*(?:export[ \t]+|-[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,127})"
-    r"[ \t]*(?P<sep>=|:)(?![:=/])[ \t]*(?P<value>[^\r\n]*)$",
-    re.MULTILINE,
+# The line forms are one pattern that starts at a line break (the text is read with one
+# before it): a pattern that starts with a literal is searched for that character, several
+# times faster than "^" tried at every position, and once rather than once a form.
+_LINES = re.compile(
+    r"\n[ \t]*(?:"
+    # [section] (INI, TOML)
+    r"\[\[?[ \t]*(?P<section>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*(?=\r?\n|$)"
+    # a Dockerfile's ENV NAME value, a shell's setx NAME value: a space for "="
+    r"|(?:ENV|ARG|setx|setenv|set -gx)[ \t]+(?P<spaced>[A-Za-z_][A-Za-z0-9_]{0,127})[ \t]+"
+    r"(?P<spaced_value>[^\s=][^\r\n]*)"
+    # key = value, key: value, export KEY=value, - KEY=value, "key": "value",
+    r"|(?:export[ \t]+|-[ \t]+|(?:ENV|ARG|setx|setenv|set -gx)[ \t]+)?[\"']?"
+    r"(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,127})[\"']?[ \t]*(?P<sep>=|:)(?![:=/])[ \t]*"
+    r"(?P<value>[^\r\n]*))"
 )
-_SECTION = re.compile(
-    r"^[ \t]*\[\[?[ \t]*(?P<name>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*$", re.MULTILINE
-)
+_VALUE_LINE = re.compile(r"\r?\n[ \t]*[\"']?(?:value|Value)[\"']?[ \t]*:[ \t]*(?P<value>[^\r\n]*)")
+"""The ``value:`` line after a ``name:`` line: a Kubernetes environment entry, read where
+the file is not YAML as a whole (a Helm template, a document among broken ones)."""
 _NETRC_TOKEN = re.compile(r"\S+")
 _HEADER = re.compile(r" ?[A-Za-z_][A-Za-z0-9_ .-]{0,63}")
 REFERENCE = re.compile(
@@ -86,21 +96,51 @@ class KeyNames:
 
 def secret_spans(text: str, name: str, keys: KeyNames) -> list[Span]:
     """The spans of ``text`` (a file named ``name``) that hold credential values by its
-    structure, sorted and apart."""
+    structure, sorted and apart. A structure too deep to walk is one span, the whole text
+    (fail closed)."""
+    try:
+        return _merged(_spans(text, name, keys))
+    except RecursionError:
+        return [(0, len(text))]
+
+
+def _spans(text: str, name: str, keys: KeyNames) -> list[Span]:
     lower = name.rsplit("/", 1)[-1].lower()
     suffix = "." + lower.rsplit(".", 1)[-1] if "." in lower else ""
-    spans: list[Span] = list(_line_spans(text, keys))
+    # A byte order mark is one character the parsers skip: read without it, placed after.
+    bom = 1 if text.startswith("\ufeff") else 0
+    body = text[bom:]
+    lines = "\n" + body
+    # The line forms are found in the text with a line break before it.
+    spans: list[Span] = [
+        (start + bom - 1, end + bom - 1) for start, end in _line_spans(lines, keys)
+    ]
+    found: list[Span] = []
     small = len(text) <= SNIFF_BYTES
-    if lower.endswith(_YAML) or small:
-        spans.extend(_yaml_spans(text, keys))
-    if lower.endswith(_TOML) or small:
-        spans.extend(_toml_spans(text, keys))
+    if lower.endswith(_YAML) or (small and _looks(body, _YAML_START)):
+        found.extend(_yaml_spans(body, keys))
+    if lower.endswith(_TOML) or (small and _looks(body, _TOML_START)):
+        found.extend(_toml_spans(body, keys))
     delimiter = _CSV.get(suffix)
     if delimiter is not None or small:
-        spans.extend(_csv_spans(text, keys, delimiter))
-    if lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(text)):
-        spans.extend(_netrc_spans(text))
-    return _merged(spans)
+        found.extend(_csv_spans(body, keys, delimiter))
+    if lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(body)):
+        found.extend(_netrc_spans(body))
+    return spans + [(start + bom, end + bom) for start, end in found]
+
+
+_YAML_START = re.compile(r"[ \t]*(?:---|-[ \t]|[\"'A-Za-z_][^:\r\n]{0,200}:(?:[ \t]|\r?$)|[{\[])")
+_TOML_START = re.compile(r"[ \t]*(?:\[|[\"'A-Za-z_][A-Za-z0-9_.\"' -]{0,200}=)")
+
+
+def _looks(text: str, start: re.Pattern[str]) -> bool:
+    """Whether the first line that is neither blank nor a comment starts as the format's
+    lines do: a log is not tried as YAML or TOML (a parser may take long on what is not)."""
+    for line in text[:65536].split("\n", 64):
+        stripped = line.strip()
+        if stripped and not stripped.startswith(("#", "//", ";")):
+            return start.match(line) is not None
+    return False
 
 
 def _merged(spans: list[Span]) -> list[Span]:
@@ -367,29 +407,49 @@ def _quoted(text: str, value: str) -> Iterator[Span]:
 
 def _line_spans(text: str, keys: KeyNames) -> Iterator[Span]:
     """``key = value`` and ``key: value`` lines whose key is secret-like, or whose section
-    (``[credentials]``) is and the key does not name a thing."""
-    sections = (
-        [(m.start(), m.group("name")) for m in _SECTION.finditer(text)] if "[" in text else []
-    )
-    secret_sections = [(at, keys.secret(name)) for at, name in sections]
-    position = 0
-    current = False
-    for match in _LINE.finditer(text):
-        while position < len(secret_sections) and secret_sections[position][0] < match.start():
-            current = secret_sections[position][1]
-            position += 1
-        key = match.group("key")
-        if not (keys.secret(key) or (current and not keys.naming(key))):
+    (``[credentials]``) is and the key does not name a thing; a ``value:`` line after a
+    ``name:`` line that names a secret. ``text`` starts with a line break."""
+    section = False
+    for match in _LINES.finditer(text):
+        if match.group("section") is not None:
+            section = keys.secret(match.group("section"))
             continue
-        start, end = match.span("value")
-        yield from _line_value(text, start, end, match.group("sep"))
+        if match.group("spaced") is not None:
+            if keys.secret(match.group("spaced")):
+                yield from _line_value(text, *match.span("spaced_value"), " ")
+            continue
+        key = match.group("key")
+        if keys.secret(key) or (section and not keys.naming(key)):
+            yield from _line_value(text, *match.span("value"), match.group("sep"))
+        elif key in _NAME_KEYS and keys.secret(match.group("value").strip().strip("\"',").strip()):
+            after = _VALUE_LINE.match(text, match.end())
+            if after is not None:
+                yield from _line_value(text, *after.span("value"), ":")
+
+
+_QUOTED_REACH = 65536
+_CONTINUED = re.compile(r"\n([ \t]+)(?![ \t]|-[ \t]|[A-Za-z_\"'][^\s:=]*[ \t]*[:=])([^\r\n]*)")
+
+
+def _continued(text: str, end: int) -> Iterator[Span]:
+    """The indented lines after a key with no value on its own line that are no key of
+    their own nor a list item: an INI value continued (``password =`` then the value)."""
+    while True:
+        match = _CONTINUED.match(text, end)
+        if match is None or not match.group(2).strip():
+            return
+        yield from value_pieces(text, *match.span(2))
+        end = match.end()
 
 
 def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
     value = text[start:end]
     stripped = value.rstrip()
-    if not stripped or stripped[0] in "{[|>&*!":
-        return  # a structure of its own (YAML reads it), or none
+    if not stripped:
+        yield from _continued(text, end)
+        return
+    if stripped[0] in "{[|>&*!":
+        return  # a structure of its own (YAML reads it)
     if stripped[0] == "#" and (sep == ":" or (start > 0 and text[start - 1] in " \t")):
         return  # a comment where a value would be: none
     first = stripped[0]
@@ -398,6 +458,10 @@ def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
         if close > 0:
             yield from value_pieces(text, start + 1, start + close)
             return
+        # Quoted over several lines (.env allows it): to the closing quote.
+        close = text.find(first, end, end + _QUOTED_REACH)
+        yield from value_pieces(text, start + 1, close if close > 0 else end)
+        return
     # An unquoted value ends at a comment: " #" (.env, YAML) or " ;" (INI).
     cut = len(stripped)
     for marker in (" #", "\t#", " ;", "\t;") if sep else ():
