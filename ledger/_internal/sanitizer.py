@@ -196,6 +196,9 @@ class Rules:
     gpu_keys: frozenset[str]
     bare_uuid: re.Pattern[str]
     allowlist: tuple[re.Pattern[str], ...]
+    not_secret_pairs: frozenset[tuple[str, ...]] = frozenset()
+    """The last two words of a key that name no secret though one is secret-like
+    (``bos_token``: a tokenizer's special token)."""
     foreign_words: tuple[str, ...] = ()
     """Secret-like key names outside ASCII (``密码``, ``пароль``), found inside a key."""
     foreign_keyed: re.Pattern[str] | None = None
@@ -245,6 +248,9 @@ def _rules(data: bytes, sha256: str) -> Rules:
         keyed=tuple(_detector(p) for p in rules["credential"]["keyed_patterns"]),
         secret_words=frozenset(rules["credential"]["secret_words"]),
         secret_pairs=frozenset(tuple(p) for p in rules["credential"]["secret_pairs"]),
+        not_secret_pairs=frozenset(
+            tuple(p) for p in rules["credential"].get("not_secret_pairs", ())
+        ),
         naming_words=frozenset(rules["credential"]["naming_words"]),
         gpu_keys=frozenset(rules["gpu"]["uuid_keys"]),
         bare_uuid=re.compile(rules["gpu"]["bare_uuid"]),
@@ -328,6 +334,14 @@ class Sanitizer:
         words = self._key_words(key)
         if self._v2 and not key.isascii() and self._foreign_key(key, words):
             return True
+        if self._v2 and len(words) >= 2:
+            last = (words[-2], words[-1])
+            # A tokenizer's special token (bos_token) names no secret; a plural pair
+            # (auth_tokens) names secrets though its last word names counts elsewhere.
+            if last in self.rules.not_secret_pairs:
+                return False
+            if last in self.rules.secret_pairs:
+                return True
         if not words or words[-1] in self.rules.naming_words:
             return False
         joined = "".join(words)

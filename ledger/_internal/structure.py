@@ -117,7 +117,8 @@ def _spans(text: str, name: str, keys: KeyNames) -> list[Span]:
     ]
     found: list[Span] = []
     small = len(text) <= SNIFF_BYTES
-    if lower.endswith(_YAML) or (small and _looks(body, _YAML_START)):
+    fenced = "```" in body or "~~~" in body
+    if lower.endswith(_YAML) or (small and (fenced or _looks(body, _YAML_START))):
         found.extend(_yaml_spans(body, keys))
     if lower.endswith(_TOML) or (small and _looks(body, _TOML_START)):
         found.extend(_toml_spans(body, keys))
@@ -185,17 +186,43 @@ def value_pieces(text: str, start: int, end: int) -> Iterator[Span]:
 # -- YAML (and JSON) -------------------------------------------------------------------
 
 
-def _yaml_spans(text: str, keys: KeyNames) -> list[Span]:
+def _yaml_spans(text: str, keys: KeyNames, chunks: bool = True) -> list[Span]:
     try:
         documents = list(yaml.compose_all(text, Loader=_Loader))
-    except (yaml.YAMLError, RecursionError, ValueError):
-        return []
+    except (yaml.YAMLError, ValueError):
+        # One broken document, or YAML inside Markdown: each document and each fenced
+        # block read on its own, where it is.
+        if not chunks:
+            return []
+        return [
+            (start + offset, end + offset)
+            for offset, chunk in _chunks(text)
+            for start, end in _yaml_spans(chunk, keys, chunks=False)
+        ]
     out: list[Span] = []
     seen: set[tuple[int, bool]] = set()
     for document in documents:
         if isinstance(document, yaml.MappingNode | yaml.SequenceNode):
             _walk_node(text, document, False, keys, out, seen)
     return out
+
+
+_DOCUMENT = re.compile(r"^---[ \t]*$|^\.\.\.[ \t]*$", re.MULTILINE)
+_FENCED = re.compile(
+    r"^[ \t]*(?:```|~~~)[^\n]*\n(.*?)^[ \t]*(?:```|~~~)[ \t]*$", re.MULTILINE | re.DOTALL
+)
+
+
+def _chunks(text: str) -> Iterator[tuple[int, str]]:
+    """The documents between ``---`` lines, and the fenced blocks of Markdown, with where
+    each starts."""
+    start = 0
+    for match in _DOCUMENT.finditer(text):
+        yield start, text[start : match.start()]
+        start = match.end()
+    yield start, text[start:]
+    for match in _FENCED.finditer(text) if "```" in text or "~~~" in text else ():
+        yield match.start(1), match.group(1)
 
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -220,6 +247,7 @@ def _walk_node(
             out.extend(_scalar_pieces(text, node))
     elif isinstance(node, yaml.MappingNode):
         named = _pair_name(node.value, keys)
+        stored = _secret_object({k.value: v.value for k, v in node.value if _scalars(k, v)})
         if secret and _reference(
             {k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
         ):
@@ -227,6 +255,7 @@ def _walk_node(
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
             under = _under(name, secret, keys) or (named and name in _VALUE_KEYS)
+            under = under or (stored and name in _SECRET_DATA)
             _walk_node(text, value, under, keys, out, seen)
     elif isinstance(node, yaml.SequenceNode):
         items = node.value
@@ -254,6 +283,18 @@ def reference(keys: set[str] | dict[str, Any]) -> bool:
 
 
 _reference = reference
+
+
+_SECRET_DATA = frozenset({"data", "stringData"})
+
+
+def _scalars(key: yaml.Node, value: yaml.Node) -> bool:
+    return isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+
+
+def _secret_object(members: dict[str, Any]) -> bool:
+    """Whether an object is a Kubernetes Secret: all its ``data`` is secret."""
+    return members.get("kind") == "Secret"
 
 
 def _under(name: str | None, secret: bool, keys: KeyNames) -> bool:
@@ -349,11 +390,13 @@ def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None
     """Into ``out``, each credential string of a parsed document (a number as its digits)."""
     if isinstance(value, dict):
         secret = secret and not reference(value)
+        stored = _secret_object(value)
         named = any(
             k in _NAME_KEYS and isinstance(v, str) and keys.secret(v) for k, v in value.items()
         )
         for k, item in value.items():
-            _walk_data(item, _under(k, secret, keys) or (named and k in _VALUE_KEYS), keys, out)
+            under = _under(k, secret, keys) or (named and k in _VALUE_KEYS)
+            _walk_data(item, under or (stored and k in _SECRET_DATA), keys, out)
     elif isinstance(value, list):
         for index, item in enumerate(value):
             before = value[index - 1] if index else None
@@ -475,10 +518,17 @@ def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
 
 
 def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
-    newline = text.find("\n")
+    # Comment lines before the header (an export's preamble) are skipped.
+    skipped = 0
+    while text.startswith("#", skipped):
+        after = text.find("\n", skipped)
+        if after < 0:
+            return []
+        skipped = after + 1
+    newline = text.find("\n", skipped)
     if newline < 0:
         return []  # a header alone holds no value
-    header = text[:newline].rstrip("\r")
+    header = text[skipped:newline].rstrip("\r")
     named = delimiter is not None
     if delimiter is None:
         delimiter = next((d for d in (",", "\t", ";") if d in header), None)
@@ -499,7 +549,11 @@ def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
         ):
             return []
     columns = {i for i, (_, _, cell) in enumerate(names) if keys.secret(cell.strip())}
-    if not columns:
+    # A name column and a value column: the value of each row whose name is secret-like.
+    headers = [cell.strip() for _, _, cell in names]
+    pair = next((headers.index(n) for n in _NAME_KEYS if n in headers), None)
+    paired = next((headers.index(v) for v in sorted(_VALUE_KEYS) if v in headers), None)
+    if not columns and (pair is None or paired is None):
         return []
     out: list[Span] = []
     offset = newline + 1
@@ -514,7 +568,15 @@ def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
         if cells is None:
             out.append((offset, offset + len(row)))  # cannot tell its cells: all of it
         else:
-            for index in columns:
+            wanted = set(columns)
+            if (
+                pair is not None
+                and paired is not None
+                and pair < len(cells)
+                and keys.secret(cells[pair][2].strip())
+            ):
+                wanted.add(paired)
+            for index in wanted:
                 if index < len(cells):
                     low, high, _ = cells[index]
                     out.extend(value_pieces(text, offset + low, offset + high))
@@ -563,8 +625,11 @@ def _cells(line: str, delimiter: str) -> list[tuple[int, int, str]] | None:
 
 
 def _looks_netrc(text: str) -> bool:
-    first = _NETRC_TOKEN.search(text)
-    return first is not None and first.group() in ("machine", "default")
+    for line in text[:65536].split("\n", 64):
+        words = line.split()
+        if words and not words[0].startswith("#"):
+            return words[0] in ("machine", "default")
+    return False
 
 
 def _netrc_spans(text: str) -> Iterator[Span]:
