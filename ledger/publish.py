@@ -333,6 +333,16 @@ def _sanitized(
     hits = sanitizer.file_hits(text, rel)
     if hits:
         raise PublishError(f"{rel}: {hits[0].category} still present after sanitizing")
+    if b"\x00" in data:
+        # Valid UTF-8 with NULs may be UTF-16 text, which an editor shows and verify reads
+        # (scan.py): what it holds cannot be redacted in place, so it is not published.
+        for codec in ("utf-16-le", "utf-16-be"):
+            found = sanitizer.file_hits(data.decode(codec, "replace"), rel)
+            if found:
+                raise PublishError(
+                    f"{rel}: {found[0].category} in the text it holds read as UTF-16, which "
+                    "cannot be redacted in place; convert it to UTF-8 or leave it out"
+                )
     return text.encode()
 
 

@@ -810,7 +810,16 @@ class Sanitizer:
             end = text.find("\n", found.end())
             end = len(text) if end < 0 else end
             decoded, origins = _decoded(text, start, end, escape, decode)
-            for hit in self.detect(decoded):
+            if escape is _URL_ESCAPE and _URL_ESCAPE.search(decoded):
+                # Encoded twice (%252F): decoded again, each place traced back.
+                again, through = _decoded(decoded, 0, len(decoded), escape, decode)
+                decoded, origins = again, [origins[i] for i in through]
+            hits = list(self.detect(decoded))
+            hits += [
+                Hit("credential", low, high)
+                for low, high in structure.json_spans(decoded, self._structure)
+            ]
+            for hit in hits:
                 out.append(Hit(hit.category, origins[hit.start], origins[hit.end]))
             position = end + 1
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import re
 import tomllib
 from collections.abc import Callable, Iterator
@@ -122,6 +123,7 @@ def _spans(text: str, name: str, keys: KeyNames) -> list[Span]:
         found.extend(_yaml_spans(body, keys))
     if lower.endswith(_TOML) or (small and _looks(body, _TOML_START)):
         found.extend(_toml_spans(body, keys))
+    found.extend(json_spans(body, keys))
     delimiter = _CSV.get(suffix)
     if delimiter is not None or small:
         found.extend(_csv_spans(body, keys, delimiter))
@@ -360,6 +362,61 @@ def _assigned(text: str, node: yaml.ScalarNode, keys: KeyNames) -> Iterator[Span
     at = raw.find("=")
     if at >= 0:
         yield from value_pieces(text, start + at + 1, end)
+
+
+# -- JSON inside lines ----------------------------------------------------------------
+
+_JSON_START = re.compile(r"[{\[][ \t]*\"")
+_DECODER = json.JSONDecoder()
+_OBJECTS_A_LINE = 16
+
+
+def json_spans(text: str, keys: KeyNames) -> Iterator[Span]:
+    """Credential values of the JSON objects a line holds (a log line that prints one, a
+    line of JSON lines with a ``NaN``): each parsed where it starts, as Python's reader
+    does, and its values found in the line in their JSON form; a value that cannot be
+    found so makes the object one span (fail closed)."""
+    if '"' not in text:
+        return
+    position = 0
+    while True:
+        found = _JSON_START.search(text, position)
+        if found is None:
+            return
+        line_end = text.find("\n", found.start())
+        line_end = len(text) if line_end < 0 else line_end
+        start = found.start()
+        for _ in range(_OBJECTS_A_LINE):
+            try:
+                value, end = _DECODER.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                end = start + 1
+            else:
+                values: list[str] = []
+                _walk_data(value, False, keys, values)
+                yield from _placed(text, start, end, values)
+            next_start = _JSON_START.search(text, end, line_end)
+            if next_start is None:
+                break
+            start = next_start.start()
+        position = line_end + 1
+
+
+def _placed(text: str, start: int, end: int, values: list[str]) -> Iterator[Span]:
+    for value in dict.fromkeys(values):
+        if not any(value_pieces(value, 0, len(value))):
+            continue
+        forms = {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+        located = False
+        for form in forms:
+            at = text.find(form, start, end)
+            while at >= 0:
+                located = True
+                yield from value_pieces(text, at, at + len(form))
+                at = text.find(form, at + len(form), end)
+        if not located:
+            yield start, end
+            return
 
 
 # -- TOML ------------------------------------------------------------------------------
