@@ -76,7 +76,11 @@ def test_every_positive_is_redacted_and_every_negative_kept(prefilter: bool) -> 
         text = f"{entry['id'].upper().replace('-', '_')}_API_KEY={positive}\n"
         if entry["spec"] is not None or entry.get("keyed") is None:
             text = in_a_log(positive)
-        if positive in sanitizer.file_text(text, "serve.log"):
+        cleaned = sanitizer.file_text(text, "serve.log")
+        # Nor a tail of it: a pattern that stops short leaves the key's end published.
+        # (A positive that is a command line ends in public text: its secret is inside.)
+        tail = positive.split()[-1][-6:] if " " not in positive else positive.split()[-2][-6:]
+        if positive in cleaned or tail in cleaned:
             missed.append(entry["id"])
         if sanitizer.file_text(in_a_log(entry["negative"]), "serve.log") != in_a_log(
             entry["negative"]
@@ -102,9 +106,34 @@ def test_gitleaks_true_positives_of_prefix_rules_are_redacted() -> None:
     ]
     positives = [s for s in samples if s["label"] == "tp" and s["rule_id"] in prefix]
     assert len(positives) > 150
+    rules = {rule["id"]: rule for rule in GITLEAKS["rules"]}
     sanitizer = Sanitizer()
-    left = [s["rule_id"] for s in positives if not sanitizer.file_hits(s["text"], "sample.txt")]
-    assert left == []
+    left, read = [], 0
+    for sample in positives:
+        secret = _gitleaks_secret(rules[sample["rule_id"]], sample["text"])
+        if secret is None:
+            # gitleaks' own regex does not read so in Python: something is found at least.
+            assert sanitizer.file_hits(sample["text"], "sample.txt"), sample["rule_id"]
+            continue
+        read += 1
+        if secret in sanitizer.file_text(sample["text"], "sample.txt"):
+            left.append(sample["rule_id"])
+    assert read > 150 and left == []
+
+
+def _gitleaks_secret(rule: dict[str, Any], text: str) -> str | None:
+    """The secret gitleaks' own rule finds in ``text`` (its ``secretGroup``, else its first
+    group, else the whole match), where its Go regex reads the same in Python."""
+    try:
+        pattern = re.compile(rule["regex"])
+    except (re.error, KeyError):
+        return None
+    match = pattern.search(text)
+    if match is None:
+        return None
+    group = rule.get("secretGroup") or (1 if pattern.groups else 0)
+    found = match.group(group)
+    return found if found and len(found) >= 6 else None
 
 
 def keyword_samples() -> tuple[int, int]:

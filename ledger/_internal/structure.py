@@ -430,17 +430,35 @@ def _toml_spans(text: str, keys: KeyNames) -> list[Span]:
     values: list[str] = []
     _walk_data(document, False, keys, values)
     out: list[Span] = []
+    placed = False
     for value in dict.fromkeys(values):
         if not any(value_pieces(value, 0, len(value))):
             continue  # empty, a literal, a short number: nothing to place
-        found = list(_quoted(text, value))
-        if not found:
-            # Written with escapes the text does not show as the value: the file holds a
-            # secret this cannot place, so all of it is one (never published as it is).
-            return [(0, len(text))]
-        for start, end in found:
+        placed = True
+        for start, end in _quoted(text, value):
             out.extend(value_pieces(text, start, end))
+    if placed and _left_in(text, out, keys):
+        # A value written with escapes the text does not show as it reads (found, if at
+        # all, in a copy elsewhere): the file holds a secret this cannot place, so all
+        # of it is one redaction (never published as it is).
+        return [(0, len(text))]
     return out
+
+
+def _left_in(text: str, spans: list[Span], keys: KeyNames) -> bool:
+    """Whether the TOML ``text``, with ``spans`` replaced, still holds a secret value."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in _merged(sorted(spans)):
+        pieces += (text[last:start], "0" if text[start:end].isdigit() else "R")
+        last = end
+    try:
+        document = tomllib.loads("".join(pieces) + text[last:])
+    except (tomllib.TOMLDecodeError, ValueError):
+        return True
+    values: list[str] = []
+    _walk_data(document, False, keys, values)
+    return any(v not in ("R", "0") and any(value_pieces(v, 0, len(v))) for v in values)
 
 
 def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None:
