@@ -649,7 +649,7 @@ def test_publish_refuses_a_file_whose_utf16_reading_holds_a_secret(
     (raw / "ps-env.log").write_bytes("HF_TOKEN=Utf16SecretZq8vLm3Np7\r\n".encode("utf-16-le"))
     forge_seal(raw)
     with pytest.raises(
-        PublishError, match="ps-env.log: credential in the text it holds read as UTF-16"
+        PublishError, match=r"ps-env\.log: credential in the text it holds read as UTF-16"
     ):
         publish(raw, tmp_path / "public", digest_map=tmp_path / "map.json")
     assert not (tmp_path / "public").exists()
