@@ -1,24 +1,28 @@
 """Secret values found by the structure of a text file (rules v2 and later).
 
 A pattern reads a line; a configuration file says what its values are. Where a text
-parses as YAML (JSON is YAML here), TOML, CSV, netrc, or holds ``key = value`` lines
-(INI, ``.env``, HTTP headers), its structure is walked and every value that stands for a
-credential is returned as the span it occupies in the text, so that only those characters
-are replaced and the rest of the file keeps its bytes:
+parses as YAML (JSON is YAML here), TOML, CSV or netrc, holds ``key = value`` lines (INI,
+``.env``, HTTP headers, ``ENV`` in a Dockerfile), or prints JSON objects in its lines (a
+log, JSON lines with a ``NaN``), its structure is walked and every value that stands for
+a credential is returned as the span it occupies in the text, so that only those
+characters are replaced and the rest of the file keeps its bytes:
 
 - a value under a secret-like key, at any depth: ``credentials:`` then ``api_key: x``, or
   ``token:`` then ``value: x`` (a key that names a thing, ``token_file`` or ``auth_type``,
-  stops what its parent made secret);
+  stops what its parent made secret; so does a ``secretKeyRef``'s ``{name, key}``);
 - the value of a ``{name, value}`` pair whose name is secret-like (a Kubernetes or ECS
-  environment entry);
+  environment entry), and every value of a Kubernetes Secret's ``data``;
 - in a list, the item after a secret-like flag (``--api-key`` then the key), the part of
   ``--api-key=x`` after ``=``, and of ``VLLM_API_KEY=x`` (a Compose environment list);
-- in a CSV, the cells of a column whose header is secret-like;
+- in a CSV, the cells of a column whose header is secret-like, and the value of a row
+  whose name is;
 - in a netrc, what follows ``login``, ``password`` and ``account``.
 
-Positions come from the parsers themselves (PyYAML's node marks) or from the quoted form
-of each value found in the text (TOML); what this module reads by hand is only the line
-forms (``key = value``, ``[section]``, netrc tokens, one CSV line's cells).
+Positions come from the parsers themselves (PyYAML's node marks, the JSON reader's ends)
+or from the quoted form of each value found in the text (TOML, checked by parsing the
+text again with the values replaced); what this module reads by hand is only the line
+forms (``key = value``, ``[section]``, netrc tokens, one CSV line's cells). Whatever
+cannot be placed, or is too deep to walk, is redacted whole: the walk fails closed.
 """
 
 from __future__ import annotations
