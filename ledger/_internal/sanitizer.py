@@ -313,6 +313,7 @@ class Sanitizer:
         self._prefilter = prefilter_for(self.rules) if prefilter else None
         self._v2 = self.rules.generation >= 2
         self._last_file: tuple[str, str, tuple[Hit, ...]] | None = None
+        self._last_extra = False
         self._naming: dict[str, bool] = {}
         self._structure = structure.KeyNames(self._secret_cached, self._naming_cached)
         self._last_found: Found | None = None
@@ -780,6 +781,7 @@ class Sanitizer:
             extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
         found = _joined(hits, extra) if extra else hits
         self._last_file = (name, text, tuple(found))
+        self._last_extra = bool(extra)
         return found
 
     def file_text(self, text: str, name: str) -> str:
@@ -788,12 +790,48 @@ class Sanitizer:
         if not self._v2:
             return self.text(text)
         hits = self.file_hits(text, name)
+        # A text whose structure held nothing, read by no whole-file format, changes only
+        # where detectors' hits became placeholders: its lines are read again only there.
+        local = not self._last_extra
         for _ in range(_PASSES):
             if not hits:
                 break
             text = self._clean(text, hits, None)
-            hits = self.file_hits(text, name)
+            if local and not structure.whole_readings(text, name):
+                hits = self._changed_lines_hits(text, name)
+            else:
+                hits = self.file_hits(text, name)
         return text
+
+    def _changed_lines_hits(self, text: str, name: str) -> list[Hit]:
+        """:meth:`file_hits` of a text whose lines without a placeholder are as they were
+        when nothing but detectors' hits was found in them: its line forms and JSON
+        objects read again on the lines that hold a placeholder (with the line before
+        each, which a ``value:`` line belongs with)."""
+        hits = self.detect(text)
+        windows: list[tuple[int, int]] = []
+        position = text.find(_PLACEHOLDER_START)
+        while position >= 0:
+            line = text.rfind("\n", 0, position)  # the break before its line, or -1
+            start = text.rfind("\n", 0, line) + 1 if line > 0 else 0
+            end = text.find("\n", position)
+            end = len(text) if end < 0 else end
+            if windows and start <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], end)
+            else:
+                windows.append((start, end))
+            position = text.find(_PLACEHOLDER_START, end)
+        extra = [
+            Hit("credential", start, end)
+            for start, end in structure.line_spans(text, windows, self._structure)
+        ]
+        if "\\" in text:
+            extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape)
+        if "%" in text:
+            extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
+        found = _joined(hits, extra) if extra else hits
+        self._last_file = (name, text, tuple(found))
+        return found
 
     def _decoded_hits(
         self, text: str, escape: re.Pattern[str], decode: Callable[[re.Match[str]], str]

@@ -109,29 +109,72 @@ def secret_spans(text: str, name: str, keys: KeyNames) -> list[Span]:
         return [(0, len(text))]
 
 
-def _spans(text: str, name: str, keys: KeyNames) -> list[Span]:
+@attrs.frozen
+class _Plan:
+    """Which whole-file readings a text gets, by its name and how it starts."""
+
+    yaml: bool
+    toml: bool
+    csv: str | None
+    """The delimiter, when read as CSV ("" to sniff one)."""
+    netrc: bool
+
+    @property
+    def any(self) -> bool:
+        return self.yaml or self.toml or self.csv is not None or self.netrc
+
+
+def _plan(body: str, name: str) -> _Plan:
     lower = name.rsplit("/", 1)[-1].lower()
     suffix = "." + lower.rsplit(".", 1)[-1] if "." in lower else ""
+    small = len(body) <= SNIFF_BYTES
+    # One character looked for first: memchr, where a three-character search is not.
+    fenced = ("`" in body and "```" in body) or ("~" in body and "~~~" in body)
+    delimiter = _CSV.get(suffix)
+    return _Plan(
+        lower.endswith(_YAML) or (small and (fenced or _looks(body, _YAML_START))),
+        lower.endswith(_TOML) or (small and _looks(body, _TOML_START)),
+        delimiter if delimiter is not None else "" if small and _csv_header(body) else None,
+        lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(body)),
+    )
+
+
+def whole_readings(text: str, name: str) -> bool:
+    """Whether a text is read as a whole by some format (YAML, TOML, CSV, netrc), beyond
+    what its lines hold on their own."""
+    return _plan(text.removeprefix("\ufeff"), name).any
+
+
+def line_spans(text: str, windows: list[Span], keys: KeyNames) -> list[Span]:
+    """What the line forms and the JSON objects of lines find in the windows of ``text``
+    (each a run of whole lines): what a redaction may have changed of a text that no
+    whole-file reading applies to."""
+    out: list[Span] = []
+    for start, end in windows:
+        part = text[start:end]
+        found = [(s - 1, e - 1) for s, e in _line_spans("\n" + part, keys)]
+        found.extend(json_spans(part, keys))
+        out.extend((s + start, e + start) for s, e in found)
+    return _merged(out)
+
+
+def _spans(text: str, name: str, keys: KeyNames) -> list[Span]:
     # A byte order mark is one character the parsers skip: read without it, placed after.
     bom = 1 if text.startswith("\ufeff") else 0
     body = text[bom:]
-    lines = "\n" + body
+    plan = _plan(body, name)
     # The line forms are found in the text with a line break before it.
     spans: list[Span] = [
-        (start + bom - 1, end + bom - 1) for start, end in _line_spans(lines, keys)
+        (start + bom - 1, end + bom - 1) for start, end in _line_spans("\n" + body, keys)
     ]
-    found: list[Span] = []
-    small = len(text) <= SNIFF_BYTES
-    fenced = "```" in body or "~~~" in body
-    if lower.endswith(_YAML) or (small and (fenced or _looks(body, _YAML_START))):
+    found: list[Span] = list(json_spans(body, keys))
+    if plan.yaml:
         found.extend(_yaml_spans(body, keys))
-    if lower.endswith(_TOML) or (small and _looks(body, _TOML_START)):
+    if plan.toml:
         found.extend(_toml_spans(body, keys))
-    found.extend(json_spans(body, keys))
-    delimiter = _CSV.get(suffix)
-    if delimiter is not None or small:
-        found.extend(_csv_spans(body, keys, delimiter))
-    if lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(body)):
+    if plan.csv is not None:
+        found.extend(_csv_spans(body, keys, plan.csv or None))
+    if plan.netrc:
         found.extend(_netrc_spans(body))
     return spans + [(start + bom, end + bom) for start, end in found]
 
@@ -370,7 +413,6 @@ def _assigned(text: str, node: yaml.ScalarNode, keys: KeyNames) -> Iterator[Span
 
 # -- JSON inside lines ----------------------------------------------------------------
 
-_JSON_START = re.compile(r"[{\[][ \t]*\"")
 _DECODER = json.JSONDecoder()
 _OBJECTS_A_LINE = 16
 
@@ -380,16 +422,16 @@ def json_spans(text: str, keys: KeyNames) -> Iterator[Span]:
     line of JSON lines with a ``NaN``): each parsed where it starts, as Python's reader
     does, and its values found in the line in their JSON form; a value that cannot be
     found so makes the object one span (fail closed)."""
-    if '"' not in text:
+    if "{" not in text:
         return
+    starts = _ObjectStarts(text)
     position = 0
     while True:
-        found = _JSON_START.search(text, position)
-        if found is None:
+        start = starts.next(position)
+        if start < 0:
             return
-        line_end = text.find("\n", found.start())
+        line_end = text.find("\n", start)
         line_end = len(text) if line_end < 0 else line_end
-        start = found.start()
         for _ in range(_OBJECTS_A_LINE):
             try:
                 value, end = _DECODER.raw_decode(text, start)
@@ -399,11 +441,31 @@ def json_spans(text: str, keys: KeyNames) -> Iterator[Span]:
                 values: list[str] = []
                 _walk_data(value, False, keys, values)
                 yield from _placed(text, start, end, values)
-            next_start = _JSON_START.search(text, end, line_end)
-            if next_start is None:
+            start = starts.next(max(end, start + 1))
+            if start < 0 or start >= line_end:
                 break
-            start = next_start.start()
         position = line_end + 1
+
+
+class _ObjectStarts:
+    """Where JSON objects may start (``{"`` or ``{ "``), found with ``str.find`` (a regex
+    that starts with a class tries each character), each form looked for again only once
+    passed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found = {form: -2 for form in ('{"', '{ "')}
+
+    def next(self, position: int) -> int:
+        best = -1
+        for form, at in self.found.items():
+            if at == -1:
+                continue
+            if at < position:
+                at = self.found[form] = self.text.find(form, position)
+            if at >= 0 and (best < 0 or at < best):
+                best = at
+        return best
 
 
 def _placed(text: str, start: int, end: int, values: list[str]) -> Iterator[Span]:
@@ -434,14 +496,17 @@ def _toml_spans(text: str, keys: KeyNames) -> list[Span]:
     values: list[str] = []
     _walk_data(document, False, keys, values)
     out: list[Span] = []
-    placed = False
+    unplaced = False
     for value in dict.fromkeys(values):
         if not any(value_pieces(value, 0, len(value))):
             continue  # empty, a literal, a short number: nothing to place
-        placed = True
-        for start, end in _quoted(text, value):
+        found = list(_quoted(text, value))
+        unplaced = unplaced or not found
+        for start, end in found:
             out.extend(value_pieces(text, start, end))
-    if placed and _left_in(text, out, keys):
+    # Without an escape in the text, each value stands as it reads wherever it is; with
+    # one, a value found may be a copy (in a comment) of one written otherwise.
+    if (unplaced or "\\" in text) and _left_in(text, out, keys):
         # A value written with escapes the text does not show as it reads (found, if at
         # all, in a copy elsewhere): the file holds a secret this cannot place, so all
         # of it is one redaction (never published as it is).
@@ -596,37 +661,54 @@ def _line_value(text: str, start: int, end: int, sep: str) -> Iterator[Span]:
 # -- CSV -------------------------------------------------------------------------------
 
 
-def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
+def _csv_header(text: str) -> bool:
+    """Whether a text not named a CSV reads as one: a first line (after ``#`` comments)
+    of several names, and a next line of as many cells."""
+    found = _header(text, None)
+    return found is not None and found[3]
+
+
+def _header(
+    text: str, delimiter: str | None
+) -> tuple[int, str, list[tuple[int, int, str]], bool] | None:
+    """Where a CSV's rows start, its delimiter, its header's cells and whether a text not
+    named a CSV reads as one; None when it has no header and rows."""
     # Comment lines before the header (an export's preamble) are skipped.
     skipped = 0
     while text.startswith("#", skipped):
         after = text.find("\n", skipped)
         if after < 0:
-            return []
+            return None
         skipped = after + 1
     newline = text.find("\n", skipped)
     if newline < 0:
-        return []  # a header alone holds no value
+        return None  # a header alone holds no value
     header = text[skipped:newline].rstrip("\r")
     named = delimiter is not None
     if delimiter is None:
         delimiter = next((d for d in (",", "\t", ";") if d in header), None)
         if delimiter is None:
-            return []
+            return None
     names = _cells(header, delimiter)
     if names is None:
-        return []
+        return None
+    sniffed = True
     if not named:
-        # Not named a CSV: read as one only when the first line is a header of several
-        # names and the next line has as many cells.
         second = _cells(text[newline + 1 :].split("\n", 1)[0].rstrip("\r"), delimiter)
-        if (
+        sniffed = not (
             len(names) < 2
             or not all(_HEADER.fullmatch(cell) for _, _, cell in names)
             or second is None
             or len(second) != len(names)
-        ):
-            return []
+        )
+    return newline, delimiter, names, sniffed
+
+
+def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
+    found = _header(text, delimiter)
+    if found is None or not found[3]:
+        return []
+    newline, delimiter, names, _ = found
     columns = {i for i, (_, _, cell) in enumerate(names) if keys.secret(cell.strip())}
     # A name column and a value column: the value of each row whose name is secret-like.
     headers = [cell.strip() for _, _, cell in names]
