@@ -770,18 +770,24 @@ class Sanitizer:
         last = self._last_file
         if last is not None and last[0] == name and last[1] == text:
             return list(last[2])  # publish's rescan of what file_text left
+        spans = structure.secret_spans(text, name, self._structure)
+        return self._with_spans(text, name, spans, whole=True)
+
+    def _with_spans(
+        self, text: str, name: str, spans: list[tuple[int, int]], *, whole: bool
+    ) -> list[Hit]:
+        """The detectors' hits of a text file, the structure's ``spans`` (credentials) and
+        what its decoded escapes hold, joined; kept for a rescan of the same text."""
         hits = self.detect(text)
-        extra = [
-            Hit("credential", start, end)
-            for start, end in structure.secret_spans(text, name, self._structure)
-        ]
+        extra = [Hit("credential", start, end) for start, end in spans]
         if "\\" in text:
             extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape)
         if "%" in text:
             extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
         found = _joined(hits, extra) if extra else hits
         self._last_file = (name, text, tuple(found))
-        self._last_extra = bool(extra)
+        if whole:
+            self._last_extra = bool(extra)
         return found
 
     def file_text(self, text: str, name: str) -> str:
@@ -808,7 +814,6 @@ class Sanitizer:
         when nothing but detectors' hits was found in them: its line forms and JSON
         objects read again on the lines that hold a placeholder (with the line before
         each, which a ``value:`` line belongs with)."""
-        hits = self.detect(text)
         windows: list[tuple[int, int]] = []
         position = text.find(_PLACEHOLDER_START)
         while position >= 0:
@@ -821,17 +826,8 @@ class Sanitizer:
             else:
                 windows.append((start, end))
             position = text.find(_PLACEHOLDER_START, end)
-        extra = [
-            Hit("credential", start, end)
-            for start, end in structure.line_spans(text, windows, self._structure)
-        ]
-        if "\\" in text:
-            extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape)
-        if "%" in text:
-            extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
-        found = _joined(hits, extra) if extra else hits
-        self._last_file = (name, text, tuple(found))
-        return found
+        spans = structure.line_spans(text, windows, self._structure)
+        return self._with_spans(text, name, spans, whole=False)
 
     def _decoded_hits(
         self, text: str, escape: re.Pattern[str], decode: Callable[[re.Match[str]], str]

@@ -297,9 +297,7 @@ def _walk_node(
     elif isinstance(node, yaml.MappingNode):
         named = _pair_name(node.value, keys)
         stored = _secret_object({k.value: v.value for k, v in node.value if _scalars(k, v)})
-        if secret and _reference(
-            {k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
-        ):
+        if secret and reference({k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)}):
             secret = False
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
@@ -329,9 +327,6 @@ def reference(keys: set[str] | dict[str, Any]) -> bool:
     """Whether an object's keys make it a reference to a stored secret, not a secret: a
     Kubernetes ``secretKeyRef`` (``{name, key}``) names the Secret and its key."""
     return "name" in keys and "key" in keys
-
-
-_reference = reference
 
 
 _SECRET_DATA = frozenset({"data", "stringData"})
