@@ -313,7 +313,6 @@ class Sanitizer:
         self._prefilter = prefilter_for(self.rules) if prefilter else None
         self._v2 = self.rules.generation >= 2
         self._last_file: tuple[str, str, tuple[Hit, ...]] | None = None
-        self._last_extra = False
         self._naming: dict[str, bool] = {}
         self._structure = structure.KeyNames(self._secret_cached, self._naming_cached)
         self._last_found: Found | None = None
@@ -771,11 +770,9 @@ class Sanitizer:
         if last is not None and last[0] == name and last[1] == text:
             return list(last[2])  # publish's rescan of what file_text left
         spans = structure.secret_spans(text, name, self._structure)
-        return self._with_spans(text, name, spans, whole=True)
+        return self._with_spans(text, name, spans)
 
-    def _with_spans(
-        self, text: str, name: str, spans: list[tuple[int, int]], *, whole: bool
-    ) -> list[Hit]:
+    def _with_spans(self, text: str, name: str, spans: list[tuple[int, int]]) -> list[Hit]:
         """The detectors' hits of a text file, the structure's ``spans`` (credentials) and
         what its decoded escapes hold, joined; kept for a rescan of the same text."""
         hits = self.detect(text)
@@ -786,8 +783,6 @@ class Sanitizer:
             extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
         found = _joined(hits, extra) if extra else hits
         self._last_file = (name, text, tuple(found))
-        if whole:
-            self._last_extra = bool(extra)
         return found
 
     def file_text(self, text: str, name: str) -> str:
@@ -796,24 +791,25 @@ class Sanitizer:
         if not self._v2:
             return self.text(text)
         hits = self.file_hits(text, name)
-        # A text whose structure held nothing, read by no whole-file format, changes only
-        # where detectors' hits became placeholders: its lines are read again only there.
-        local = not self._last_extra
+        # A text read by no whole-file format changes only where hits became
+        # placeholders, and what its lines hold is read line by line: its lines are read
+        # again only there (what a line form found is one placeholder now, whatever
+        # section it stood in).
         for _ in range(_PASSES):
             if not hits:
                 break
             text = self._clean(text, hits, None)
-            if local and not structure.whole_readings(text, name):
+            if not structure.whole_readings(text, name):
                 hits = self._changed_lines_hits(text, name)
             else:
                 hits = self.file_hits(text, name)
         return text
 
     def _changed_lines_hits(self, text: str, name: str) -> list[Hit]:
-        """:meth:`file_hits` of a text whose lines without a placeholder are as they were
-        when nothing but detectors' hits was found in them: its line forms and JSON
-        objects read again on the lines that hold a placeholder (with the line before
-        each, which a ``value:`` line belongs with)."""
+        """:meth:`file_hits` of a text read by no whole-file format, after a redaction:
+        its line forms and JSON objects read again on the lines that hold a placeholder
+        (with the line before each, which a ``value:`` line belongs with); every other
+        line is as it was when they were read."""
         windows: list[tuple[int, int]] = []
         position = text.find(_PLACEHOLDER_START)
         while position >= 0:
@@ -827,7 +823,7 @@ class Sanitizer:
                 windows.append((start, end))
             position = text.find(_PLACEHOLDER_START, end)
         spans = structure.line_spans(text, windows, self._structure)
-        return self._with_spans(text, name, spans, whole=False)
+        return self._with_spans(text, name, spans)
 
     def _decoded_hits(
         self, text: str, escape: re.Pattern[str], decode: Callable[[re.Match[str]], str]
