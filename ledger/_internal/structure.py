@@ -34,7 +34,7 @@ import json
 import re
 import tomllib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import yaml
@@ -274,7 +274,23 @@ def _chunks(text: str) -> Iterator[tuple[int, str]]:
         yield match.start(1), match.group(1)
 
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """Composes without resolving each plain scalar's type (a Python call per scalar):
+    only a secret's is looked at (:func:`_plain_tag`)."""
+
+    yaml_implicit_resolvers: ClassVar[dict[str, Any]] = {}
+
+
+def _plain_tag(value: str) -> str:
+    """The type YAML's safe schema gives a plain scalar (bool, null, int, float, str)."""
+    resolvers = yaml.SafeLoader.yaml_implicit_resolvers
+    for tag, regexp in resolvers.get(value[:1] if value else "", ()):
+        if regexp.match(value):
+            return str(tag)
+    return "tag:yaml.org,2002:str"
 
 
 def _walk_node(
@@ -368,7 +384,8 @@ def _secret_flag(item: str, keys: KeyNames) -> bool:
 
 
 def _scalar_pieces(text: str, node: yaml.ScalarNode) -> Iterator[Span]:
-    tag = node.tag.rsplit(":", 1)[-1]
+    plain = not node.style and node.tag == "tag:yaml.org,2002:str"
+    tag = (_plain_tag(str(node.value)) if plain else node.tag).rsplit(":", 1)[-1]
     if tag in ("bool", "null", "float"):
         return iter(())
     if tag == "int" and not _long_number(str(node.value)):
