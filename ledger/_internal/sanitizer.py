@@ -492,8 +492,8 @@ class Sanitizer:
         pair whose name is secret-like, the value stands under the name."""
         inherit = key is not None and self._secret_cached(key) and not structure.reference(value)
         name = None
-        if not _VALUE_KEYS.isdisjoint(value):
-            for candidate in _NAME_KEYS:
+        if not structure.VALUE_KEYS.isdisjoint(value):
+            for candidate in structure.NAME_KEYS:
                 found = value.get(candidate)
                 if type(found) is str and self._secret_cached(found):
                     name = found
@@ -502,7 +502,7 @@ class Sanitizer:
             return None
         out: dict[str, str] = {}
         for k in value:
-            if name is not None and k in _VALUE_KEYS:
+            if name is not None and k in structure.VALUE_KEYS:
                 out[k] = name
             elif (
                 inherit
@@ -712,7 +712,7 @@ class Sanitizer:
         if not self._v2:
             return
         if "\\u" in text:
-            self.reserve(_JSON_ESCAPE.sub(_unescape, text))
+            self.reserve(_unescaped(text))
         if "%3c" in text or "%3C" in text:
             self.reserve(_URL_ESCAPE.sub(_unpercent, text))
 
@@ -1047,8 +1047,6 @@ JSON_LINES = (".jsonl", ".ndjson")
 """Names of files of JSON lines: sanitized and scanned line by line as JSON, then as text."""
 
 _NOT_JSON = object()
-_VALUE_KEYS = frozenset({"value", "Value", "VALUE"})
-_NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
 _JSON_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
 _ESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 

@@ -50,8 +50,10 @@ _YAML = (".yaml", ".yml")
 _TOML = (".toml",)
 _CSV = {".csv": ",", ".tsv": "\t"}
 _NETRC = ("netrc", ".netrc", "_netrc")
-_VALUE_KEYS = frozenset({"value", "Value", "VALUE"})
-_NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
+VALUE_KEYS = frozenset({"value", "Value", "VALUE"})
+NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
+"""The keys of a ``{name, value}`` pair (a Kubernetes or ECS environment entry), as the
+structure walk and the JSON document walk (sanitizer.py) both read them."""
 _PLACEHOLDER = re.compile(r"<redacted:[a-z-]+:[0-9]+>")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
 _LITERALS = frozenset({"true", "false", "null", "none", "yes", "no", "on", "off", "~"})
@@ -317,7 +319,7 @@ def _walk_node(
             secret = False
         for key, value in node.value:
             name = key.value if isinstance(key, yaml.ScalarNode) else None
-            under = _under(name, secret, keys) or (named and name in _VALUE_KEYS)
+            under = _under(name, secret, keys) or (named and name in VALUE_KEYS)
             under = under or (stored and name in _SECRET_DATA)
             _walk_node(text, value, under, keys, out, seen)
     elif isinstance(node, yaml.SequenceNode):
@@ -371,7 +373,7 @@ def _pair_name(pairs: list[tuple[yaml.Node, yaml.Node]], keys: KeyNames) -> bool
     for key, value in pairs:
         if (
             isinstance(key, yaml.ScalarNode)
-            and key.value in _NAME_KEYS
+            and key.value in NAME_KEYS
             and isinstance(value, yaml.ScalarNode)
             and keys.secret(str(value.value))
         ):
@@ -548,10 +550,10 @@ def _walk_data(value: Any, secret: bool, keys: KeyNames, out: list[str]) -> None
         secret = secret and not reference(value)
         stored = _secret_object(value)
         named = any(
-            k in _NAME_KEYS and isinstance(v, str) and keys.secret(v) for k, v in value.items()
+            k in NAME_KEYS and isinstance(v, str) and keys.secret(v) for k, v in value.items()
         )
         for k, item in value.items():
-            under = _under(k, secret, keys) or (named and k in _VALUE_KEYS)
+            under = _under(k, secret, keys) or (named and k in VALUE_KEYS)
             _walk_data(item, under or (stored and k in _SECRET_DATA), keys, out)
     elif isinstance(value, list):
         for index, item in enumerate(value):
@@ -620,7 +622,7 @@ def _line_spans(text: str, keys: KeyNames) -> Iterator[Span]:
         key = match.group("key")
         if keys.secret(key) or (section and not keys.naming(key)):
             yield from _line_value(text, *match.span("value"), match.group("sep"))
-        elif key in _NAME_KEYS and keys.secret(match.group("value").strip().strip("\"',").strip()):
+        elif key in NAME_KEYS and keys.secret(match.group("value").strip().strip("\"',").strip()):
             after = _VALUE_LINE.match(text, match.end())
             if after is not None:
                 yield from _line_value(text, *after.span("value"), ":")
@@ -724,8 +726,8 @@ def _csv_spans(text: str, keys: KeyNames, delimiter: str | None) -> list[Span]:
     columns = {i for i, (_, _, cell) in enumerate(names) if keys.secret(cell.strip())}
     # A name column and a value column: the value of each row whose name is secret-like.
     headers = [cell.strip() for _, _, cell in names]
-    pair = next((headers.index(n) for n in _NAME_KEYS if n in headers), None)
-    paired = next((headers.index(v) for v in sorted(_VALUE_KEYS) if v in headers), None)
+    pair = next((headers.index(n) for n in NAME_KEYS if n in headers), None)
+    paired = next((headers.index(v) for v in sorted(VALUE_KEYS) if v in headers), None)
     if not columns and (pair is None or paired is None):
         return []
     out: list[Span] = []
