@@ -205,7 +205,7 @@ class Prefilter:
             i for i in self.starting if not can_take(patterns[i], "<", written=True)
         )
         self._firsts = {i: first_characters(patterns[i]) for i in self._outside}
-        self._inside: dict[tuple[int, str], list[int]] = {}
+        self._inside: dict[str, list[tuple[int, tuple[int, ...] | None]]] = {}
         across = [(e, i) for e, i in backward if i not in self._outside]
         if across:
             self._across = _compiled_backward(across)
@@ -333,14 +333,13 @@ class Prefilter:
         # One that cannot hold a placeholder's "<" has each match between two placeholders
         # (where the text is as it was: it starts where it did) or starting inside one.
         for index in self._outside:
-            kept = [
+            starts[index] = [
                 moved.position(s) for s in previous_starts.get(index, ()) if not moved.inside(s)
             ]
-            for _, _, start, end in replaced:
-                kept.extend(
-                    start + offset for offset in self._starts_inside(index, text[start:end])
-                )
-            starts[index] = kept
+        for _, _, start, end in replaced:
+            placeholder = text[start:end]
+            for index, offsets in self._starts_inside(placeholder):
+                starts[index].extend(map(start.__add__, offsets))
         backward = None if found.backward is None else _spliced(found.backward, text, replaced)
         if self._across is not None and backward is not None:
             starts.update(self._starts(self._across, backward))
@@ -357,18 +356,35 @@ class Prefilter:
         )
         return dict(sorted(out.items())), Found(text, ends, starts, backward)
 
-    def _starts_inside(self, index: int, placeholder: str) -> list[int]:
-        """Where in ``placeholder`` (after its "<") a match of a regex may start: where it
-        holds a character such a match may start with."""
-        found = self._inside.get((index, placeholder))
-        if found is None:
-            firsts = self._firsts[index]
-            found = self._inside[(index, placeholder)] = [
-                offset
-                for offset in range(1, len(placeholder))
-                if firsts is None or ord(placeholder[offset]) in firsts
+    def _starts_inside(self, placeholder: str) -> list[tuple[int, tuple[int, ...]]]:
+        """Per regex that cannot hold a placeholder's "<", where in ``placeholder`` (after
+        its "<") a match of it may start: where it holds a character such a match may
+        start with. Kept per shape (each digit as "0"): placeholders differ in their
+        numbers, and what a regex may start with takes every digit or none, mostly."""
+        shape = placeholder.translate(_DIGIT_SHAPE)
+        known = self._inside.get(shape)
+        if known is None:
+            known = self._inside[shape] = [
+                (index, self._offsets(index, placeholder) if self._by_shape(index) else None)
+                for index in sorted(self._outside)
             ]
-        return found
+        return [
+            (index, offsets if offsets is not None else self._offsets(index, placeholder))
+            for index, offsets in known
+        ]
+
+    def _by_shape(self, index: int) -> bool:
+        """Whether a regex may start at each digit of a placeholder, or at none."""
+        firsts = self._firsts[index]
+        return firsts is None or _DIGITS.isdisjoint(firsts) or firsts >= _DIGITS
+
+    def _offsets(self, index: int, placeholder: str) -> tuple[int, ...]:
+        firsts = self._firsts[index]
+        return tuple(
+            offset
+            for offset in range(1, len(placeholder))
+            if firsts is None or ord(placeholder[offset]) in firsts
+        )
 
     def _ends_near(self, text: str, replaced: Sequence[Replaced]) -> list[tuple[int, int]]:
         """The line-local regexes' ends in the lines that hold a placeholder, scanned as
@@ -396,6 +412,10 @@ class Prefilter:
         a character the two engines read differently)."""
         found = self.windows(data.decode("latin-1"))
         return {self.count} if found is None else set(found)
+
+
+_DIGIT_SHAPE = str.maketrans("123456789", "000000000")
+_DIGITS = frozenset(range(ord("0"), ord("9") + 1))
 
 
 class _Whole(Exception):
@@ -509,7 +529,18 @@ def _line_of(text: str, end: int) -> Window:
 
 
 def _points(starts: list[int]) -> list[Window]:
-    return merge([(s, s + 1) for s in starts])
+    """The places in ``starts`` as windows, each run of neighbours one window."""
+    windows: list[Window] = []
+    low = high = -1
+    for place in sorted(starts):
+        if place > high:
+            if high >= 0:
+                windows.append((low, high))
+            low = place
+        high = max(high, place + 1)
+    if high >= 0:
+        windows.append((low, high))
+    return windows
 
 
 def _lines(text: str, ends: list[int]) -> list[Window]:

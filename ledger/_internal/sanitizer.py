@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import orjson
 
-from ledger._internal import jsonio, structure
+from ledger._internal import jsonio, structure, textsearch
 from ledger._internal.prefilter import Found, Replaced, Window, prefilter_for
 from ledger._internal.regex_forms import lookahead_reach
 from ledger.errors import InvalidArtifact
@@ -115,6 +115,20 @@ class Detector:
         if self.underscore_joins:
             return (m for m in matches if m.start() == 0 or not _ascii_alnum(text[m.start() - 1]))
         return (m for m in matches if m.start() == 0 or not _ascii_word(text[m.start() - 1]))
+
+
+def _token_start(text: str, start: int) -> int:
+    """Where the run of token characters (:data:`_TOKEN_EDGE`) that ends at ``start``
+    starts: read backwards a stretch at a time."""
+    left = start
+    while left > 0:
+        low = max(0, left - 64)
+        run = _TOKEN_EDGE.match(text[low:left][::-1])
+        taken = 0 if run is None else run.end()
+        left -= taken
+        if taken < 64:
+            return left
+    return left
 
 
 def _ascii_alnum(char: str) -> bool:
@@ -383,13 +397,8 @@ class Sanitizer:
 
     def _allowed(self, text: str, start: int, end: int) -> bool:
         # The whole token around a hit: a public identifier is never redacted.
-        left = start
-        while left > 0 and _TOKEN_EDGE.fullmatch(text[left - 1]):
-            left -= 1
-        right = end
-        while right < len(text) and _TOKEN_EDGE.fullmatch(text[right]):
-            right += 1
-        token = text[left:right]
+        after = _TOKEN_EDGE.match(text, end)
+        token = text[_token_start(text, start) : end if after is None else after.end()]
         return any(p.fullmatch(token) for p in self.rules.allowlist) or any(
             p.fullmatch(text[start:end]) for p in self.rules.allowlist
         )
@@ -422,7 +431,7 @@ class Sanitizer:
         return list(found)
 
     def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
-        if _PLACEHOLDER_START in text:
+        if textsearch.holds(text, _PLACEHOLDER_START):
             self.reserve(text)
         if self._prefilter is None:
             return self._detect(text, key)
@@ -541,7 +550,7 @@ class Sanitizer:
             texts = [items[i][0] for i in batch]
             # One newline between texts: each then starts a line, as it starts a string.
             joined = "\n".join(texts)
-            if _PLACEHOLDER_START in joined:
+            if textsearch.holds(joined, _PLACEHOLDER_START):
                 self.reserve(joined)  # before any of them is numbered
             windows = self._prefilter.windows(joined) if self._prefilter else None
             if windows is None:
@@ -583,7 +592,11 @@ class Sanitizer:
             return ()
         if rules.placeholder.fullmatch(text):
             return ()
-        placeholders = Taken(m.span() for m in rules.placeholder.finditer(text))
+        placeholders = (
+            Taken(m.span() for m in rules.placeholder.finditer(text))
+            if textsearch.holds(text, _PLACEHOLDER_START)
+            else Taken()
+        )
         free = placeholders.free
         taken = Taken()
         hits: dict[int, Hit] = {}
@@ -621,8 +634,9 @@ class Sanitizer:
         index = -1
         for category in CATEGORIES:
             keyed = rules.keyed if category == "credential" else ()
-            for detector in (*keyed, *rules.patterns[category]):
+            for position, detector in enumerate((*keyed, *rules.patterns[category])):
                 index += 1
+                is_keyed = position < len(keyed)
                 where = None if windows is None else windows.get(index)
                 if windows is not None and where is None:
                     continue  # the prefilter found no place it could match
@@ -651,11 +665,11 @@ class Sanitizer:
                     if detector.non_global and not _non_global_address(value):
                         continue
                     # A secret-like name before it makes even a digest-shaped value secret.
-                    if detector not in keyed and self._allowed(text, start, end):
+                    if not is_keyed and self._allowed(text, start, end):
                         continue
                     # ... but not the name of such a thing (api_key_env, auth_mode), as
                     # under a JSON key: a report's "key: value" lines read as JSON does.
-                    if detector in keyed and (
+                    if is_keyed and (
                         value.startswith("--") or self._names_a_thing(text, match.start())
                     ):
                         # The next flag of an argv, or the name of a thing; what it took
@@ -719,7 +733,7 @@ class Sanitizer:
     def reserve_lines(self, text: str) -> None:
         """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
         decodes to."""
-        if _PLACEHOLDER_START in text:
+        if textsearch.holds(text, _PLACEHOLDER_START):
             self.reserve(text)
         for line in text.split("\n") if "\\u" in text else ():
             # Only an escape can spell a placeholder the text does not show.
@@ -811,7 +825,7 @@ class Sanitizer:
         (with the line before each, which a ``value:`` line belongs with); every other
         line is as it was when they were read."""
         windows: list[tuple[int, int]] = []
-        position = text.find(_PLACEHOLDER_START)
+        position = textsearch.find(text, _PLACEHOLDER_START)
         while position >= 0:
             line = text.rfind("\n", 0, position)  # the break before its line, or -1
             start = text.rfind("\n", 0, line) + 1 if line > 0 else 0
@@ -821,7 +835,7 @@ class Sanitizer:
                 windows[-1] = (windows[-1][0], end)
             else:
                 windows.append((start, end))
-            position = text.find(_PLACEHOLDER_START, end)
+            position = textsearch.find(text, _PLACEHOLDER_START, end)
         spans = structure.line_spans(text, windows, self._structure)
         return self._with_spans(text, name, spans)
 

@@ -39,6 +39,8 @@ from typing import Any, ClassVar
 import attrs
 import yaml
 
+from ledger._internal import textsearch
+
 Span = tuple[int, int]
 
 SNIFF_BYTES = 1 << 20
@@ -56,6 +58,8 @@ NAME_KEYS = ("name", "Name", "NAME", "key", "Key", "KEY")
 structure walk and the JSON document walk (sanitizer.py) both read them."""
 _PLACEHOLDER = re.compile(r"<redacted:[a-z-]+:[0-9]+>")
 _SHORT_NUMBER = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,12})?")
+_ALNUM = re.compile(r"[^\W_]")
+"""A letter or digit: what ``str.isalnum`` says of a character (``\\w`` less ``_``)."""
 _LITERALS = frozenset({"true", "false", "null", "none", "yes", "no", "on", "off", "~"})
 _LONG_NUMBER = 10**12
 # The line forms are one pattern that starts at a line break (the text is read with one
@@ -130,8 +134,7 @@ def _plan(body: str, name: str) -> _Plan:
     lower = name.rsplit("/", 1)[-1].lower()
     suffix = "." + lower.rsplit(".", 1)[-1] if "." in lower else ""
     small = len(body) <= SNIFF_BYTES
-    # One character looked for first: memchr, where a three-character search is not.
-    fenced = ("`" in body and "```" in body) or ("~" in body and "~~~" in body)
+    fenced = textsearch.holds(body, "```") or textsearch.holds(body, "~~~")
     delimiter = _CSV.get(suffix)
     return _Plan(
         lower.endswith(_YAML) or (small and (fenced or _looks(body, _YAML_START))),
@@ -223,11 +226,17 @@ def value_pieces(text: str, start: int, end: int) -> Iterator[Span]:
         or REFERENCE.fullmatch(stripped)
     ):
         return
+    if "<redacted:" not in value:
+        # No placeholder (most values): the whole, trimmed, if it holds a letter or digit.
+        if _ALNUM.search(stripped):
+            left = len(value) - len(value.lstrip())
+            yield start + left, start + left + len(stripped)
+        return
     last = 0
     for match in [*_PLACEHOLDER.finditer(value), None]:
         low, high = match.span() if match is not None else (len(value), len(value))
         piece = value[last:low]
-        if any(c.isalnum() for c in piece):
+        if _ALNUM.search(piece):
             left = len(piece) - len(piece.lstrip())
             right = len(piece.rstrip())
             yield start + last + left, start + last + right
@@ -272,7 +281,8 @@ def _chunks(text: str) -> Iterator[tuple[int, str]]:
         yield start, text[start : match.start()]
         start = match.end()
     yield start, text[start:]
-    for match in _FENCED.finditer(text) if "```" in text or "~~~" in text else ():
+    fenced = textsearch.holds(text, "```") or textsearch.holds(text, "~~~")
+    for match in _FENCED.finditer(text) if fenced else ():
         yield match.start(1), match.group(1)
 
 
@@ -284,6 +294,18 @@ class _Loader(_Base):  # type: ignore[misc]
     only a secret's is looked at (:func:`_plain_tag`)."""
 
     yaml_implicit_resolvers: ClassVar[dict[str, Any]] = {}
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        # What the base class returns with no implicit or path resolvers, without its
+        # lookups (once a node).
+        return _DEFAULT_TAGS[kind]
+
+
+_DEFAULT_TAGS = {
+    yaml.ScalarNode: "tag:yaml.org,2002:str",
+    yaml.SequenceNode: "tag:yaml.org,2002:seq",
+    yaml.MappingNode: "tag:yaml.org,2002:map",
+}
 
 
 def _plain_tag(value: str) -> str:
@@ -314,7 +336,9 @@ def _walk_node(
             out.extend(_scalar_pieces(text, node))
     elif isinstance(node, yaml.MappingNode):
         named = _pair_name(node.value, keys)
-        stored = _secret_object({k.value: v.value for k, v in node.value if _scalars(k, v)})
+        stored = any(
+            _scalars(k, v) and k.value == "kind" and v.value == "Secret" for k, v in node.value
+        )
         if secret and reference({k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)}):
             secret = False
         for key, value in node.value:
@@ -476,7 +500,7 @@ class _ObjectStarts:
             if at == -1:
                 continue
             if at < position:
-                at = self.found[form] = self.text.find(form, position)
+                at = self.found[form] = textsearch.find(self.text, form, position)
             if at >= 0 and (best < 0 or at < best):
                 best = at
         return best
