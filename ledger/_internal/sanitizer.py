@@ -117,13 +117,13 @@ class Detector:
         return (m for m in matches if m.start() == 0 or not _ascii_word(text[m.start() - 1]))
 
 
-def _token_start(text: str, start: int) -> int:
-    """Where the run of token characters (:data:`_TOKEN_EDGE`) that ends at ``start``
-    starts: read backwards a stretch at a time."""
+def _run_start(run_of: re.Pattern[str], text: str, start: int) -> int:
+    """Where the run of characters ``run_of`` (a class, repeated) matches that ends at
+    ``start`` starts: read backwards a stretch at a time, not a character a call."""
     left = start
     while left > 0:
         low = max(0, left - 64)
-        run = _TOKEN_EDGE.match(text[low:left][::-1])
+        run = run_of.match(text[low:left][::-1])
         taken = 0 if run is None else run.end()
         left -= taken
         if taken < 64:
@@ -253,6 +253,9 @@ def load_rules(path: Path = RULES_FILE) -> Rules:
 
 def _rules(data: bytes, sha256: str) -> Rules:
     rules = json.loads(data)
+    if not rules["placeholder"].startswith(_PLACEHOLDER_START):
+        # Placeholders are looked for where this prefix stands (textsearch.matches).
+        raise ValueError(f"a rule file's placeholder must start with {_PLACEHOLDER_START!r}")
     foreign = [w.lower() for w in rules["credential"].get("foreign_secret_words", ())]
     return Rules(
         version=str(rules["version"]),
@@ -385,10 +388,7 @@ class Sanitizer:
     def _names_a_thing(self, text: str, start: int) -> bool:
         """Whether the name a keyed match starts in ends in a naming word (``_env``,
         ``_mode``, ``_tokens``; not ``id``): the whole name, from where it starts."""
-        left = start
-        while left > 0 and _NAME_CHARS.fullmatch(text[left - 1]):
-            left -= 1
-        found = _KEY_NAME.match(text, left)
+        found = _KEY_NAME.match(text, _run_start(_NAME_RUN, text, start))
         if found is None:
             return False
         words = self._key_words(found.group(1))
@@ -398,7 +398,7 @@ class Sanitizer:
     def _allowed(self, text: str, start: int, end: int) -> bool:
         # The whole token around a hit: a public identifier is never redacted.
         after = _TOKEN_EDGE.match(text, end)
-        token = text[_token_start(text, start) : end if after is None else after.end()]
+        token = text[_run_start(_TOKEN_EDGE, text, start) : end if after is None else after.end()]
         return any(p.fullmatch(token) for p in self.rules.allowlist) or any(
             p.fullmatch(text[start:end]) for p in self.rules.allowlist
         )
@@ -584,7 +584,7 @@ class Sanitizer:
                 # One character for one: the hits' places are the text's own. The
                 # prefilter's windows were found in the text as it was.
                 text, windows, literals_found = folded, None, False
-        context = key is not None and (self.secret_key(key) or self._gpu_key(key))
+        context = self._keyed(key)
         # Short strings and whole public identifiers (digests, request ids) hold nothing.
         if not context and (
             len(text) < _SHORTEST or any(p.fullmatch(text) for p in rules.allowlist)
@@ -592,10 +592,8 @@ class Sanitizer:
             return ()
         if rules.placeholder.fullmatch(text):
             return ()
-        placeholders = (
-            Taken(m.span() for m in rules.placeholder.finditer(text))
-            if textsearch.holds(text, _PLACEHOLDER_START)
-            else Taken()
+        placeholders = Taken(
+            m.span() for m in textsearch.matches(rules.placeholder, text, _PLACEHOLDER_START)
         )
         free = placeholders.free
         taken = Taken()
@@ -622,7 +620,7 @@ class Sanitizer:
             hits[start] = Hit(category, start, end)
 
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
-        if key is not None and not plain and text.strip() and self.secret_key(key):
+        if key is not None and not plain and text.strip() and self._secret_cached(key):
             if not placeholders:
                 add("credential", 0, len(text))
             elif self._v2:
@@ -688,7 +686,7 @@ class Sanitizer:
                         or rules.placeholder.search(value)
                     ):
                         add("credential", start, end)
-            if category == "gpu" and key is not None and self._gpu_key(key):
+            if category == "gpu" and context and key is not None and self._gpu_key(key):
                 for match in rules.bare_uuid.finditer(text):
                     if not self._masked_uuid(match.group(0)):
                         add("gpu", *match.span())
@@ -707,7 +705,7 @@ class Sanitizer:
         reserved when it is detected; whoever numbers values across texts (publish, a
         campaign's files) reserves every text first."""
         counts = self._counts
-        for match in self.rules.placeholder.finditer(text):
+        for match in textsearch.matches(self.rules.placeholder, text, _PLACEHOLDER_START):
             self._reserved.add(match.group(0))
             category, _, number = match.group(0)[len(_PLACEHOLDER_START) : -1].rpartition(":")
             if len(number) <= _LONGEST_NUMBER:
@@ -1054,7 +1052,7 @@ class Taken:
         del self._starts[at], self._ends[at]
 
 
-_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.-]+")
 _KEY_NAME = re.compile(r"[\"']?([A-Za-z0-9_.-]+)")
 
 JSON_LINES = (".jsonl", ".ndjson")

@@ -10,6 +10,9 @@ the answer is mostly no, or found at once. The benchmark that measures it:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+
 _TRIES = 16
 """First characters tried one by one before the whole needle is searched for: a text
 that holds the first character often (``{`` in JSON) gets the plain search."""
@@ -32,3 +35,16 @@ def find(text: str, needle: str, start: int = 0, end: int | None = None) -> int:
 def holds(text: str, needle: str) -> bool:
     """``needle in text``, as :func:`find` reads it."""
     return find(text, needle) >= 0
+
+
+def matches(pattern: re.Pattern[str], text: str, prefix: str) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text)`` for a pattern each match of which starts with
+    ``prefix``: each place the prefix stands is tried, left to right."""
+    position = find(text, prefix)
+    while position >= 0:
+        match = pattern.match(text, position)
+        if match is not None:
+            yield match
+            position = find(text, prefix, max(match.end(), position + 1))
+        else:
+            position = find(text, prefix, position + 1)
