@@ -303,6 +303,34 @@ def test_any_text_gives_the_same_hits(parts: list[str]) -> None:
     _same("".join(parts))
 
 
+def test_a_match_a_redaction_uncovers_is_found_in_a_long_text() -> None:
+    # The address is part of the token's match until the token is a placeholder: found
+    # by the rescan of that line, in a text long enough to be rescanned only there.
+    line = "glimt-my-tokens_are-correctAB38_280[fd00::1]"
+    padding = [f"2026-11-29T12:00:{i % 60:02d}Z INFO [fd00::2 decode" for i in range(60)]
+    # A regex that may match across lines is looked for too: the text is rescanned.
+    pair = 'config "api_key", "abcdefghij" set'
+    text = "\n".join([*padding[:30], line, *padding[30:], pair])
+    fast, slow = Sanitizer(), Sanitizer(prefilter=False)
+    assert fast.text(text) == slow.text(text)
+    assert "\n<redacted:credential:1><redacted:endpoint:1>\n" in slow.text(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=6).map("".join), max_size=40))
+def test_any_long_text_gives_the_same_redaction_after_its_rescans(lines: list[str]) -> None:
+    # Long enough to be rescanned only where a redaction changed it (each pass after the
+    # first); a line left as it was is not detected again.
+    padding = [f"2026-11-29T12:00:{i % 60:02d}Z INFO decode batch tokens" for i in range(30)]
+    text = "\n".join(line for pair in zip(padding, lines + [""] * 30) for line in pair)
+    # A regex that may match across lines is looked for too: the text is rescanned.
+    text += '\nconfig "api_key", "abcdefghij" set'
+    assert len(text) > 1024
+    fast, slow = Sanitizer(), Sanitizer(prefilter=False)
+    assert fast.text(text) == slow.text(text)
+    assert fast.file_text(text, "notes/F") == slow.file_text(text, "notes/F")
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(

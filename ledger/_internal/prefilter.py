@@ -311,7 +311,12 @@ class Prefilter:
         """The windows of ``text``, which is ``found.text`` with spans replaced by
         placeholders (each ``<...>``, one line), scanned only where that changed (the
         literals are looked for again in the whole). None when this cannot tell: the text
-        must be looked at whole (:meth:`look`)."""
+        must be looked at whole (:meth:`look`).
+
+        The spans replaced must be every hit found in ``found.text``: a line-local regex
+        then has windows only on the lines that hold a placeholder. Any other line is as
+        it was, and nothing was found there (a hit would be a placeholder now); what it
+        may match there is kept in the :class:`Found` returned, for the next rescan."""
         if (found.backward is None and self.starting) or self._spanned or not text.isascii():
             return None
         for _, _, start, end in replaced:
@@ -326,8 +331,10 @@ class Prefilter:
             kept = [moved.position(e) for e in previous if not moved.touches(*_line_of(old, e))]
             if kept:
                 ends[index] = kept
+        near: dict[int, list[int]] = {}
         for index, end in self._ends_near(text, replaced):
             ends.setdefault(index, []).append(end)
+            near.setdefault(index, []).append(end)
         starts: dict[int, list[int]] = {}
         previous_starts = found.starts or {}
         # One that cannot hold a placeholder's "<" has each match between two placeholders
@@ -350,7 +357,7 @@ class Prefilter:
                 match_event_handler=lambda index, *rest: fired.add(index),
             )
         met = self._met(fired)
-        out = {index: _lines(text, found) for index, found in ends.items() if met(index)}
+        out = {index: _lines(text, found) for index, found in near.items() if met(index)}
         out.update(
             (index, _points(found)) for index, found in starts.items() if found and met(index)
         )

@@ -66,7 +66,8 @@ _LONG_NUMBER = 10**12
 # before it): a pattern that starts with a literal is searched for that character, several
 # times faster than "^" tried at every position, and once rather than once a form.
 _LINES = re.compile(
-    r"\n[ \t]*(?:"
+    # A line that starts otherwise (a log's timestamp) is left at its first character.
+    r"\n(?=[ \t]*[\[A-Za-z_\"'-])[ \t]*(?:"
     # [section] (INI, TOML)
     r"\[\[?[ \t]*(?P<section>[^\]\r\n]{1,200}?)[ \t]*\]\]?[ \t]*(?=\r?\n|$)"
     # a Dockerfile's ENV NAME value, a shell's setx NAME value: a space for "="
