@@ -784,15 +784,23 @@ class Sanitizer:
         spans = structure.secret_spans(text, name, self._structure)
         return self._with_spans(text, name, spans)
 
-    def _with_spans(self, text: str, name: str, spans: list[tuple[int, int]]) -> list[Hit]:
+    def _with_spans(
+        self,
+        text: str,
+        name: str,
+        spans: list[tuple[int, int]],
+        lines: list[tuple[int, int]] | None = None,
+    ) -> list[Hit]:
         """The detectors' hits of a text file, the structure's ``spans`` (credentials) and
-        what its decoded escapes hold, joined; kept for a rescan of the same text."""
+        what its decoded escapes hold (in ``lines``, runs of whole lines, where given:
+        the others are as they were), joined; kept for a rescan of the same text."""
         hits = self.detect(text)
         extra = [Hit("credential", start, end) for start, end in spans]
+        runs = [(0, len(text))] if lines is None else lines
         if "\\" in text:
-            extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape)
+            extra += self._decoded_hits(text, _JSON_ESCAPE, _unescape, runs)
         if "%" in text:
-            extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent)
+            extra += self._decoded_hits(text, _URL_ESCAPE, _unpercent, runs)
         found = _joined(hits, extra) if extra else hits
         self._last_file = (name, text, tuple(found))
         return found
@@ -819,9 +827,10 @@ class Sanitizer:
 
     def _changed_lines_hits(self, text: str, name: str) -> list[Hit]:
         """:meth:`file_hits` of a text read by no whole-file format, after a redaction:
-        its line forms and JSON objects read again on the lines that hold a placeholder
-        (with the line before each, which a ``value:`` line belongs with); every other
-        line is as it was when they were read."""
+        its line forms, JSON objects and escapes read again on the lines that hold a
+        placeholder (with the line before each, which a ``value:`` line belongs with);
+        every other line is as it was when they were read, and held nothing (what was
+        found is a placeholder now)."""
         windows: list[tuple[int, int]] = []
         position = textsearch.find(text, _PLACEHOLDER_START)
         while position >= 0:
@@ -835,17 +844,34 @@ class Sanitizer:
                 windows.append((start, end))
             position = textsearch.find(text, _PLACEHOLDER_START, end)
         spans = structure.line_spans(text, windows, self._structure)
-        return self._with_spans(text, name, spans)
+        return self._with_spans(text, name, spans, windows)
 
     def _decoded_hits(
-        self, text: str, escape: re.Pattern[str], decode: Callable[[re.Match[str]], str]
+        self,
+        text: str,
+        escape: re.Pattern[str],
+        decode: Callable[[re.Match[str]], str],
+        lines: list[tuple[int, int]],
     ) -> list[Hit]:
-        """Hits in each line that holds an escape, detected in the line decoded and
-        placed back on the characters that encode them."""
+        """Hits in each line (of the runs of whole ``lines``) that holds an escape,
+        detected in the line decoded and placed back on the characters that encode
+        them."""
         out: list[Hit] = []
-        position = 0
+        for low, high in lines:
+            out += self._decoded_run(text, escape, decode, low, high)
+        return out
+
+    def _decoded_run(
+        self,
+        text: str,
+        escape: re.Pattern[str],
+        decode: Callable[[re.Match[str]], str],
+        position: int,
+        limit: int,
+    ) -> list[Hit]:
+        out: list[Hit] = []
         while True:
-            found = escape.search(text, position)
+            found = escape.search(text, position, limit)
             if found is None:
                 return out
             start = text.rfind("\n", 0, found.start()) + 1
