@@ -277,6 +277,30 @@ def _rules(data: bytes, sha256: str) -> Rules:
     )
 
 
+_Entry = tuple[int, "Detector", bool, "str | int"]
+_TABLES: dict[str, tuple[tuple[str, int, tuple[_Entry, ...]], ...]] = {}
+
+
+def _table(rules: Rules) -> tuple[tuple[str, int, tuple[_Entry, ...]], ...]:
+    """Per category, in order: the index of its first detector (the prefilter's
+    numbering), and each detector with its index, whether it is keyed, and the group that
+    holds its value."""
+    found = _TABLES.get(rules.sha256)
+    if found is None:
+        out = []
+        index = 0
+        for category in CATEGORIES:
+            keyed = rules.keyed if category == "credential" else ()
+            entries = []
+            for position, detector in enumerate((*keyed, *rules.patterns[category])):
+                group = "secret" if "secret" in detector.pattern.groupindex else 0
+                entries.append((index + position, detector, position < len(keyed), group))
+            out.append((category, index, tuple(entries)))
+            index += len(entries)
+        found = _TABLES[rules.sha256] = tuple(out)
+    return found
+
+
 def _foreign_keyed(words: list[str]) -> re.Pattern[str]:
     # Outside the prefilter (which scans text as ASCII stand-ins): run only on text that
     # is not ASCII, with full-width signs already folded to ASCII ones.
@@ -629,16 +653,16 @@ class Sanitizer:
                     add("credential", low, high)
         lower = None if literals_found else text.lower()
         starting = self._prefilter.starting if self._prefilter is not None else frozenset()
-        index = -1
-        for category in CATEGORIES:
-            keyed = rules.keyed if category == "credential" else ()
-            for position, detector in enumerate((*keyed, *rules.patterns[category])):
-                index += 1
-                is_keyed = position < len(keyed)
-                where = None if windows is None else windows.get(index)
-                if windows is not None and where is None:
-                    continue  # the prefilter found no place it could match
-                group = "secret" if "secret" in detector.pattern.groupindex else 0
+        # Only the detectors the prefilter found a place for are looked at (a value under
+        # a secret-like key often has none).
+        chosen = None if windows is None else sorted(windows)
+        for category, first, entries in _table(rules):
+            if chosen is not None:
+                low = bisect.bisect_left(chosen, first)
+                high = bisect.bisect_left(chosen, first + len(entries))
+                entries = tuple(entries[i - first] for i in chosen[low:high])
+            for index, detector, is_keyed, group in entries:
+                where = None if windows is None else windows[index]
                 found = [detector.finditer(text, lower, where, index in starting)]
                 while found:
                     match = next(found[-1], None)
