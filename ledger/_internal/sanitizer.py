@@ -277,7 +277,7 @@ def _rules(data: bytes, sha256: str) -> Rules:
     )
 
 
-_Entry = tuple[int, "Detector", bool, "str | int"]
+_Entry = tuple[int, Detector, bool, str | int]
 _TABLES: dict[str, tuple[tuple[str, int, tuple[_Entry, ...]], ...]] = {}
 
 
