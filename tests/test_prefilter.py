@@ -321,8 +321,9 @@ def test_a_match_a_redaction_uncovers_is_found_in_a_long_text() -> None:
 def test_any_long_text_gives_the_same_redaction_after_its_rescans(lines: list[str]) -> None:
     # Long enough to be rescanned only where a redaction changed it (each pass after the
     # first); a line left as it was is not detected again.
-    padding = [f"2026-11-29T12:00:{i % 60:02d}Z INFO decode batch tokens" for i in range(30)]
-    text = "\n".join(line for pair in zip(padding, lines + [""] * 30) for line in pair)
+    padding = [f"2026-11-29T12:00:{i % 60:02d}Z INFO decode batch tokens" for i in range(40)]
+    mixed = zip(padding, lines + [""] * (40 - len(lines)), strict=True)
+    text = "\n".join(line for pair in mixed for line in pair)
     # A regex that may match across lines is looked for too: the text is rescanned.
     text += '\nconfig "api_key", "abcdefghij" set'
     assert len(text) > 1024
