@@ -38,6 +38,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -293,9 +294,9 @@ class Prefilter:
             elif starts is not None and index in starts:
                 # Not written backwards: it matches nowhere, whatever the guess.
                 out[index] = _points(starts[index])
-        return dict(sorted(out.items())), Found(text, ends, starts, backward)
+        return dict(sorted(out.items())), Found(text, ends, starts, backward, frozenset(fired))
 
-    def _met(self, fired: set[int]) -> Callable[[int], bool]:
+    def _met(self, fired: AbstractSet[int]) -> Callable[[int], bool]:
         """Whether a regex's literal condition holds, given what fired in a scan."""
         needs = self._needs
 
@@ -314,9 +315,11 @@ class Prefilter:
         must be looked at whole (:meth:`look`).
 
         The spans replaced must be every hit found in ``found.text``: a line-local regex
-        then has windows only on the lines that hold a placeholder. Any other line is as
-        it was, and nothing was found there (a hit would be a placeholder now); what it
-        may match there is kept in the :class:`Found` returned, for the next rescan."""
+        that was run there then has windows only on the lines that hold a placeholder.
+        Any other line is as it was, and nothing was found there (a hit would be a
+        placeholder now); what it may match there is kept in the :class:`Found` returned,
+        for the next rescan. One whose literals occur only now (in a placeholder) was not
+        run there: it has every line where it may match."""
         if (found.backward is None and self.starting) or self._spanned or not text.isascii():
             return None
         for _, _, start, end in replaced:
@@ -356,12 +359,18 @@ class Prefilter:
                 text.encode("ascii"),
                 match_event_handler=lambda index, *rest: fired.add(index),
             )
-        met = self._met(fired)
-        out = {index: _lines(text, found) for index, found in near.items() if met(index)}
+        met, met_before = self._met(fired), self._met(found.fired)
+        # One whose literal condition the redaction made hold (a literal in a placeholder)
+        # was not run before: every line where it may match is a window.
+        out = {
+            index: _lines(text, found if not met_before(index) else near.get(index, []))
+            for index, found in ends.items()
+            if met(index) and (index in near or not met_before(index))
+        }
         out.update(
             (index, _points(found)) for index, found in starts.items() if found and met(index)
         )
-        return dict(sorted(out.items())), Found(text, ends, starts, backward)
+        return dict(sorted(out.items())), Found(text, ends, starts, backward, frozenset(fired))
 
     def _starts_inside(self, placeholder: str) -> list[tuple[int, tuple[int, ...]]]:
         """Per regex that cannot hold a placeholder's "<", where in ``placeholder`` (after
@@ -480,6 +489,8 @@ class Found:
     not scanned backwards (nothing of the kind could fire)."""
     backward: bytes | None
     """The text read backwards, when it was scanned so."""
+    fired: frozenset[int] = frozenset()
+    """The literals (and regexes) the scans found: whose literal conditions held."""
 
 
 def _reversed(data: bytes) -> bytes:
