@@ -395,3 +395,30 @@ def test_a_long_text_is_detected_once_for_its_rescan(monkeypatch: pytest.MonkeyP
     # fail-closed rescan answered from that.
     assert len(calls) == 1 and rescans == [published[-12:]]
     assert sanitizer.detect(published) == [] and len(calls) == 1 and len(rescans) == 1
+
+
+def test_a_regex_that_looks_past_its_line_is_looked_for_again_beside_a_redaction() -> None:
+    # The first regex's lookahead reads the next line: once that line holds a
+    # placeholder, it matches on a line no redaction touched.
+    looks_ahead = re.compile(r"tok_[a-z]{8}(?=\n<)")
+    found = Prefilter([looks_ahead, re.compile(r"sk-[a-z]{12}"), re.compile(r"zz\s+yy")])
+    if found._any is None:
+        pytest.fail("Hyperscan is missing: the prefilter cannot be tested")
+    before = "tok_abcdefgh\nsk-abcdefghijkl\nzz yy"
+    _, scanned = found.look(before)
+    assert scanned is not None and scanned.backward is not None
+    placeholder = "<redacted:credential:1>"
+    after = before.replace("sk-abcdefghijkl", placeholder)
+    rescanned = found.rescan(scanned, after, [(13, 28, 13, 13 + len(placeholder))])
+    assert rescanned is not None
+    match = looks_ahead.search(after)
+    assert match is not None
+    assert any(a <= match.start() and match.end() <= b for a, b in rescanned[0].get(0, []))
+
+
+def test_an_escape_a_redaction_uncovers_is_decoded_again() -> None:
+    # Decoded, the line's token and address are one match until the token is a
+    # placeholder; the address (written with an escape) is found on the second pass.
+    text = "hello\nx \\u0067limt-my-tokens_are-correctAB38_280\\u005bfd00::1]\nbye"
+    cleaned = Sanitizer().file_text(text, "notes/F")
+    assert cleaned == "hello\nx <redacted:credential:1><redacted:endpoint:1>\nbye"

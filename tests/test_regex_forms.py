@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ledger._internal.prefilter import Prefilter, prefilter_for
 from ledger._internal.regex_forms import (
     line_local,
+    lookaround_width,
     reversed_expression,
     shortest_forms,
 )
@@ -215,7 +216,7 @@ def _covers(
         for match in (detector.pattern.match(text, s) for s in range(len(text) + 1)):
             if match is None:
                 continue
-            if met_before is not None and index in prefilter._line_local and met_before(index):
+            if met_before is not None and prefilter._narrowed(index, met_before):
                 line_start = text.rfind("\n", 0, match.start()) + 1
                 line_end = text.find("\n", match.end())
                 line_end = len(text) if line_end < 0 else line_end
@@ -280,3 +281,17 @@ def test_a_line_s_ends_are_kept_whatever_its_literals() -> None:
     rescanned = found.rescan(scanned, after, replaced)
     assert rescanned is not None
     assert rescanned[0] == found.windows(after) == {1: [(0, 3), (4, 31)]}
+
+
+@pytest.mark.parametrize(
+    ("pattern", "width"),
+    [
+        (r"abc", 0),
+        (r"(?<![0-9])[0-9]+(?=[/\s]|$)", 1),
+        (r"[0-9]+(?![0-9A-Za-z]|\.[0-9])", 2),
+        (r"tok_[a-z]{8}(?=\n<)", 2),
+        (r"(?:x(?=abc))+", 3),
+    ],
+)
+def test_lookaround_width(pattern: str, width: int) -> None:
+    assert lookaround_width(re.compile(pattern)) == width

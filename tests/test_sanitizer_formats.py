@@ -653,3 +653,13 @@ def test_publish_refuses_a_file_whose_utf16_reading_holds_a_secret(
     ):
         publish(raw, tmp_path / "public", digest_map=tmp_path / "map.json")
     assert not (tmp_path / "public").exists()
+
+
+def test_a_carriage_return_alone_in_a_csv_cell_is_no_traceback() -> None:
+    # Python's csv reader raises on it: the line is not read as CSV, and the text is
+    # published as any text is.
+    assert Sanitizer().file_text("a,\rb\nc,d", "notes/F") == "a,\rb\nc,d"
+    # A row the reader cannot take under a secret column is redacted whole (fail closed).
+    assert Sanitizer().file_text("name,api_key\nweb\r,s3cretvalue99\n", "keys.csv") == (
+        "name,api_key\n<redacted:credential:1>\n"
+    )

@@ -52,6 +52,7 @@ from ledger._internal.regex_forms import (
     hyperscan_pattern,
     kind_of,
     line_local,
+    lookaround_width,
     reversed_expression,
     shortest_forms,
     stand_ins,
@@ -114,6 +115,7 @@ class Prefilter:
         self._outside: frozenset[int] = frozenset()
         self._spanned: frozenset[int] = frozenset()
         self._line_local: frozenset[int] = frozenset()
+        self._narrow: frozenset[int] = frozenset()
         self.starting: frozenset[int] = frozenset()
         """The regexes whose windows hold where their matches start (not whole matches)."""
         self._needs: list[frozenset[int] | None] = [None] * self.count
@@ -153,6 +155,9 @@ class Prefilter:
         # Nothing of an attempt that failed is kept.
         self._backward = self._across = self._literals = None
         self._line_local = frozenset(i for i, (kind, _) in chosen.items() if kind == "line")
+        # What such a regex finds on a line depends on that line alone (and the line
+        # breaks around it) when its lookarounds look at one character at most.
+        self._narrow = frozenset(i for i in self._line_local if lookaround_width(patterns[i]) <= 1)
         self.starting = frozenset(i for i, (kind, _) in chosen.items() if kind == "start")
         forward: list[tuple[bytes, int]] = []
         backward = [(chosen[i][1], i) for i in sorted(self.starting)]
@@ -315,11 +320,13 @@ class Prefilter:
         must be looked at whole (:meth:`look`).
 
         The spans replaced must be every hit found in ``found.text``: a line-local regex
-        that was run there then has windows only on the lines that hold a placeholder.
-        Any other line is as it was, and nothing was found there (a hit would be a
-        placeholder now); what it may match there is kept in the :class:`Found` returned,
-        for the next rescan. One whose literals occur only now (in a placeholder) was not
-        run there: it has every line where it may match."""
+        that was run there, and whose lookarounds look at one character at most, then
+        has windows only on the lines that hold a placeholder. Any other line is as it
+        was, and nothing was found there (a hit would be a placeholder now); what it may
+        match there is kept in the :class:`Found` returned, for the next rescan. One
+        whose literals occur only now (in a placeholder) was not run there, and one that
+        looks further may see a changed line next to its own: each has every line where
+        it may match."""
         if (found.backward is None and self.starting) or self._spanned or not text.isascii():
             return None
         for _, _, start, end in replaced:
@@ -363,14 +370,20 @@ class Prefilter:
         # One whose literal condition the redaction made hold (a literal in a placeholder)
         # was not run before: every line where it may match is a window.
         out = {
-            index: _lines(text, found if not met_before(index) else near.get(index, []))
+            index: _lines(text, near.get(index, []) if self._narrowed(index, met_before) else found)
             for index, found in ends.items()
-            if met(index) and (index in near or not met_before(index))
+            if met(index) and (index in near or not self._narrowed(index, met_before))
         }
         out.update(
             (index, _points(found)) for index, found in starts.items() if found and met(index)
         )
         return dict(sorted(out.items())), Found(text, ends, starts, backward, frozenset(fired))
+
+    def _narrowed(self, index: int, met_before: Callable[[int], bool]) -> bool:
+        """Whether a line-local regex is looked for again, after a redaction, only on the
+        lines that hold a placeholder: it was run before (its literal condition held)
+        and looks at no other line."""
+        return index in self._narrow and met_before(index)
 
     def _starts_inside(self, placeholder: str) -> list[tuple[int, tuple[int, ...]]]:
         """Per regex that cannot hold a placeholder's "<", where in ``placeholder`` (after

@@ -129,6 +129,32 @@ def lookahead_reach(pattern: re.Pattern[str]) -> int | None:
     return reach(parser.parse(pattern.pattern, pattern.flags))
 
 
+def lookaround_width(pattern: re.Pattern[str]) -> int:
+    """The most characters any lookahead or lookbehind of ``pattern`` looks at (0 for
+    none; a large number for no bound)."""
+    parser = re._parser  # type: ignore[attr-defined]
+    widest = 0
+
+    def walk(items: Any) -> None:
+        nonlocal widest
+        for op, av in items:
+            if op in (parser.ASSERT, parser.ASSERT_NOT):
+                widest = max(widest, av[1].getwidth()[1])
+                walk(av[1])
+            elif op is parser.SUBPATTERN:
+                walk(av[-1])
+            elif op is parser.BRANCH:
+                for branch in av[1]:
+                    walk(branch)
+            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+                walk(av[2])
+            elif op is parser.ATOMIC_GROUP:
+                walk(av)
+
+    walk(parser.parse(pattern.pattern, pattern.flags))
+    return widest
+
+
 def line_local(pattern: re.Pattern[str]) -> bool:
     """Whether no match of ``pattern`` can hold a line break (what its lookarounds look
     at aside) and every match holds a character."""

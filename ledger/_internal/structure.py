@@ -815,7 +815,10 @@ def _cells(line: str, delimiter: str) -> list[tuple[int, int, str]] | None:
         if position == len(line):
             cells.append((position, position, ""))
             break
-    parsed = next(csv.reader(io.StringIO(line), delimiter=delimiter), [])
+    try:
+        parsed = next(csv.reader(io.StringIO(line), delimiter=delimiter), [])
+    except csv.Error:
+        return None  # a carriage return alone in a cell: not a line the reader takes
     if [cell for _, _, cell in cells] != (parsed or [""]):
         return None
     return cells
