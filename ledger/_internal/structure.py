@@ -135,14 +135,18 @@ def _plan(body: str, name: str) -> _Plan:
     lower = name.rsplit("/", 1)[-1].lower()
     suffix = "." + lower.rsplit(".", 1)[-1] if "." in lower else ""
     small = len(body) <= SNIFF_BYTES
-    fenced = textsearch.holds(body, "```") or textsearch.holds(body, "~~~")
     delimiter = _CSV.get(suffix)
     return _Plan(
-        lower.endswith(_YAML) or (small and (fenced or _looks(body, _YAML_START))),
+        lower.endswith(_YAML) or (small and (_fenced(body) or _looks(body, _YAML_START))),
         lower.endswith(_TOML) or (small and _looks(body, _TOML_START)),
         delimiter if delimiter is not None else "" if small and _csv_header(body) else None,
         lower in _NETRC or lower.endswith(_NETRC[1:]) or (small and _looks_netrc(body)),
     )
+
+
+def _fenced(text: str) -> bool:
+    """Whether a text may hold a Markdown fenced block."""
+    return textsearch.holds(text, "```") or textsearch.holds(text, "~~~")
 
 
 def whole_readings(text: str, name: str) -> bool:
@@ -282,8 +286,7 @@ def _chunks(text: str) -> Iterator[tuple[int, str]]:
         yield start, text[start : match.start()]
         start = match.end()
     yield start, text[start:]
-    fenced = textsearch.holds(text, "```") or textsearch.holds(text, "~~~")
-    for match in _FENCED.finditer(text) if fenced else ():
+    for match in _FENCED.finditer(text) if _fenced(text) else ():
         yield match.start(1), match.group(1)
 
 
