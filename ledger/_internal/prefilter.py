@@ -367,13 +367,17 @@ class Prefilter:
                 match_event_handler=lambda index, *rest: fired.add(index),
             )
         met, met_before = self._met(fired), self._met(found.fired)
-        # One whose literal condition the redaction made hold (a literal in a placeholder)
-        # was not run before: every line where it may match is a window.
-        out = {
-            index: _lines(text, near.get(index, []) if self._narrowed(index, met_before) else found)
-            for index, found in ends.items()
-            if met(index) and (index in near or not self._narrowed(index, met_before))
-        }
+        # A narrowed regex has windows only on the lines that hold a placeholder; any
+        # other (not run before, or looking past its line) on every line it may match.
+        out: dict[int, list[Window]] = {}
+        for index, mine in ends.items():
+            if not met(index):
+                continue
+            if self._narrowed(index, met_before):
+                if index not in near:
+                    continue
+                mine = near[index]
+            out[index] = _lines(text, mine)
         out.update(
             (index, _points(found)) for index, found in starts.items() if found and met(index)
         )

@@ -94,6 +94,23 @@ def _scoped(flags: int, added: int, removed: int) -> int:
     return (flags | added) & ~removed
 
 
+def _parts(op: Any, av: Any) -> list[Any]:
+    """The sequences of items one parsed item holds (a group's, each branch, a repeat's
+    body, a lookaround's), for a walk that needs no flags."""
+    parser = re._parser  # type: ignore[attr-defined]
+    if op in (parser.ASSERT, parser.ASSERT_NOT):
+        return [av[1]]
+    if op is parser.SUBPATTERN:
+        return [av[-1]]
+    if op is parser.BRANCH:
+        return list(av[1])
+    if op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
+        return [av[2]]
+    if op is parser.ATOMIC_GROUP:
+        return [av]
+    return []
+
+
 def lookahead_reach(pattern: re.Pattern[str]) -> int | None:
     """How many characters past a position the regex may look at there (lookaheads,
     ``\\b``), or None when there is no bound."""
@@ -102,24 +119,12 @@ def lookahead_reach(pattern: re.Pattern[str]) -> int | None:
     def reach(items: Any) -> int | None:
         found = 1  # \b and \B look at the next character
         for op, av in items:
-            nested: list[Any] = []
-            if op in (parser.ASSERT, parser.ASSERT_NOT):
-                direction, sub = av
-                if direction == 1:
-                    width = sub.getwidth()[1]
-                    if width >= _UNBOUNDED:
-                        return None
-                    found = max(found, width + 1)
-                nested.append(sub)
-            elif op is parser.SUBPATTERN:
-                nested.append(av[-1])
-            elif op is parser.BRANCH:
-                nested.extend(av[1])
-            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
-                nested.append(av[2])
-            elif op is parser.ATOMIC_GROUP:
-                nested.append(av)
-            for sub in nested:
+            if op in (parser.ASSERT, parser.ASSERT_NOT) and av[0] == 1:
+                width = av[1].getwidth()[1]
+                if width >= _UNBOUNDED:
+                    return None
+                found = max(found, width + 1)
+            for sub in _parts(op, av):
                 inner = reach(sub)
                 if inner is None:
                     return None
@@ -133,26 +138,17 @@ def lookaround_width(pattern: re.Pattern[str]) -> int:
     """The most characters any lookahead or lookbehind of ``pattern`` looks at (0 for
     none; a large number for no bound)."""
     parser = re._parser  # type: ignore[attr-defined]
-    widest = 0
 
-    def walk(items: Any) -> None:
-        nonlocal widest
+    def widest(items: Any) -> int:
+        found = 0
         for op, av in items:
             if op in (parser.ASSERT, parser.ASSERT_NOT):
-                widest = max(widest, av[1].getwidth()[1])
-                walk(av[1])
-            elif op is parser.SUBPATTERN:
-                walk(av[-1])
-            elif op is parser.BRANCH:
-                for branch in av[1]:
-                    walk(branch)
-            elif op in (parser.MAX_REPEAT, parser.MIN_REPEAT, parser.POSSESSIVE_REPEAT):
-                walk(av[2])
-            elif op is parser.ATOMIC_GROUP:
-                walk(av)
+                found = max(found, av[1].getwidth()[1])
+            for sub in _parts(op, av):
+                found = max(found, widest(sub))
+        return found
 
-    walk(parser.parse(pattern.pattern, pattern.flags))
-    return widest
+    return widest(parser.parse(pattern.pattern, pattern.flags))
 
 
 def line_local(pattern: re.Pattern[str]) -> bool:

@@ -455,8 +455,7 @@ class Sanitizer:
         return list(found)
 
     def _prefiltered(self, text: str, key: str | None) -> tuple[Hit, ...]:
-        if textsearch.holds(text, _PLACEHOLDER_START):
-            self.reserve(text)
+        self.reserve(text)  # finds nothing, at memory speed, where no placeholder is
         if self._prefilter is None:
             return self._detect(text, key)
         windows, found = self._prefilter.look(text)
@@ -574,8 +573,7 @@ class Sanitizer:
             texts = [items[i][0] for i in batch]
             # One newline between texts: each then starts a line, as it starts a string.
             joined = "\n".join(texts)
-            if textsearch.holds(joined, _PLACEHOLDER_START):
-                self.reserve(joined)  # before any of them is numbered
+            self.reserve(joined)  # before any of them is numbered
             windows = self._prefilter.windows(joined) if self._prefilter else None
             if windows is None:
                 for i in batch:
@@ -755,8 +753,7 @@ class Sanitizer:
     def reserve_lines(self, text: str) -> None:
         """:meth:`reserve` of a file of JSON lines: its text, and the JSON each line
         decodes to."""
-        if textsearch.holds(text, _PLACEHOLDER_START):
-            self.reserve(text)
+        self.reserve(text)
         for line in text.split("\n") if "\\u" in text else ():
             # Only an escape can spell a placeholder the text does not show.
             if "\\u" not in line:
