@@ -422,3 +422,57 @@ def test_an_escape_a_redaction_uncovers_is_decoded_again() -> None:
     text = "hello\nx \\u0067limt-my-tokens_are-correctAB38_280\\u005bfd00::1]\nbye"
     cleaned = Sanitizer().file_text(text, "notes/F")
     assert cleaned == "hello\nx <redacted:credential:1><redacted:endpoint:1>\nbye"
+
+
+def test_a_one_character_literal_is_looked_for_case_aside() -> None:
+    # One-character literals are searched for in the bytes, not by Hyperscan: in either
+    # case, and a regex none of whose literals occurs is not run.
+    found = Prefilter([re.compile(r"[0-9]+x[0-9]+")], [["q"]])
+    if found._any is None:
+        pytest.fail("Hyperscan is missing: the prefilter cannot be tested")
+    assert found.windows("1x2\n") == {}
+    assert found.windows("1x2 Q\n") == {0: [(0, 5)]}
+    assert found.windows("1x2 q\n") == {0: [(0, 5)]}
+
+
+def test_a_rescan_looks_for_one_character_literals_again() -> None:
+    # ":" occurs only once a placeholder brings it in: the second regex, not run
+    # before, runs then.
+    found = Prefilter([re.compile(r"sk-z{12}"), re.compile(r"ed:[a-z]+:")], [["sk-"], [":"]])
+    if found._any is None:
+        pytest.fail("Hyperscan is missing: the prefilter cannot be tested")
+    before = "sk-zzzzzzzzzzzz\n"
+    _, scanned = found.look(before)
+    assert scanned is not None
+    after = "<redacted:credential:1>\n"
+    rescanned = found.rescan(scanned, after, [(0, 15, 0, 23)])
+    assert rescanned is not None and rescanned[0] == {1: [(0, 23)]}
+
+
+def test_a_form_found_by_a_character_on_every_line_is_looked_for_on_its_own() -> None:
+    # A regex whose literal is ":" is looked for in a database of its own, and its
+    # windows are found as every other's, first and in a rescan.
+    colon = re.compile(r"(?<![\w:])(?P<secret>[0-9a-f]{1,4}::[0-9a-f]{1,4})(?![\w:])")
+    found = Prefilter([colon, re.compile(r"sk-[a-z]{12}")], [[":"], ["sk-"]])
+    if found._any is None:
+        pytest.fail("Hyperscan is missing: the prefilter cannot be tested")
+    assert found._dense is not None
+    text = '{"a": 1}\nhost fe80::1 up\n{"b": 2}\n'
+    assert found.windows(text) == {0: [(9, 24)]}
+    before = "sk-abcdefghijkl fe80::2\n"
+    _, scanned = found.look(before)
+    assert scanned is not None and set(scanned.ends) == {0, 1}
+    after = before.replace("sk-abcdefghijkl", "<redacted:credential:1>")
+    rescanned = found.rescan(scanned, after, [(0, 15, 0, 23)])
+    assert rescanned is not None and rescanned[0] == {0: [(0, len(after) - 1)]}
+
+
+def test_a_trimmed_form_finds_the_line_of_every_match() -> None:
+    # An e-mail address is looked for by its "@": a line without one has no window, a
+    # line with one has its window whatever comes before the "@".
+    mail = re.compile(r"(?i)(?<![\w./@:-])(?P<secret>[a-z_][a-z0-9_.-]*@[a-z0-9][a-z0-9-]*)")
+    found = Prefilter([mail], [["@"]])
+    if found._any is None:
+        pytest.fail("Hyperscan is missing: the prefilter cannot be tested")
+    text = "one line\nmail alice.smith_long_name@example here\nx@ no\n"
+    assert found.windows(text) == {0: [(9, 48)]}

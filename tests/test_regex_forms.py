@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 
 from ledger._internal.prefilter import Prefilter, prefilter_for
 from ledger._internal.regex_forms import (
+    line_forms,
     line_local,
     lookaround_width,
     reversed_expression,
     shortest_forms,
+    trimmed_form,
 )
 from ledger._internal.sanitizer import load_rules
 from tests.conftest import DATA
@@ -295,3 +297,35 @@ def test_a_line_s_ends_are_kept_whatever_its_literals() -> None:
 )
 def test_lookaround_width(pattern: str, width: int) -> None:
     assert lookaround_width(re.compile(pattern)) == width
+
+
+@pytest.mark.parametrize(
+    ("expression", "trimmed"),
+    [
+        # What may repeat without bound before the first literal is dropped.
+        (r"(?i)(?:^|[^\w./@:-])([a-z_][a-z0-9_.-]*@[a-z0-9])", "(?i)@[a-z0-9]"),
+        (r"[a-z]+\x40b", r"\x40b"),
+        (r"(?:[a-z]+)\.x{2}", r"\.x{2}"),  # a group of one branch opens
+        (r"[a-z]*(ab)c", "abc"),
+        # Nothing to gain: no unbounded repeat before the literal, or no literal.
+        (r"(?:^|[^\w])~[a-z]", None),
+        (r"[a-z]{1,5}@b", None),
+        (r"[0-9]+[a-z]+", None),
+        (r"[a-z]+@?b", "b"),  # an optional literal is not one to look for: the next is
+        (r"(?:[a-z]+)+@b", "@b"),  # a quantified group stays whole, and repeats
+        (r"[a-z]+x|y@", None),  # branches at the top
+        (r"(?:a|[a-z]+)@b", None),  # only what may repeat counts, not a group's branches
+    ],
+)
+def test_trimmed_form(expression: str, trimmed: str | None) -> None:
+    assert trimmed_form(expression) == trimmed
+
+
+def test_a_trimmed_form_ends_where_every_match_ends() -> None:
+    expression = r"(?i)(?:^|[^\w./@:-])([a-z_][a-z0-9_.-]*@[a-z0-9])"
+    forms = line_forms(expression)
+    assert forms[0] == "(?i)@[a-z0-9]" and forms[1:] == shortest_forms(expression)
+    text = "to: bob.smith@example.org, X_Y@z, nobody@, @@a"
+    ends = {m.end() for m in re.finditer(forms[0], text)}
+    assert {m.end() for m in re.finditer(expression, text)} <= ends
+    assert line_forms("ab+") == shortest_forms("ab+")

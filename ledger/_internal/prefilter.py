@@ -6,8 +6,10 @@ character class where a match starts becomes that class's complement (or the sta
 line), and other lookarounds are dropped. Then, by what its matches may hold:
 
 - a regex whose matches never hold a line break (most credential formats) is looked for
-  in its shortest form, its unbounded or optional tail cut to its least, and each line
-  where one of those ends is a window that holds a whole match;
+  in its shortest form, its unbounded or optional tail cut to its least (and its head cut
+  to its first literal where what comes before may repeat without bound: an e-mail
+  address is looked for by its "@"), and each line where one of those ends is a window
+  that holds a whole match;
 - any other (a key, ``=`` and a value with white space between) is written backwards
   up to its last part that ends with one of few characters, and looked for in the text
   read backwards: each end there is a place where a match may start, and only those
@@ -15,7 +17,11 @@ line), and other lookarounds are dropped. Then, by what its matches may hold:
 - one that cannot be written so has the spans a database of its own gives (each match's
   end with its leftmost start), or else the whole text.
 
-One scan of the text also tells which of each detector's literals occur. The exact regex
+One scan of the text also tells which of each detector's literals occur (a literal of one
+character is searched for in the bytes, many times faster than Hyperscan's check at each
+place it occurs). A line form found by a character that structured text holds on most
+lines (":") has a database of its own, scanned after the first: in one database it slows
+the scan of every other form (``benchmarks/sanitize_bench.py``). The exact regex
 (Python's ``re``, as before) runs only in the windows: a regex that fires nowhere is never
 run, and one that fires on three lines of a log is run on those lines. The result is the
 exact regex's, not an approximation of it.
@@ -51,10 +57,10 @@ from ledger._internal.regex_forms import (
     hyperscan_literal,
     hyperscan_pattern,
     kind_of,
+    line_forms,
     line_local,
     lookaround_width,
     reversed_expression,
-    shortest_forms,
     stand_ins,
 )
 
@@ -67,6 +73,7 @@ except ImportError:  # pragma: no cover - every platform CI runs on has a wheel
     hyperscan = None  # type: ignore[assignment]
 
 Window = tuple[int, int]
+_EVERYWHERE = frozenset(":")
 
 
 _PREFILTERS: dict[str, Prefilter] = {}
@@ -112,6 +119,8 @@ class Prefilter:
         self._backward: Any = None
         self._across: Any = None
         self._literals: Any = None
+        self._dense: Any = None
+        self._chars: list[tuple[int, bytes, bytes]] = []
         self._outside: frozenset[int] = frozenset()
         self._spanned: frozenset[int] = frozenset()
         self._line_local: frozenset[int] = frozenset()
@@ -132,7 +141,7 @@ class Prefilter:
             mine = [
                 ("line", form.encode())
                 for form in (
-                    shortest_forms(self._expressions[index].decode()) if line_local(pattern) else ()
+                    line_forms(self._expressions[index].decode()) if line_local(pattern) else ()
                 )
             ]
             backwards = reversed_expression(pattern)
@@ -153,17 +162,24 @@ class Prefilter:
         chosen: dict[int, tuple[str, bytes]],
     ) -> None:
         # Nothing of an attempt that failed is kept.
-        self._backward = self._across = self._literals = None
+        self._backward = self._across = self._literals = self._dense = None
         self._line_local = frozenset(i for i, (kind, _) in chosen.items() if kind == "line")
         # What such a regex finds on a line depends on that line alone (and the line
         # breaks around it) when its lookarounds look at one character at most.
         self._narrow = frozenset(i for i in self._line_local if lookaround_width(patterns[i]) <= 1)
         self.starting = frozenset(i for i, (kind, _) in chosen.items() if kind == "start")
-        forward: list[tuple[bytes, int]] = []
+        # (expression, flags, id): the regexes' forms, then the literals.
+        forward: list[tuple[bytes, int, int]] = []
+        dense: list[tuple[bytes, int, int]] = []
         backward = [(chosen[i][1], i) for i in sorted(self.starting)]
         for index in range(self.count):
             if index in self._line_local:
-                forward.append((chosen[index][1], hyperscan.HS_FLAG_MULTILINE))
+                entry = (chosen[index][1], hyperscan.HS_FLAG_MULTILINE, index)
+                words = literals[index] if literals else ()
+                # A form found by a character structured text holds on most lines (":"
+                # in JSON and YAML) is checked at each of them: in a database of its own,
+                # it does not slow the scan of every other form.
+                (dense if words and set(words) <= _EVERYWHERE else forward).append(entry)
             else:
                 # Only whether it may match at all: one written backwards starts there,
                 # any other has its own spans.
@@ -173,12 +189,15 @@ class Prefilter:
                         hyperscan.HS_FLAG_PREFILTER
                         | hyperscan.HS_FLAG_SINGLEMATCH
                         | hyperscan.HS_FLAG_MULTILINE,
+                        index,
                     )
                 )
         # Python counts \x1c-\x1f as white space and Hyperscan does not: text holding one
         # is scanned whole.
-        forward.append((rb"[\x1c-\x1f]", hyperscan.HS_FLAG_SINGLEMATCH))
+        forward.append((rb"[\x1c-\x1f]", hyperscan.HS_FLAG_SINGLEMATCH, self.count))
         ids: dict[str, int] = {}
+        self._chars = []
+        words_forward: list[tuple[bytes, int, int]] = []
         for index, words in enumerate(literals or ()):
             if not words or "" in words:
                 continue  # no condition, or one that always holds
@@ -188,21 +207,26 @@ class Prefilter:
                 # outside ASCII, in ASCII text) is never there.
                 if word.isascii() and word == word.lower():
                     if word not in ids:
-                        ids[word] = len(forward)
-                        written = "".join(hyperscan_literal(ord(c)) for c in word).encode()
-                        forward.append(
-                            (written, hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH)
-                        )
+                        ids[word] = self.count + 1 + len(ids)
+                        if len(word) == 1:
+                            # One character: a search of the bytes (memchr) is many
+                            # times faster than Hyperscan's check at each occurrence.
+                            self._chars.append((ids[word], word.encode(), word.upper().encode()))
+                        else:
+                            written = "".join(hyperscan_literal(ord(c)) for c in word).encode()
+                            words_forward.append(
+                                (
+                                    written,
+                                    hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_SINGLEMATCH,
+                                    ids[word],
+                                )
+                            )
                     needs.add(ids[word])
             self._needs[index] = frozenset(needs)
-        self._any = _compiled([e for e, _ in forward], [f for _, f in forward])
-        if ids:
-            # The literals alone, for a rescan: their ids are the same as in _any.
-            self._literals = _compiled(
-                [forward[i][0] for i in ids.values()],
-                [forward[i][1] for i in ids.values()],
-                list(ids.values()),
-            )
+        self._any = _compiled_entries(forward + words_forward)
+        self._dense = _compiled_entries(dense) if dense else None
+        # The literals alone, for a rescan: their ids are the same as in _any.
+        self._literals = _compiled_entries(words_forward) if words_forward else None
         if backward:
             self._backward = _compiled_backward(backward)
         # What may hold a placeholder's "<" is scanned backwards again after a
@@ -245,10 +269,15 @@ class Prefilter:
         """Per line-local regex the ends found (whatever its literals), and the indexes
         that fired (regexes and literals); None when the text must be scanned whole."""
         events: list[tuple[int, int]] = []
-        self._any.scan(
-            data, match_event_handler=lambda index, start, end, *rest: events.append((index, end))
-        )
+
+        def found(index: int, start: int, end: int, *rest: Any) -> None:
+            events.append((index, end))
+
+        self._any.scan(data, match_event_handler=found)
+        if self._dense is not None:
+            self._dense.scan(data, match_event_handler=found)
         fired = {index for index, _ in events}
+        fired.update(self._chars_in(data))
         if self.count in fired:
             return None
         ends: dict[int, list[int]] = {}
@@ -300,6 +329,10 @@ class Prefilter:
                 # Not written backwards: it matches nowhere, whatever the guess.
                 out[index] = _points(starts[index])
         return dict(sorted(out.items())), Found(text, ends, starts, backward, frozenset(fired))
+
+    def _chars_in(self, data: bytes) -> list[int]:
+        """The ids of the one-character literals ``data`` holds, case aside."""
+        return [index for index, low, high in self._chars if low in data or high in data]
 
     def _met(self, fired: AbstractSet[int]) -> Callable[[int], bool]:
         """Whether a regex's literal condition holds, given what fired in a scan."""
@@ -360,12 +393,10 @@ class Prefilter:
         backward = None if found.backward is None else _spliced(found.backward, text, replaced)
         if self._across is not None and backward is not None:
             starts.update(self._starts(self._across, backward))
-        fired: set[int] = set()
+        data = text.encode("ascii")
+        fired = set(self._chars_in(data))
         if self._literals is not None:
-            self._literals.scan(
-                text.encode("ascii"),
-                match_event_handler=lambda index, *rest: fired.add(index),
-            )
+            self._literals.scan(data, match_event_handler=lambda index, *rest: fired.add(index))
         met, met_before = self._met(fired), self._met(found.fired)
         # A narrowed regex has windows only on the lines that hold a placeholder; any
         # other (not run before, or looking past its line) on every line it may match.
@@ -602,6 +633,13 @@ def _compilable(forms: list[list[tuple[str, bytes]]]) -> dict[int, tuple[str, by
             chosen[index] = (kind, form)
             break
     return chosen
+
+
+def _compiled_entries(entries: list[tuple[bytes, int, int]]) -> Any:
+    """A database of (expression, flags, id) entries."""
+    return _compiled(
+        [e for e, _, _ in entries], [f for _, f, _ in entries], [i for *_, i in entries]
+    )
 
 
 def _compiled_backward(written: list[tuple[bytes, int]]) -> Any:

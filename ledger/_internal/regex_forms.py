@@ -311,6 +311,64 @@ def shortest_forms(expression: str) -> list[str]:
     return forms
 
 
+_FLAGS_ITEM = re.compile(r"\(\?[a-zA-Z]+\)")
+_LITERAL_ATOM = re.compile(r"\\x[0-9a-fA-F]{2}|\\[^A-Za-z0-9]|[^\\\[\](){}|.^$*+?]")
+
+
+def _flat(expression: str) -> list[str] | None:
+    """The top-level items of an expression (each atom with its quantifier), with each
+    group of one branch and no quantifier opened into its items; None where the top
+    level has branches."""
+    out: list[str] = []
+    for start, atom_end, end in _items(expression):
+        atom = expression[start:atom_end]
+        if atom == "|":
+            return None
+        capturing = atom.startswith("(") and not atom.startswith("(?")
+        opening = "(?:" if atom.startswith("(?:") else "(" if capturing else ""
+        inner = _flat(atom[len(opening) : -1]) if opening and end == atom_end else None
+        if inner is None:
+            out.append(expression[start:end])
+        else:
+            out.extend(inner)
+    return out
+
+
+def trimmed_form(expression: str) -> str | None:
+    """The part of a (Hyperscan) expression from its first literal item on, where what
+    comes before it may repeat without bound: each match of the expression holds a match
+    of that part ending where it ends, and a literal to look for first is much cheaper to
+    Hyperscan than a run of a class checked at every character (an e-mail address's
+    local part before its "@"). None where nothing is to gain."""
+    items = _flat(expression)
+    if not items:
+        return None
+    flags = items.pop(0) if _FLAGS_ITEM.fullmatch(items[0]) else ""
+    for index, item in enumerate(items):
+        if _LITERAL_ATOM.fullmatch(item):
+            before = items[:index]
+            if any(re.search(r"[*+]|\{[0-9]*,\}", _atom_tail(b)) for b in before):
+                return flags + "".join(items[index:])
+            return None
+    return None
+
+
+def _atom_tail(item: str) -> str:
+    """An item's quantifier (what follows its atom)."""
+    _, atom_end, end = _items(item)[0]
+    return item[atom_end:end]
+
+
+def line_forms(expression: str) -> list[str]:
+    """The forms to look for a line-local expression by, best first: each match of the
+    expression holds a match of the form, so that one ends on its line (the
+    :func:`trimmed_form` of its shortest form, where it has one, then
+    :func:`shortest_forms`)."""
+    forms = shortest_forms(expression)
+    trimmed = trimmed_form(forms[0]) if forms else None
+    return [trimmed, *forms] if trimmed is not None else forms
+
+
 def hyperscan_literal(code: int) -> str:
     """One character as Hyperscan reads it literally."""
     return chr(code) if chr(code).isalnum() and code < 128 else f"\\x{code:02x}"
