@@ -31,6 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check ledger runners tests benchmarks
 	$(BIN)/ruff format --check ledger runners tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The accuracy tests compare the client's clock with the server's to 2 ms, so they run on
 # their own before the parallel suite rather than beside it.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -45,6 +46,9 @@ def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
     assert "ledger/_trust/staging_trusted_root.json" in names
     assert "ledger/_policy/default.toml" in names
     assert "approve = runners._cli:register_approve" in declared
+    # The licence pyproject declares, in the text it names.
+    shipped = next(n for n in names if n.endswith(".dist-info/licenses/LICENSE"))
+    assert "Apache License" in zipfile.ZipFile(wheel).read(shipped).decode()
 
 
 def test_core_never_imports_runners() -> None:
@@ -59,3 +63,47 @@ def test_core_never_imports_runners() -> None:
         )
     ]
     assert offenders == []
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "lint-imports"),
+            "--config",
+            str(root / "pyproject.toml"),
+        ],
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_import_contracts_hold_and_refuse_a_core_import_of_the_runners(
+    tmp_path: Path,
+) -> None:
+    assert _lint_imports(ROOT).returncode == 0
+    copy = tmp_path / "tree"
+    for name in ("ledger", "runners"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    hashing = copy / "ledger" / "hashing.py"
+    hashing.write_text(hashing.read_text() + "\nimport runners.stats  # noqa\n")
+    broken = _lint_imports(copy)
+    assert broken.returncode == 1
+    assert "ledger.hashing -> runners.stats" in broken.stdout
+
+
+def test_pre_commit_runs_what_make_lint_runs() -> None:
+    lint = (ROOT / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    commands = [
+        line.strip().replace("$(BIN)/", ".venv/bin/")
+        for line in lint.splitlines()[1:]
+        if line.startswith("\t")
+    ]
+    hooks = (ROOT / ".pre-commit-config.yaml").read_text()
+    entries = [
+        line.split("entry:", 1)[1].strip() for line in hooks.splitlines() if "entry:" in line
+    ]
+    assert commands and sorted(commands) == sorted(entries)
