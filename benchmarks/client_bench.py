@@ -197,7 +197,7 @@ Client = Callable[[str, int, int], Awaitable[int]]
 CLIENTS: dict[str, Client] = {
     "reference": reference,
     "anvil": anvil,
-    # The ablation behind the choice of transport (README, "Client overhead").
+    # The ablation behind the choice of transport (docs/method/client-overhead.md).
     "httpx-lines": _httpx(aiohttp_transport=False, raw=False),
     "httpx-raw": _httpx(aiohttp_transport=False, raw=True),
     "aiohttp-lines": _httpx(aiohttp_transport=True, raw=False),

@@ -624,7 +624,7 @@ def _stopped(signum: int) -> str:
 
 
 def main(args: list[str] | None = None) -> int:
-    """Runs the command line; returns the exit status (the README's table):
+    """Runs the command line; returns the exit status (:mod:`ledger.exit_status`):
 
     0 success; 1 findings, or a refusal about the evidence; 2 unusable input (bad
     arguments, a missing or unreadable path, a malformed file given as an argument, an

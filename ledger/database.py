@@ -2,7 +2,7 @@
 
 ``build`` reads raw or public campaign folders, evidence roots and Parquet exports into
 tables (``request_rows``, ``cell_settings``, ``artifacts``, ``gates``, ``decisions``) and
-the views ``requests`` and ``cells`` (column names in the README). Request rows never pass
+the views ``requests`` and ``cells`` (column names in ``docs/guides/database.md``). Request rows never pass
 through Python: DuckDB reads the JSON artifacts (or the Parquet) itself.
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from ledger._internal.findings import Issue
+from ledger.findings import Issue
 from ledger.models import BenchmarkDecisionSummary, Gate, OsComparison, Reference
 
 RATE_TOLERANCE = 1e-9

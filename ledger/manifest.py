@@ -19,9 +19,9 @@ from pathlib import Path
 from ledger import gate
 from ledger._internal import jsonio, scan, tree
 from ledger._internal.documents import check_document
-from ledger._internal.findings import Issue
 from ledger._internal.outputs import Changes, OutputExists, check_name
 from ledger.errors import InvalidArtifact, SchemaError, UsageError, VerificationError
+from ledger.findings import Issue
 from ledger.hashing import sha256_bytes, sha256_file
 from ledger.models import (
     BenchmarkDecisionSummary,

@@ -3,7 +3,7 @@
 Never a cached root: sigstore-python's ``Verifier.production(offline=True)`` prefers a
 root from the user's cache over its embedded one. The root is a file the caller gives, or
 one of the copies pinned in this package (``ledger/_trust/``: the production and staging
-roots embedded in sigstore 4.5.1; their sha256 are in the README).
+roots embedded in sigstore 4.5.1; their sha256 are in ``tests/data/PROVENANCE.md``).
 
 Two kinds of bundle: a message signature over a file's bytes, and a DSSE envelope holding
 an in-toto statement. For the second, a valid signature is not enough: sigstore's

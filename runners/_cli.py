@@ -1,7 +1,7 @@
 """The runner commands of ``ledger``: ``run`` and ``simulate``.
 
 They reach the ``ledger`` command through the ``anvil_ledger.commands`` entry-point group,
-so that the core never imports ``runners`` (README, "Development": the layout).
+so that the core never imports ``runners`` (``docs/design/architecture.md``, the layers).
 """
 
 from __future__ import annotations

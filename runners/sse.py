@@ -5,7 +5,7 @@ line, between ``\\r`` and ``\\n``, inside a multi-byte character) and hands back
 ``data`` payload of each completed event. Comments (``: keep-alive``), ``event``/``id``/
 ``retry`` fields and events without data are consumed silently. Decoding works on bytes
 because a per-line ``str`` path (httpx's ``aiter_lines``) costs several microseconds an
-event, which at high concurrency is the client's whole budget (see the README).
+event, which at high concurrency is the client's whole budget (see ``docs/method/client-overhead.md``).
 """
 
 from __future__ import annotations

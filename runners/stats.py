@@ -1,4 +1,4 @@
-"""Per-request metrics (README, "Ledger database") and the cell statistics of the run table.
+"""Per-request metrics (``docs/concepts/metrics.md``) and the cell statistics of the run table.
 
 These figures are for the operator watching a run. The published ones are derived again
 from the raw records in DuckDB; both follow the same definitions.

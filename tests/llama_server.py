@@ -9,7 +9,7 @@ chat template, whose ``enable_thinking`` switch changes the prompt. Random weigh
 its words meaningless, so functional checks fail, but every token is really tokenized,
 templated, prefilled, sampled and streamed by llama.cpp.
 
-The first build takes some minutes on two cores (README, "Tested against"); later sessions
+The first build takes some minutes on two cores (docs/method/tested-against.md); later sessions
 find it in the cache. A file lock lets parallel test workers share one build.
 """
 

@@ -9,7 +9,7 @@ process, so nobody can sign anything else under that root afterwards.
 
 Run ``python -m tests.sign_evidence`` from the repository root after ``evidence/`` changes.
 Real publications are signed by a CI identity on sigstore's public instance instead (see
-the README's GitHub Actions job).
+the GitHub Actions job in docs/guides/publication.md).
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from tests.conftest import ROOT
 EVIDENCE = ROOT / "evidence"
 CAMPAIGNS = sorted(p.name for p in EVIDENCE.iterdir() if p.is_dir())
 CORPUS_SIZE = 1496
-"""The number of mutations, as the README states it."""
+"""The number of mutations, as the documentation states it (docs/guides/publication.md)."""
 
 
-def test_the_corpus_is_the_size_the_readme_states() -> None:
+def test_the_corpus_is_the_size_the_documentation_states() -> None:
     sizes = {name: Counter(m.kind for m in mutations(EVIDENCE / name)) for name in CAMPAIGNS}
     total = sum(sum(kinds.values()) for kinds in sizes.values())
     for name, kinds in sizes.items():
@@ -51,7 +51,7 @@ UNSIGNED = {
 }
 """Re-sealed number edits each chunk's content checks catch with the signature aside (a
 reference's digest, a recomputed comparison, a gate's counts): every campaign is signed, so
-without this count a lost check would go unseen behind ``bundle-mismatch``. The README
+without this count a lost check would go unseen behind ``bundle-mismatch``. The documentation
 states the total (687 of 1,216)."""
 CHUNK = 200
 """Mutations per test, so that the parallel suite spreads the corpus over its workers."""

@@ -1,8 +1,9 @@
-"""The README's exit-code table holds for every command: each is run on a missing path and
+"""The README's exit-status table holds for every command: each is run on a missing path and
 on a malformed file, and must exit with the status the table gives, in one line."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -319,3 +320,47 @@ def test_a_reader_that_reads_a_little_then_goes_ends_the_command_quietly(
     finally:
         child.kill()
     assert (status, child.stderr.read()) == (141, b"")
+
+
+def _returned_statuses(path: Path) -> set[int]:
+    """Every whole number a module's functions return (directly or as a branch of a
+    conditional) or exit with."""
+    found: set[int] = set()
+
+    def constants(node: ast.expr | None) -> None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            found.add(node.value)
+        elif isinstance(node, ast.IfExp):
+            constants(node.body)
+            constants(node.orelse)
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Return):
+            constants(node.value)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("exit", "_exit"):
+            constants(node.args[0] if node.args else None)
+    return found
+
+
+def test_the_command_line_returns_only_the_statuses_it_documents() -> None:
+    from ledger import _cli
+    from ledger.errors import Error
+    from ledger.exit_status import MEANINGS, ExitStatus
+
+    assert set(MEANINGS) == set(ExitStatus)
+    returned = set().union(
+        *(
+            _returned_statuses(ROOT / module)
+            for module in ("ledger/_cli.py", "ledger/_decision_cli.py", "runners/_cli.py")
+        )
+    )
+    assert returned >= {0, 1, 2}
+    signalled = {128 + signum for signum in _cli._STOPPING} | {_cli.SIGPIPE_STATUS}
+    raised = {kind.exit_status for kind in _subclasses(Error)}
+    assert returned | signalled | raised <= set(ExitStatus)
+
+
+def _subclasses(kind: type) -> list[type]:
+    import ledger.derive  # noqa: F401 - defines an error of its own
+
+    return [kind, *(s for sub in kind.__subclasses__() for s in _subclasses(sub))]

@@ -265,7 +265,7 @@ def test_a_file_that_cannot_be_read_stops_the_seal_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ledger._internal import scan
-    from ledger._internal.findings import Issue
+    from ledger.findings import Issue
 
     folder = _sealed_copy(tmp_path)
     real = scan.process_files

@@ -315,6 +315,12 @@ def test_lookaround_width(pattern: str, width: int) -> None:
         (r"(?:[a-z]+)+@b", "@b"),  # a quantified group stays whole, and repeats
         (r"[a-z]+x|y@", None),  # branches at the top
         (r"(?:a|[a-z]+)@b", None),  # only what may repeat counts, not a group's branches
+        (r"(?s)(?i)[a-z]+@b", "(?s)(?i)@b"),  # every leading flag group is kept
+        # An escape of several characters is not cut apart: no trimmed form.
+        (r"[a-z]+\101b", None),
+        (r"[a-z]+\u0040b", None),
+        (r"[a-z]+\N{COMMERCIAL AT}b", None),
+        (r"[a-z]+\\1@b", r"\\1@b"),  # an escaped backslash, then a digit
     ],
 )
 def test_trimmed_form(expression: str, trimmed: str | None) -> None:
@@ -329,3 +335,47 @@ def test_a_trimmed_form_ends_where_every_match_ends() -> None:
     ends = {m.end() for m in re.finditer(forms[0], text)}
     assert {m.end() for m in re.finditer(expression, text)} <= ends
     assert line_forms("ab+") == shortest_forms("ab+")
+
+
+_PIECES = [
+    "a",
+    "b",
+    "@",
+    r"\.",
+    r"\x40",
+    "[a-z]",
+    "[a-z]+",
+    "[a-z]*",
+    "[0-9]{1,3}",
+    "(?:ab)+",
+    "(?:a|b)",
+    "(a[0-9]*)",
+    "x?",
+    r"\\",
+    "(?i:b)",
+    "[@.]",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(["", "(?i)", "(?s)(?i)"]),
+    st.lists(st.sampled_from(_PIECES), min_size=1, max_size=6),
+    st.text(alphabet="abAB@.09\\\n x", max_size=40),
+)
+def test_every_match_ends_where_a_match_of_its_trimmed_form_ends(
+    flags: str, pieces: list[str], text: str
+) -> None:
+    expression = flags + "".join(pieces)
+    trimmed = trimmed_form(expression)
+    if trimmed is None:
+        return
+    ends = {e for start in range(len(text) + 1) for e in _ends_from(trimmed, text, start)}
+    assert {m.end() for m in re.finditer(expression, text)} <= ends
+
+
+def _ends_from(expression: str, text: str, start: int) -> set[int]:
+    """Every end of a match of ``expression`` starting at ``start`` (not only the one
+    ``re`` prefers): each end position tried as the text's end."""
+    pattern = re.compile(expression)
+    return {end for end in range(start, len(text) + 1) if pattern.fullmatch(text, start, end)}

@@ -2,7 +2,7 @@
 the export computes the same per-cell statistics as ``ledger sql`` over the same campaigns.
 
 DuckDB stays the embedded engine; this is the proof that an export handed to Spark or Trino
-on object storage means the same numbers (README, "Past one machine").
+on object storage means the same numbers (docs/guides/database.md).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def test_spark_over_the_export_computes_the_ledger_s_per_cell_statistics(
 def test_spark_s_partition_type_inference_would_rename_an_arm(
     spark: Any, export: tuple[Path, list[Path]], cli: CliRun
 ) -> None:
-    """Why the README tells Spark to read partition values as strings: in an export whose
+    """Why the documentation tells Spark to read partition values as strings: in an export whose
     arms all look like numbers, "007" is read by default as the integer 7, and its rows no
     longer carry the arm they were run under."""
     folder, sources = export

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from generate_verify_assets import CAMPAIGN, DEFECTS, generate
 
-from ledger._internal.findings import CODES
+from ledger.findings import CODES
 from tests.conftest import ASSETS, CliRun, verify_json
 
 VERIFY = ASSETS / "verify"

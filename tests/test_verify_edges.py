@@ -465,7 +465,7 @@ def test_a_public_text_is_scanned_whole_as_publish_sanitizes_it(tmp_path: Path) 
 
 def test_a_public_text_too_large_to_scan_is_an_error(tmp_path: Path) -> None:
     from ledger._internal import scan
-    from ledger._internal.findings import CODES
+    from ledger.findings import CODES
 
     path = tmp_path / "server.log"
     path.write_text("token=supersecretvalue123 and 10.1.2.3:8000\n" * 100)
@@ -512,7 +512,7 @@ def test_private_data_by_line_is_in_line_order_and_once_a_line() -> None:
         "line 5: credential in a public file",
         "line 13: credential in a public file",
     ]
-    from ledger._internal.findings import Finding
+    from ledger.findings import Finding
     from ledger.verify import _finding_order
 
     findings = [Finding.of("notes.txt", i) for i in reversed(found)]

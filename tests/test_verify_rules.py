@@ -205,7 +205,7 @@ def test_what_cannot_be_read_at_the_last_moment_adds_nothing_of_its_own(tmp_path
 
 def test_a_manifest_with_only_warnings_is_still_read() -> None:
     from ledger._internal import scan
-    from ledger._internal.findings import CODES, Issue
+    from ledger.findings import CODES, Issue
 
     warning = next(code for code, (severity, _) in CODES.items() if severity == "warning")
     error = next(code for code, (severity, _) in CODES.items() if severity == "error")

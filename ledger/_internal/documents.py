@@ -9,9 +9,9 @@ import attrs
 
 from ledger import gate, schema
 from ledger._internal import functional, runs
-from ledger._internal.findings import Issue
 from ledger._internal.jsonio import json_pointer
 from ledger.errors import SchemaError
+from ledger.findings import Issue
 from ledger.hashing import is_hex_digest
 from ledger.models import BenchmarkDecisionSummary, structure
 

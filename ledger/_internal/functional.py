@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from ledger._internal.findings import Issue
+from ledger.findings import Issue
 
 SCHEMA = "anvil-serving.functional-gate/v1"
 CHECK_COUNTED = ("preflight", "thinking-control")

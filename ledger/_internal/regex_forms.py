@@ -312,6 +312,7 @@ def shortest_forms(expression: str) -> list[str]:
 
 
 _FLAGS_ITEM = re.compile(r"\(\?[a-zA-Z]+\)")
+_UNSPLIT_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\[0-9uUN]")
 _LITERAL_ATOM = re.compile(r"\\x[0-9a-fA-F]{2}|\\[^A-Za-z0-9]|[^\\\[\](){}|.^$*+?]")
 
 
@@ -340,10 +341,14 @@ def trimmed_form(expression: str) -> str | None:
     of that part ending where it ends, and a literal to look for first is much cheaper to
     Hyperscan than a run of a class checked at every character (an e-mail address's
     local part before its "@"). None where nothing is to gain."""
+    if _UNSPLIT_ESCAPE.search(expression):
+        return None  # an escape of several characters :func:`_items` would cut apart
     items = _flat(expression)
-    if not items:
+    if items is None:
         return None
-    flags = items.pop(0) if _FLAGS_ITEM.fullmatch(items[0]) else ""
+    flags = ""
+    while items and _FLAGS_ITEM.fullmatch(items[0]):
+        flags += items.pop(0)
     for index, item in enumerate(items):
         if _LITERAL_ATOM.fullmatch(item):
             before = items[:index]

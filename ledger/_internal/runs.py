@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ledger._internal import arrivals
-from ledger._internal.findings import Issue
+from ledger.findings import Issue
 
 _RATE_CELL = re.compile(r"-r[0-9]+(?:_[0-9]+)?-(?:think|nothink)$")
 _ORDER = ("sent_ns", "headers_ns", "first_token_ns", "last_token_ns", "end_ns")

@@ -1,6 +1,6 @@
 """The ledger database's SQL: tables loaded from artifacts, and the metric definitions.
 
-The metric definitions (README, "Ledger database") are written here once, as SQL over raw
+The metric definitions (``docs/concepts/metrics.md``) are written here once, as SQL over raw
 request timestamps; every view, derived comparison and recomputation in verify reads them
 from here.
 """
@@ -107,7 +107,7 @@ CREATE TABLE request_rows_loaded (
 )
 """
 
-# The metric definitions: the one place they are defined (README, "Ledger database").
+# The metric definitions: the one place they are defined (docs/concepts/metrics.md).
 #   ttft_ms                  request sent -> first visible content token
 #   first_token_ms           request sent -> first token of any channel
 #   e2e_ms                   request sent -> end of stream

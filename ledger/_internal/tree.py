@@ -11,7 +11,7 @@ from typing import Literal
 
 import attrs
 
-from ledger._internal.findings import Issue
+from ledger.findings import Issue
 
 EntryKind = Literal["file", "symlink", "special"]
 CAMPAIGN_NAME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")

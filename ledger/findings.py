@@ -1,6 +1,7 @@
 """Findings: what verify reports, each with a stable code.
 
 Codes are part of the interface (CI scripts match on them): never rename one; add new ones.
+The documentation's table of codes is generated from :data:`CODES`.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
+
+__all__ = ["CODES", "Finding", "Issue", "Severity"]
 
 Severity = Literal["error", "warning"]
 

@@ -1,0 +1,65 @@
+"""The documents speak to users about the product: the README stays a few screens, every
+document the repository cites is in it, and none reads as a working log."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+CITED = re.compile(r"(?<![\w/.-])((?:docs|tests/data)/[\w./-]+\.md|[A-Z]+\.md)\b")
+WORKING_LOG = re.compile(r"(?i)\b(?:this|the last|the previous) stop\b|\ban earlier build\b")
+
+
+def _tracked() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    suffixes = {".py", ".md", ".toml", ".cfg", ".yaml", ".yml", ""}
+    return [
+        ROOT / name
+        for name in listed.split("\0")
+        if name
+        and not name.startswith("tests/data/")
+        and Path(name).suffix in suffixes
+        and (ROOT / name).is_file()
+    ]
+
+
+def test_the_readme_is_a_few_screens() -> None:
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+def test_every_document_cited_is_in_the_repository() -> None:
+    missing = []
+    for path in _tracked():
+        for match in CITED.finditer(path.read_text(errors="replace")):
+            cited = match.group(1).rstrip(".")
+            if cited in ("README.md",) or (ROOT / cited).is_file():
+                continue
+            # A path relative to the citing file, or the provenance record by its name.
+            if (path.parent / cited).is_file() or (ROOT / "tests" / "data" / cited).is_file():
+                continue
+            missing.append(f"{path.relative_to(ROOT)}: {cited}")
+    assert missing == []
+
+
+def test_the_cited_check_finds_a_missing_document(tmp_path: Path) -> None:
+    text = "see DESIGN.md and docs/guides/nowhere.md, not docs/guides/runs.md"
+    cited = [m.group(1) for m in CITED.finditer(text)]
+    assert cited == ["DESIGN.md", "docs/guides/nowhere.md", "docs/guides/runs.md"]
+    assert [c for c in cited if not (ROOT / c).is_file()] == cited[:2]
+
+
+def test_no_document_reads_as_a_working_log() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in _tracked()
+        if path.name != "test_documentation.py"
+        for match in WORKING_LOG.finditer(path.read_text(errors="replace"))
+    ]
+    assert found == []
+    assert WORKING_LOG.search("as measured at the last stop") is not None
+    assert WORKING_LOG.search("an earlier build gave 51 MB/s") is not None
