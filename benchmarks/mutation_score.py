@@ -87,7 +87,7 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
         "_at",
     ),
     # The detectors (the rules' matching), not the placeholder bookkeeping around them.
-    "ledger/_internal/sanitizer.py": (
+    "ledger/sanitizer/_sanitizer.py": (
         "Detector",
         "_detector",
         "load_rules",

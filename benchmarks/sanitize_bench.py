@@ -43,9 +43,9 @@ from typing import Any
 
 import orjson
 
-from ledger._internal.prefilter import prefilter_for
-from ledger._internal.regex_forms import hyperscan_pattern
-from ledger._internal.sanitizer import Sanitizer, load_rules
+from ledger.sanitizer._prefilter import prefilter_for
+from ledger.sanitizer._regex_forms import hyperscan_pattern
+from ledger.sanitizer._sanitizer import Sanitizer, load_rules
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "secrets-corpus"
 WORDS = "decode prefill scheduler batch tokens cache warm request served queue ready".split()

@@ -23,10 +23,10 @@ from ledger import manifest
 from ledger._internal import intoto, jsonio, tree
 from ledger._internal.documents import find_references, may_reference
 from ledger._internal.outputs import Changes, OutputExists, inside, is_within, new_folder
-from ledger._internal.sanitizer import JSON_LINES, KeyCollision, Sanitizer, load_rules
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
 from ledger.hashing import sha256_bytes
 from ledger.models import Manifest, Review, ReviewedChange, WithheldEntry
+from ledger.sanitizer import JSON_LINES, KeyCollision, Sanitizer, load_rules
 
 MAX_TEXT_BYTES = 256 << 20
 

@@ -20,12 +20,12 @@ import attrs
 from ledger import gate, manifest, promotion, tickets
 from ledger._internal import bundles, jsonio, runs, scan, tree
 from ledger._internal.regular import kind_of
-from ledger._internal.sanitizer import CURRENT_VERSION, load_rules, rules_file
 from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.findings import CODES, Finding, Issue
 from ledger.models import Manifest
 from ledger.policy import Policy, load_policy
+from ledger.sanitizer import CURRENT_VERSION, load_rules, rules_file
 from ledger.schema import SchemaId, read_document
 
 if TYPE_CHECKING:

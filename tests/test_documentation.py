@@ -35,6 +35,8 @@ def test_the_readme_is_a_few_screens() -> None:
 def test_every_document_cited_is_in_the_repository() -> None:
     missing = []
     for path in _tracked():
+        if path.name == "test_documentation.py":
+            continue  # its own examples of a missing document
         for match in CITED.finditer(path.read_text(errors="replace")):
             cited = match.group(1).rstrip(".")
             if cited in ("README.md",) or (ROOT / cited).is_file():

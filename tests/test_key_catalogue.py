@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.sanitizer import Sanitizer, load_rules, rules_file
+from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from tests.conftest import DATA, ROOT
 
 FOLDER = DATA / "key-catalogue"

@@ -80,7 +80,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_import_contracts_hold_and_refuse_a_core_import_of_the_runners(
+def test_the_import_contracts_hold_and_refuse_what_breaks_them(
     tmp_path: Path,
 ) -> None:
     assert _lint_imports(ROOT).returncode == 0
@@ -89,10 +89,18 @@ def test_the_import_contracts_hold_and_refuse_a_core_import_of_the_runners(
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     hashing = copy / "ledger" / "hashing.py"
-    hashing.write_text(hashing.read_text() + "\nimport runners.stats  # noqa\n")
+    original = hashing.read_text()
+    hashing.write_text(original + "\nimport runners.stats  # noqa\n")
     broken = _lint_imports(copy)
     assert broken.returncode == 1
     assert "ledger.hashing -> runners.stats" in broken.stdout
+    assert "The core (ledger) never imports the runners BROKEN" in broken.stdout
+    # A package's private module imported from outside it.
+    hashing.write_text(original + "\nimport ledger.sanitizer._prefilter  # noqa\n")
+    broken = _lint_imports(copy)
+    assert broken.returncode == 1
+    assert "imported only inside it BROKEN" in broken.stdout
+    assert "ledger.hashing -> ledger.sanitizer._prefilter" in broken.stdout
 
 
 def test_pre_commit_runs_what_make_lint_runs() -> None:

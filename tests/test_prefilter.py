@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger._internal import prefilter
-from ledger._internal.prefilter import Prefilter, merge
-from ledger._internal.regex_forms import SPECIAL, hyperscan_pattern, line_forms, lookahead_reach
-from ledger._internal.sanitizer import Sanitizer, _split, _starting, _within
+from ledger.sanitizer import _prefilter as prefilter
+from ledger.sanitizer._prefilter import Prefilter, merge
+from ledger.sanitizer._regex_forms import SPECIAL, hyperscan_pattern, line_forms, lookahead_reach
+from ledger.sanitizer._sanitizer import Sanitizer, _split, _starting, _within
 from tests.conftest import DATA
 
 CORPUS = DATA / "secrets-corpus"

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ledger._internal.prefilter import Prefilter, prefilter_for
-from ledger._internal.regex_forms import KINDS, SPECIAL, kind_of, stand_ins
-from ledger._internal.sanitizer import Sanitizer, load_rules
+from ledger.sanitizer._prefilter import Prefilter, prefilter_for
+from ledger.sanitizer._regex_forms import KINDS, SPECIAL, kind_of, stand_ins
+from ledger.sanitizer._sanitizer import Sanitizer, load_rules
 from tests.test_regex_forms import ALPHABET, windows_cover
 
 RULES = load_rules()

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger._internal.prefilter import Prefilter, prefilter_for
-from ledger._internal.regex_forms import (
+from ledger.sanitizer._prefilter import Prefilter, prefilter_for
+from ledger.sanitizer._regex_forms import (
     line_forms,
     line_local,
     lookaround_width,
@@ -21,7 +21,7 @@ from ledger._internal.regex_forms import (
     shortest_forms,
     trimmed_form,
 )
-from ledger._internal.sanitizer import load_rules
+from ledger.sanitizer._sanitizer import load_rules
 from tests.conftest import DATA
 
 RULES = load_rules()

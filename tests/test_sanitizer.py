@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ledger._internal import sanitizer as sanitizer_module
-from ledger._internal.sanitizer import Sanitizer, Taken, load_rules, rules_file
+from ledger.sanitizer import _sanitizer as sanitizer_module
+from ledger.sanitizer._sanitizer import Sanitizer, Taken, load_rules, rules_file
 from tests.conftest import DATA, seed_paths
 
 CORPUS = DATA / "secrets-corpus"

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.sanitizer import Sanitizer, load_rules, rules_file
 from ledger.publish import publish
+from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from tests.conftest import CliRun, forge_seal, verify_json
 
 CONFIGS = Path(__file__).parent / "data" / "configs"

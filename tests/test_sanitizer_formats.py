@@ -16,8 +16,8 @@ import pytest
 
 from ledger._internal import scan
 from ledger._internal.jsonio import read_json, write_json
-from ledger._internal.sanitizer import Sanitizer, load_rules, rules_file
 from ledger.publish import publish
+from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from tests.conftest import CliRun, forge_seal, verify_json
 
 PLACEHOLDER = re.compile(r"<redacted:[a-z]+:[0-9]+>")
@@ -547,7 +547,7 @@ def test_the_v1_rules_file_is_frozen() -> None:
 
 
 def test_a_file_too_large_to_sniff_still_gets_its_line_forms(tmp_path: Path) -> None:
-    from ledger._internal import structure
+    from ledger.sanitizer import _structure as structure
 
     filler = "INFO ok\n" * (structure.SNIFF_BYTES // 8 + 1)
     text = filler + "DB_PASS=bigsekret77\ncredentials:\n  value: missedbyyaml\n"

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from ledger._internal import sanitizer, scan
-from ledger._internal.sanitizer import Sanitizer, _plausible_endpoint
+from ledger._internal import scan
+from ledger.sanitizer import _sanitizer as sanitizer
+from ledger.sanitizer._sanitizer import Sanitizer, _plausible_endpoint
 
 
 @pytest.mark.parametrize(
@@ -281,7 +282,7 @@ def test_a_private_label_anywhere_makes_a_private_host(text: str, expected: str)
         # File names and code, not hosts.
         "--config /etc/vllm/config.local.yaml settings.local.json README.internal.md",
         "at io.grpc.internal.ManagedChannelImpl.start(ManagedChannelImpl.java:120)",
-        "ledger._internal.sanitizer home.arpa",
+        "ledger.sanitizer._sanitizer home.arpa",
         "Internal Server Error. LAN. Local. corp.",
         # localhost as today: redacted with a port or in a URL, kept alone.
         "localhost",

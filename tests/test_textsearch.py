@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger._internal import textsearch
-from ledger._internal.prefilter import Prefilter, _points, merge
-from ledger._internal.sanitizer import _NAME_RUN, _TOKEN_EDGE, _rules, _run_start
+from ledger.sanitizer import _textsearch as textsearch
+from ledger.sanitizer._prefilter import Prefilter, _points, merge
+from ledger.sanitizer._sanitizer import _NAME_RUN, _TOKEN_EDGE, _rules, _run_start
 
 TEXTS = st.text(alphabet='ab<{~"` \n:redact', max_size=200)
 

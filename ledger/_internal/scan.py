@@ -22,12 +22,12 @@ from ledger._internal import columns
 from ledger._internal.documents import FoundReference, check_document, may_reference
 from ledger._internal.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger._internal.runs import Owner, SweepCell
-from ledger._internal.sanitizer import JSON_LINES, Sanitizer, load_rules, rules_file
 from ledger._internal.tree import identity
 from ledger.errors import InvalidArtifact
 from ledger.findings import Issue
 from ledger.hashing import CHUNK_SIZE, sha256_stream
 from ledger.models import BenchmarkDecisionSummary
+from ledger.sanitizer import JSON_LINES, Sanitizer, load_rules, rules_file
 
 _BATCH_FILES = 256
 _BATCH_BYTES = 64 << 20

@@ -31,7 +31,7 @@ without the separators ``\\x1c``-``\\x1f`` (which Python counts as white space).
 outside ASCII is scanned as ASCII: each character outside it replaced by an ASCII
 character of its kind (a letter's by ``_``, a space's by a space) that every part of every
 detector takes wherever it takes the one it stands for
-(:func:`ledger._internal.regex_forms.stand_ins`), so the windows hold at least every match;
+(:func:`ledger.sanitizer._regex_forms.stand_ins`), so the windows hold at least every match;
 the exact regexes then run in them over the text itself. A text holding a separator, or
 one of the four characters Python's regex reads as ASCII letters when ignoring case, is
 scanned whole by every detector, as without a prefilter. Without the ``hyperscan`` package
@@ -45,12 +45,12 @@ import itertools
 import re
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 import numpy
 
-from ledger._internal.regex_forms import (
+from ledger.sanitizer._regex_forms import (
     SPECIAL,
     can_take,
     first_characters,
@@ -64,9 +64,6 @@ from ledger._internal.regex_forms import (
     stand_ins,
 )
 
-if TYPE_CHECKING:
-    from ledger._internal.sanitizer import Rules
-
 try:
     import hyperscan
 except ImportError:  # pragma: no cover - every platform CI runs on has a wheel
@@ -79,7 +76,23 @@ _EVERYWHERE = frozenset(":")
 _PREFILTERS: dict[str, Prefilter] = {}
 
 
-def prefilter_for(rules: Rules) -> Prefilter:
+class _Detector(Protocol):
+    @property
+    def pattern(self) -> re.Pattern[str]: ...
+    @property
+    def any(self) -> Sequence[str]: ...
+
+
+class _Rules(Protocol):
+    """What the prefilter reads of a rule file (the sanitizer's ``Rules``)."""
+
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def detectors(self) -> Sequence[_Detector]: ...
+
+
+def prefilter_for(rules: _Rules) -> Prefilter:
     """The prefilter of a rule file's detectors, built once per process."""
     found = _PREFILTERS.get(rules.sha256)
     if found is None:
@@ -491,7 +504,7 @@ _OUTSIDE_ASCII = re.compile(r"[^\x00-\x7f]+")
 
 class _StandIns(dict[str, str]):
     """Each character outside ASCII met so far, and the ASCII character it is scanned
-    as (:func:`ledger._internal.regex_forms.stand_ins`), given by kind."""
+    as (:func:`ledger.sanitizer._regex_forms.stand_ins`), given by kind."""
 
     def __init__(self, by_kind: dict[str, str]) -> None:
         super().__init__()

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import attrs
 import yaml
 
-from ledger._internal import textsearch
+from ledger.sanitizer import _textsearch as textsearch
 
 Span = tuple[int, int]
 

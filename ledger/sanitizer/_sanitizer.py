@@ -5,7 +5,7 @@ every publication; a publication is verified against the version it names, so a 
 version never changes). JSON is walked in sorted key order with each value's key path,
 keys are scanned as well as values, and the categories run in a fixed order (credential,
 gpu, endpoint, path): the first match wins. From version 2 on, a text file is also read by
-its structure (:mod:`ledger._internal.structure`) and in its decoded escapes
+its structure (:mod:`ledger.sanitizer._structure`) and in its decoded escapes
 (:meth:`Sanitizer.file_hits`), an object's members stand under a secret-like parent's key
 and a ``{name, value}`` pair's value under its name, and key names are read in full-width
 letters and other languages. Every redacted value gets a placeholder stable
@@ -30,10 +30,12 @@ from typing import Any
 import attrs
 import orjson
 
-from ledger._internal import jsonio, structure, textsearch
-from ledger._internal.prefilter import Found, Replaced, Window, prefilter_for
-from ledger._internal.regex_forms import lookahead_reach
+from ledger._internal import jsonio
 from ledger.errors import InvalidArtifact
+from ledger.sanitizer import _structure as structure
+from ledger.sanitizer import _textsearch as textsearch
+from ledger.sanitizer._prefilter import Found, Replaced, Window, prefilter_for
+from ledger.sanitizer._regex_forms import lookahead_reach
 
 CATEGORIES = ("credential", "gpu", "endpoint", "path")
 RULES_DIR = Path(__file__).resolve().parent.parent / "_rules"
@@ -795,7 +797,7 @@ class Sanitizer:
     def file_hits(self, text: str, name: str) -> list[Hit]:
         """Every redactable span of a text file named ``name``, in order and apart: what
         the detectors find, and from rules v2 on, the values its structure makes
-        credentials (:mod:`ledger._internal.structure`) and what its JSON escapes and URL
+        credentials (:mod:`ledger.sanitizer._structure`) and what its JSON escapes and URL
         encoding spell once decoded (the encoded characters are the span)."""
         if not self._v2:
             return self.detect(text)
