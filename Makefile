@@ -46,8 +46,8 @@ $(DOCS_STAMP): $(STAMP)
 	touch $(DOCS_STAMP)
 
 # The documentation site in docs/_build/html, warnings as errors (a link to a page or
-# heading that does not exist is one), then Sphinx's link check of every URL the pages
-# hold; the CLI reference, the finding codes and the exit statuses are generated from the
+# heading that does not exist is one), then Sphinx's link check of every external URL the
+# pages link to (none yet: it guards the ones to come); the CLI reference, the finding codes and the exit statuses are generated from the
 # code as it builds.
 docs: $(DOCS_STAMP)
 	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html

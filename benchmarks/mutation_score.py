@@ -62,7 +62,7 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
     "ledger/promotion.py": None,
     "ledger/manifest.py": None,
     "ledger/verify.py": None,
-    "ledger/_internal/bundles.py": None,
+    "ledger/signatures/_bundles.py": None,
     # derive's recomputation: what verify re-derives and compares with the stated artifact
     # (not derive_into, which writes a new one).
     "ledger/derive.py": (

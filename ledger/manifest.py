@@ -281,10 +281,10 @@ def changes_since_seal(folder: str | Path, *, jobs: int | None = None) -> list[R
     statement = root / STATEMENT_NAME
     named = {c.path for c in changes}
     if statement.exists() and STATEMENT_NAME not in named:
-        from ledger._internal import intoto
+        from ledger import signatures
 
         try:
-            subjects = intoto.subjects_of(jsonio.read_json(statement))
+            subjects = signatures.subjects_of(jsonio.read_json(statement))
         except InvalidArtifact:
             subjects = None
         if subjects != subjects_expected:
@@ -307,7 +307,7 @@ def approval_problem(root: Path, rel: str) -> str | None:
     """Why ``rel`` is not a signed approval record or its bundle (None when it is): the
     record must be a valid ``approval/v1`` and its bundle must sign its bytes under the
     certificate it carries."""
-    from ledger._internal import bundles
+    from ledger import signatures
 
     name = rel.removeprefix(APPROVALS_PREFIX)
     if name == rel or "/" in name:
@@ -325,12 +325,12 @@ def approval_problem(root: Path, rel: str) -> str | None:
     if problem.schema != APPROVAL_SCHEMA or problem.issues:
         return f"{record}: not a valid {APPROVAL_SCHEMA} record"
     try:
-        bundle = jsonio.read_limited(root / (record + BUNDLE_SUFFIX), bundles.MAX_BUNDLE_BYTES)
+        bundle = jsonio.read_limited(root / (record + BUNDLE_SUFFIX), signatures.MAX_BUNDLE_BYTES)
     except OSError:
         return f"{record}: no signature ({record}{BUNDLE_SUFFIX})"
     except InvalidArtifact as e:
         return f"{record}{BUNDLE_SUFFIX}: {e}"
-    why = bundles.signature_problem(bundle, data)
+    why = signatures.signature_problem(bundle, data)
     return None if why is None else f"{record}{BUNDLE_SUFFIX}: {why}"
 
 
@@ -512,11 +512,11 @@ def seal_files(
     sums.append((MANIFEST_NAME, sha256_bytes(manifest_bytes)))
     files = {MANIFEST_NAME: manifest_bytes}
     if STATEMENT_NAME in has:
-        from ledger._internal import intoto
+        from ledger import signatures
 
         # A signature over the old statement no longer matches; it must be signed again.
         old = pending.get(STATEMENT_NAME) or jsonio.read_limited(root / STATEMENT_NAME)
-        files[STATEMENT_NAME] = intoto.with_subjects(jsonio.parse_strict(old), sums)
+        files[STATEMENT_NAME] = signatures.with_subjects(jsonio.parse_strict(old), sums)
     # SHA256SUMS also gives the digests of the declared statement and bundle (they cannot
     # be in the manifest, which the statement covers): sha256sum -c checks them too.
     sealed = {STATEMENT_NAME: files.get(STATEMENT_NAME), BUNDLE_NAME: pending.get(BUNDLE_NAME)}

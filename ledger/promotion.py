@@ -18,12 +18,12 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import functional, jsonio, runs, tree, verdicts
-from ledger._internal.bundles import MAX_BUNDLE_BYTES
 from ledger._internal.imports import IMPORTED_SCHEMA
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.findings import Issue
 from ledger.policy import Policy
 from ledger.schema import read_document
+from ledger.signatures import MAX_BUNDLE_BYTES
 
 RUN_MANIFEST = "run-manifest.json"
 RUN_PLAN = "run-plan.json"

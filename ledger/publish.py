@@ -19,8 +19,8 @@ from typing import Any
 
 import attrs
 
-from ledger import manifest
-from ledger._internal import intoto, jsonio, tree
+from ledger import manifest, signatures
+from ledger._internal import jsonio, tree
 from ledger._internal.documents import find_references, may_reference
 from ledger._internal.outputs import Changes, OutputExists, inside, is_within, new_folder
 from ledger.errors import InvalidArtifact, UsageError, VerificationError
@@ -212,16 +212,16 @@ def publish(
                 else None,
                 "sanitizer": {"version": rules.version, "sha256": rules.sha256},
             }
-            statement = jsonio.dumps_deterministic(intoto.statement([], predicate))
+            statement = jsonio.dumps_deterministic(signatures.statement([], predicate))
             _, seal = manifest.seal_files(
                 work,
-                {intoto.STATEMENT_NAME: statement},
+                {signatures.STATEMENT_NAME: statement},
                 carried=_public_withheld(sanitizer, raw_seal),
                 reviews=_public_reviews(sanitizer, raw_seal, review),
                 jobs=1,
             )
             changes = Changes()
-            for rel, data in {intoto.STATEMENT_NAME: statement, **seal}.items():
+            for rel, data in {signatures.STATEMENT_NAME: statement, **seal}.items():
                 changes.put(work, rel, data)
             changes.commit()
             private_map = jsonio.dumps_deterministic(

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
-from ledger import gate, manifest, promotion, tickets
-from ledger._internal import bundles, jsonio, runs, scan, tree
+from ledger import gate, manifest, promotion, signatures, tickets
+from ledger._internal import jsonio, runs, scan, tree
 from ledger._internal.regular import kind_of
 from ledger._internal.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
@@ -675,7 +675,7 @@ def _check_campaign(
             )
     bundle = by_rel.get(manifest.BUNDLE_NAME)
     if bundle is not None and bundle.sha256 is not None and manifest.STATEMENT_NAME in by_rel:
-        for issue in bundles.check_bundle(campaign.folder):
+        for issue in signatures.check_bundle(campaign.folder):
             add(manifest.BUNDLE_NAME, issue)
 
     for rel in _unlisted_runs(by_rel, results):
@@ -1077,13 +1077,12 @@ def _check_policy(folder: Path, summary: Any, policy: Policy) -> list[Issue]:
 def _check_statement(
     folder: Path, listed: dict[str, str], manifest_digest: str | None
 ) -> list[Issue]:
-    from ledger._internal import intoto
 
     try:
         document = jsonio.read_json(folder / manifest.STATEMENT_NAME)
     except (OSError, InvalidArtifact) as e:
         return [Issue("statement-invalid", "", f"cannot read: {e}")]
-    subjects = intoto.subjects_of(document)
+    subjects = signatures.subjects_of(document)
     if subjects is None:
         return [Issue("statement-invalid", "", "not an in-toto Statement v1 with subjects")]
     expected = dict(listed)
@@ -1114,7 +1113,7 @@ def _check_statement(
         except (OSError, InvalidArtifact):
             return issues  # the summary's own finding says why; nothing to hold it against
     campaign_id = folder.resolve().name
-    for pointer, why in intoto.predicate_mismatches(document, campaign_id, summary):
+    for pointer, why in signatures.predicate_mismatches(document, campaign_id, summary):
         issues.append(Issue("statement-mismatch", pointer, why))
     return issues
 

@@ -19,8 +19,8 @@ from urllib.parse import urljoin, urlsplit
 import attrs
 import httpx
 
-from ledger import manifest
-from ledger._internal import intoto, jsonio, tree
+from ledger import manifest, signatures
+from ledger._internal import jsonio, tree
 from ledger._internal.outputs import Changes, OutputExists
 from ledger.errors import InvalidArtifact, RunnerError, UsageError, printable
 from ledger.hashing import sha256_file
@@ -136,7 +136,9 @@ def fetch(url: str, into: Path, limits: FetchLimits | None = None) -> Path:
             names += declared
             # What the manifest declares must be there; an older one declares nothing, and
             # a bundle added without re-sealing is still what the audit checks.
-            optional = [n for n in (intoto.STATEMENT_NAME, intoto.BUNDLE_NAME) if n not in names]
+            optional = [
+                n for n in (signatures.STATEMENT_NAME, signatures.BUNDLE_NAME) if n not in names
+            ]
             for name in names + optional:
                 if not isinstance(name, str) or tree.check_relative_path(name) is not None:
                     raise AuditInputError(f"manifest lists an unsafe path {printable(repr(name))}")
@@ -230,15 +232,15 @@ def _audit(
     shown: str,
 ) -> AuditResult:
     problems: list[str] = []
-    statement_path = folder / intoto.STATEMENT_NAME
-    bundle_path = folder / intoto.BUNDLE_NAME
+    statement_path = folder / signatures.STATEMENT_NAME
+    bundle_path = folder / signatures.BUNDLE_NAME
     if not statement_path.exists():
         raise AuditInputError(
-            f"{shown}: no {intoto.STATEMENT_NAME}: not a published campaign (ledger publish)"
+            f"{shown}: no {signatures.STATEMENT_NAME}: not a published campaign (ledger publish)"
         )
     statement = statement_path.read_bytes()
     if not bundle_path.exists():
-        problems.append(f"signature: no {intoto.BUNDLE_NAME}: the campaign is not signed")
+        problems.append(f"signature: no {signatures.BUNDLE_NAME}: the campaign is not signed")
     else:
         result = verify_statement(
             statement,
@@ -250,7 +252,7 @@ def _audit(
         )
         if not result.ok:
             problems.append(f"signature: {result.reason}")
-    subjects = intoto.subjects_of(jsonio.parse_strict(statement)) or {}
+    subjects = signatures.subjects_of(jsonio.parse_strict(statement)) or {}
     if not subjects:
         problems.append("statement: no subjects")
     # sigstore's verify_dsse checks the signature only: every subject is checked here.
@@ -361,17 +363,19 @@ def _statement_for(root: Path) -> dict[str, bytes]:
     """Nothing when the campaign has a statement; for a public campaign published before
     statements existed, one whose predicate names its decision and no sanitizer (its files
     were not made public by ``ledger publish``)."""
-    if (root / intoto.STATEMENT_NAME).exists():
+    if (root / signatures.STATEMENT_NAME).exists():
         return {}
     if not (root / manifest.SUMMARY_NAME).exists() or (root / "run-manifest.json").exists():
-        raise RunnerError(f"{root}: no {intoto.STATEMENT_NAME}; publish the campaign first")
+        raise RunnerError(f"{root}: no {signatures.STATEMENT_NAME}; publish the campaign first")
     try:
         summary = jsonio.read_json(root / manifest.SUMMARY_NAME)
     except (OSError, InvalidArtifact) as e:
         raise RunnerError(f"{root / manifest.SUMMARY_NAME}: {e}") from None
     decision = summary.get("decision") if isinstance(summary, dict) else None
     predicate = {"campaign_id": root.resolve().name, "decision": decision}
-    return {intoto.STATEMENT_NAME: jsonio.dumps_deterministic(intoto.statement([], predicate))}
+    return {
+        signatures.STATEMENT_NAME: jsonio.dumps_deterministic(signatures.statement([], predicate))
+    }
 
 
 def _refuse_a_changed_predicate(root: Path, made: dict[str, bytes]) -> None:
@@ -380,7 +384,7 @@ def _refuse_a_changed_predicate(root: Path, made: dict[str, bytes]) -> None:
     if made:
         return  # made from the summary just now
     try:
-        document = jsonio.read_json(root / intoto.STATEMENT_NAME)
+        document = jsonio.read_json(root / signatures.STATEMENT_NAME)
         summary = (
             jsonio.read_json(root / manifest.SUMMARY_NAME)
             if (root / manifest.SUMMARY_NAME).exists()
@@ -388,11 +392,11 @@ def _refuse_a_changed_predicate(root: Path, made: dict[str, bytes]) -> None:
         )
     except (OSError, InvalidArtifact) as e:
         raise RunnerError(f"{root}: {e}") from None
-    found = intoto.predicate_mismatches(document, root.resolve().name, summary)
+    found = signatures.predicate_mismatches(document, root.resolve().name, summary)
     if found:
         pointer, why = found[0]
         raise RunnerError(
-            f"{root / intoto.STATEMENT_NAME}#{pointer}: {why}; the statement is not signed "
+            f"{root / signatures.STATEMENT_NAME}#{pointer}: {why}; the statement is not signed "
             "(publish the campaign again rather than edit its statement)"
         )
 
@@ -423,42 +427,41 @@ def sign(
     # A signature vouches for the statement's subjects: never over files that differ. The
     # bundle is what this command writes anew, so a missing or stale one is no obstacle.
     review = manifest.check_seal(
-        root, "sign", reseal_after_review=reseal_after_review, renewing=[intoto.BUNDLE_NAME]
+        root, "sign", reseal_after_review=reseal_after_review, renewing=[signatures.BUNDLE_NAME]
     )
     made = _statement_for(root)
     _refuse_a_changed_predicate(root, made)
     _, files = manifest.seal_files(root, made, signed=True, reviews=[review] if review else [])
-    if not replace and _still_signed(root, files[intoto.STATEMENT_NAME]):
+    if not replace and _still_signed(root, files[signatures.STATEMENT_NAME]):
         raise OutputExists(
-            f"{root / intoto.BUNDLE_NAME} already signs this statement; --replace to sign it "
+            f"{root / signatures.BUNDLE_NAME} already signs this statement; --replace to sign it "
             "again (the old signature is then lost)"
         )
     try:
         with _signer_context(setup or SigningSetup()) as (signer, who):
-            bundle = signer.sign_dsse(Statement(files[intoto.STATEMENT_NAME]))
+            bundle = signer.sign_dsse(Statement(files[signatures.STATEMENT_NAME]))
     except (RunnerError, UsageError):
         raise
     except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
         raise RunnerError(f"signing failed: {_described(e)}") from None
-    files[intoto.BUNDLE_NAME] = bundle.to_json().encode()
+    files[signatures.BUNDLE_NAME] = bundle.to_json().encode()
     files[manifest.SUMS_NAME] = manifest.sums_adding(
-        files[manifest.SUMS_NAME], {intoto.BUNDLE_NAME: files[intoto.BUNDLE_NAME]}
+        files[manifest.SUMS_NAME], {signatures.BUNDLE_NAME: files[signatures.BUNDLE_NAME]}
     )
     changes = Changes()
     for rel, data in files.items():
         changes.put(root, rel, data)
     changes.commit()
-    return root / intoto.BUNDLE_NAME, who
+    return root / signatures.BUNDLE_NAME, who
 
 
 def _still_signed(root: Path, statement: bytes) -> bool:
     """Whether the campaign's bundle already signs ``statement``, the one it would sign."""
-    from ledger._internal import bundles
 
-    present = root / intoto.STATEMENT_NAME
-    if not (root / intoto.BUNDLE_NAME).exists() or not present.exists():
+    present = root / signatures.STATEMENT_NAME
+    if not (root / signatures.BUNDLE_NAME).exists() or not present.exists():
         return False
-    return present.read_bytes() == statement and not bundles.check_bundle(root)
+    return present.read_bytes() == statement and not signatures.check_bundle(root)
 
 
 def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:

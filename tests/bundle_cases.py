@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ledger._internal.bundles import pae
+from ledger.signatures import pae
 from tests.private_sigstore import PrivateSigstore
 
 _EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -32,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from sigstore._internal.rekor import _hashedrekord_from_parts
 from sigstore.hashes import HashAlgorithm, Hashed
 
-from ledger._internal.bundles import pae
+from ledger.signatures import pae
 
 _ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")

@@ -256,7 +256,7 @@ def test_verify_takes_any_certificate_whose_key_signed_it(campaign: Path, cli: C
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from ledger._internal.bundles import pae
+    from ledger.signatures import pae
 
     der, key = _certificate_and_key(ec.generate_private_key(ec.SECP384R1()))
     bundle = _bundle(campaign)

@@ -881,7 +881,8 @@ def test_the_pinned_root_the_policy_names_is_the_one_used(
     sigstore: PrivateSigstore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: str,
     staging: bool,
 ) -> None:  # fmt: skip
-    from ledger import promotion, signatures
+    from ledger import promotion
+    from ledger.signatures import _verify as signatures
 
     asked: list[tuple[Any, bool]] = []
     real_root = signatures._root

@@ -13,13 +13,13 @@ import pytest
 
 from ledger import manifest
 from ledger import publish as publish_module
-from ledger._internal import intoto
 from ledger._internal.jsonio import read_json, write_json
 from ledger.decide import decide
 from ledger.hashing import sha256_file
 from ledger.policy import load_policy
 from ledger.publish import PublishError, publish
 from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
+from ledger.signatures import _intoto as intoto
 from tests.conftest import CliRun, forge_seal, verify_json
 
 SECRETS = {

@@ -453,7 +453,7 @@ def _load_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
 
 def _statement(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
     def apply(folder: Path) -> None:
-        from ledger._internal import intoto
+        from ledger.signatures import _intoto as intoto
 
         listed = json.loads((folder / MANIFEST_NAME).read_text())
         subjects = [(a["path"], a["sha256"]) for a in listed["artifacts"]]

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ledger._internal import jsonio
-from ledger._internal.intoto import BUNDLE_NAME, STATEMENT_NAME
 from ledger.errors import InvalidArtifact
 from ledger.findings import Issue
+from ledger.signatures._intoto import BUNDLE_NAME, STATEMENT_NAME
 
 MAX_BUNDLE_BYTES = 4 << 20
 IN_TOTO = "application/vnd.in-toto+json"

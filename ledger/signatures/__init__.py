@@ -1,0 +1,55 @@
+"""Signatures of published campaigns: the in-toto statement a publication makes over its
+files, and the sigstore bundles that sign it (or any file), checked offline against a
+pinned trusted root.
+
+``_intoto`` writes and reads the statement; ``_bundles`` checks a bundle's own
+consistency with no trusted root (what ``ledger verify`` can tell: the statement it signs,
+its log entry, its certificate's signature); ``_verify`` verifies a bundle with
+sigstore-python against a trusted root (what ``ledger signature verify`` and ``ledger
+audit`` tell: who signed).
+"""
+
+from __future__ import annotations
+
+from ledger.signatures._bundles import MAX_BUNDLE_BYTES, check_bundle, pae, signature_problem
+from ledger.signatures._intoto import (
+    BUNDLE_NAME,
+    PREDICATE_TYPE,
+    STATEMENT_NAME,
+    STATEMENT_TYPE,
+    predicate_mismatches,
+    statement,
+    subjects_of,
+    with_subjects,
+)
+from ledger.signatures._verify import (
+    MAX_ROOT_BYTES,
+    MAX_SIGNED_BYTES,
+    SignatureResult,
+    UnusableInputError,
+    verify_bundle,
+    verify_file,
+    verify_statement,
+)
+
+__all__ = [
+    "BUNDLE_NAME",
+    "MAX_BUNDLE_BYTES",
+    "MAX_ROOT_BYTES",
+    "MAX_SIGNED_BYTES",
+    "PREDICATE_TYPE",
+    "STATEMENT_NAME",
+    "STATEMENT_TYPE",
+    "SignatureResult",
+    "UnusableInputError",
+    "check_bundle",
+    "pae",
+    "predicate_mismatches",
+    "signature_problem",
+    "statement",
+    "subjects_of",
+    "verify_bundle",
+    "verify_file",
+    "verify_statement",
+    "with_subjects",
+]
