@@ -474,7 +474,7 @@ def _derive(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ledger._internal.imports import import_files
+    from ledger.imports import import_files
 
     imported = import_files(
         args.tool,

@@ -26,11 +26,11 @@ import numpy as np
 from ledger import manifest
 from ledger._internal import bootstrap, goodput
 from ledger._internal.comparison_reads import DuplicateCell, Ordered, Reads
-from ledger._internal.imports import DATASET_KEYS
 from ledger._internal.outputs import check_name, refuse_other_content
 from ledger.database import Database, DatabaseError, build
 from ledger.errors import Error, UsageError
 from ledger.findings import Issue
+from ledger.imports import DATASET_KEYS
 from ledger.schema import document_bytes, read_document
 
 KINDS = ("os", "ab")

@@ -18,9 +18,9 @@ import attrs
 
 from ledger import manifest
 from ledger._internal import functional, jsonio, runs, tree, verdicts
-from ledger._internal.imports import IMPORTED_SCHEMA
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.findings import Issue
+from ledger.imports import IMPORTED_SCHEMA
 from ledger.policy import Policy
 from ledger.schema import read_document
 from ledger.signatures import MAX_BUNDLE_BYTES

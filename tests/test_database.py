@@ -15,10 +15,10 @@ import pytest
 from generate_verify_assets import cell_run, load_cell_run
 
 from ledger import database
-from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger._internal.outputs import OutputExists
 from ledger.database import build
+from ledger.imports import import_files
 from tests.conftest import DATA, ROOT, CliRun, forge_seal, verify_json
 
 DATED = "2026-12-01-dated-arm"

@@ -15,8 +15,8 @@ from generate_verify_assets import cell_run, load_cell_run
 
 from ledger import database
 from ledger._internal import columns, sql
-from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
+from ledger.imports import import_files
 from tests.conftest import DATA
 
 SPEC = {

@@ -11,11 +11,11 @@ from typing import Any
 import attrs
 import pytest
 
-from ledger._internal.imports import import_files
 from ledger._internal.jsonio import write_json
 from ledger.database import build
 from ledger.decide import decide
 from ledger.derive import DeriveError, derive_into
+from ledger.imports import import_files
 from ledger.policy import load_policy
 from ledger.promotion import comparison_failures, evaluate, load_evidence
 from ledger.schema import read_document

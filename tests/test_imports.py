@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.imports import _slug, import_files
 from ledger.database import build
 from ledger.errors import InvalidArtifact
+from ledger.imports import import_files
+from ledger.imports._importer import _slug
 from ledger.publish import publish
 from ledger.schema import read_document
 from tests.conftest import ASSETS, DATA, CliRun, verify_json
@@ -342,7 +343,7 @@ def test_an_edited_aggregate_is_a_warning_kept_in_the_artifact(tmp_path: Path, c
     # Just inside the bound agrees; just outside does not.
     inside = dict(stated, median_ttft_ms=recomputed * (1 + 0.9e-4))
     outside = dict(stated, median_ttft_ms=recomputed * (1 + 1.1e-4))
-    from ledger._internal.imports import _arrays, self_check
+    from ledger.imports._importer import _arrays, self_check
 
     for line, agrees in ((inside, True), (outside, False)):
         checks = {c["field"]: c for c in self_check(line, _arrays(line, "x", 1))}

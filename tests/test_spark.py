@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.imports import import_files
+from ledger.imports import import_files
 from tests.components import missing
 from tests.conftest import DATA, ROOT, CliRun
 
