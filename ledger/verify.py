@@ -11,7 +11,7 @@ import itertools
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -560,6 +560,10 @@ def _read_manifest(folder: Path, result: scan.FileResult | None) -> Manifest | N
         return None
 
 
+_Add = Callable[[str, Issue], None]
+"""Records a finding about a file of the campaign (its path relative to the campaign)."""
+
+
 def _check_campaign(
     campaign: _Campaign,
     results: Sequence[scan.FileResult],
@@ -571,13 +575,51 @@ def _check_campaign(
     """The campaign's findings; the derived comparisons to derive again are added to
     ``recompute`` (all of them are derived in one database, afterwards), and the campaign
     to ``restate`` when its summary is to be restated and its worker did not
-    (``restated``: what the worker that read it found, :func:`_after_reading`)."""
+    (``restated``: what the worker that read it found, :func:`_after_reading`).
+
+    The checks run stage by stage: what reading each file found, the manifest, the
+    SHA256SUMS, the seal files, the runs, then each file's references and summary."""
     display = campaign.display
     out: list[Finding] = []
 
     def add(rel: str, issue: Issue) -> None:
         out.append(Finding.of(_join(display, rel), issue, display))
 
+    _check_files(campaign, results, add)
+    by_rel = {r.rel: r for r in results}
+    loaded = _read_manifest(campaign.folder, by_rel.get(manifest.MANIFEST_NAME))
+    listed, withheld = _check_listing(campaign, loaded, by_rel, results, add)
+    present = {r.rel: r.sha256 for r in results if r.sha256 is not None}
+    known = listed if loaded is not None else present
+    _check_seal(campaign, loaded, by_rel, known, listed, present, add)
+    _check_runs(campaign, by_rel, results, add)
+    _check_contents(
+        campaign,
+        loaded,
+        by_rel,
+        results,
+        _Listing(known, withheld, present),
+        add,
+        policy=policy,
+        recompute=recompute,
+        restate=restate,
+        restated=restated,
+    )
+    return out
+
+
+class _Listing(NamedTuple):
+    """What a campaign's files are, by path: as listed (or present, without a readable
+    manifest), as declared withheld, and as found."""
+
+    known: dict[str, str]
+    withheld: dict[str, str | None]
+    present: dict[str, str]
+
+
+def _check_files(campaign: _Campaign, results: Sequence[scan.FileResult], add: _Add) -> None:
+    """What listing the folder and reading each file found, and, in a public campaign,
+    private data in a file's name."""
     for rel, issue in campaign.listing.issues:
         add(rel, issue)
     if campaign.scanned:
@@ -587,13 +629,21 @@ def _check_campaign(
             for category in dict.fromkeys(name_hits(scan.detector(), result.rel)):
                 # Its path is masked with every other finding's (_named_masked).
                 add(result.rel, Issue("private-data", "", f"{category} in a public file name"))
-    by_rel = {r.rel: r for r in results}
     for result in results:
         for issue in result.issues:
             add(result.rel, issue)
 
+
+def _check_listing(
+    campaign: _Campaign,
+    loaded: Manifest | None,
+    by_rel: dict[str, scan.FileResult],
+    results: Sequence[scan.FileResult],
+    add: _Add,
+) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The manifest against the folder; returns the paths it lists (with their digests)
+    and those it declares withheld."""
     folder_name = campaign.folder.resolve().name
-    loaded = _read_manifest(campaign.folder, by_rel.get(manifest.MANIFEST_NAME))
     if manifest.MANIFEST_NAME not in by_rel:
         add(
             manifest.MANIFEST_NAME,
@@ -601,38 +651,50 @@ def _check_campaign(
         )
     listed: dict[str, str] = {}
     withheld: dict[str, str | None] = {}
-    if loaded is not None:
-        if loaded.campaign_id != folder_name:
-            add(
-                manifest.MANIFEST_NAME,
-                Issue(
-                    "campaign-id-mismatch",
-                    "/campaign_id",
-                    f"campaign_id {loaded.campaign_id!r} but the folder is {folder_name!r}",
-                ),
-            )
-        for issue in _check_manifest_entries(loaded, by_rel, listed, withheld):
-            add(manifest.MANIFEST_NAME, issue)
-        for index, review in enumerate(loaded.reviews):
-            changed = ", ".join(f"{c.path} ({c.change})" for c in review.changes[:8]) or (
-                "a folder without a seal"
-            )
-            if len(review.changes) > 8:
-                changed += f" and {len(review.changes) - 8} more, listed there"
-            add(
-                manifest.MANIFEST_NAME,
-                Issue(
-                    "resealed-after-review",
-                    f"/reviews/{index}",
-                    f"'ledger {review.command}' re-sealed over {changed}",
-                ),
-            )
-        for result in results:
-            if result.rel not in manifest.SEAL_FILES and result.rel not in listed:
-                add(result.rel, Issue("unlisted-file", "", "present but not in manifest.json"))
-    present = {r.rel: r.sha256 for r in results if r.sha256 is not None}
-    known = listed if loaded is not None else present
+    if loaded is None:
+        return listed, withheld
+    if loaded.campaign_id != folder_name:
+        add(
+            manifest.MANIFEST_NAME,
+            Issue(
+                "campaign-id-mismatch",
+                "/campaign_id",
+                f"campaign_id {loaded.campaign_id!r} but the folder is {folder_name!r}",
+            ),
+        )
+    for issue in _check_manifest_entries(loaded, by_rel, listed, withheld):
+        add(manifest.MANIFEST_NAME, issue)
+    for index, review in enumerate(loaded.reviews):
+        changed = ", ".join(f"{c.path} ({c.change})" for c in review.changes[:8]) or (
+            "a folder without a seal"
+        )
+        if len(review.changes) > 8:
+            changed += f" and {len(review.changes) - 8} more, listed there"
+        add(
+            manifest.MANIFEST_NAME,
+            Issue(
+                "resealed-after-review",
+                f"/reviews/{index}",
+                f"'ledger {review.command}' re-sealed over {changed}",
+            ),
+        )
+    for result in results:
+        if result.rel not in manifest.SEAL_FILES and result.rel not in listed:
+            add(result.rel, Issue("unlisted-file", "", "present but not in manifest.json"))
+    return listed, withheld
 
+
+def _check_seal(
+    campaign: _Campaign,
+    loaded: Manifest | None,
+    by_rel: dict[str, scan.FileResult],
+    known: dict[str, str],
+    listed: dict[str, str],
+    present: dict[str, str],
+    add: _Add,
+) -> None:
+    """SHA256SUMS against the manifest and the seal files, the statement's subjects, the
+    seal files the manifest declares, and the bundle's own consistency."""
     sums = by_rel.get(manifest.SUMS_NAME)
     if sums is None:
         add(
@@ -678,6 +740,15 @@ def _check_campaign(
         for issue in signatures.check_bundle(campaign.folder):
             add(manifest.BUNDLE_NAME, issue)
 
+
+def _check_runs(
+    campaign: _Campaign,
+    by_rel: dict[str, scan.FileResult],
+    results: Sequence[scan.FileResult],
+    add: _Add,
+) -> None:
+    """The runs: each cell run listed by the run manifest, the run manifest against the
+    plan, the sweeps' schedules, and each approval's signature."""
     for rel in _unlisted_runs(by_rel, results):
         add(
             rel,
@@ -702,6 +773,26 @@ def _check_campaign(
             why = manifest.approval_problem(campaign.folder, result.rel)
             if why is not None:
                 add(result.rel, Issue("approval-unsigned", "", why))
+
+
+def _check_contents(
+    campaign: _Campaign,
+    loaded: Manifest | None,
+    by_rel: dict[str, scan.FileResult],
+    results: Sequence[scan.FileResult],
+    listing: _Listing,
+    add: _Add,
+    *,
+    policy: Policy,
+    recompute: list[tuple[_Campaign, scan.FileResult]],
+    restate: list[_Campaign],
+    restated: list[Issue] | None,
+) -> None:
+    """Each file's references and campaign id, and a summary's named artifacts,
+    restatement and policy; the derived comparisons whose references all resolve are
+    added to ``recompute``."""
+    folder_name = campaign.folder.resolve().name
+    known, withheld, present = listing
     for result in results:
         resolved = True
         for ref in result.references:
@@ -764,7 +855,6 @@ def _check_campaign(
         elif summary.decision.promotion_authorized:
             for issue in gate.check_promotion_evidence(summary, _listed_kinds(loaded)):
                 add(result.rel, issue)
-    return out
 
 
 def _unlisted_runs(
