@@ -23,6 +23,7 @@ from ledger._decision_cli import (
 )
 from ledger._internal.jsonio import MAX_JSON_BYTES
 from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
+from ledger.exit_status import ExitStatus
 
 _logger = logging.getLogger("ledger")
 
@@ -652,7 +653,7 @@ def main(args: list[str] | None = None) -> int:
         return _reader_gone()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitStatus.INTERRUPTED
     except Terminated:
         signum = _SIGNALLED[0] if _SIGNALLED else signal.SIGTERM
         print(_stopped(signum), file=sys.stderr)
@@ -687,7 +688,7 @@ def _write_out(text: str) -> None:
         data = data[os.write(fd, data) :]
 
 
-SIGPIPE_STATUS = 128 + 13
+SIGPIPE_STATUS = ExitStatus.READER_GONE
 """The status of a command whose reader went away (``ledger sql ... | head``), as the
 shell reports any program that SIGPIPE ends."""
 

@@ -588,13 +588,15 @@ def _check_campaign(
     _check_files(campaign, results, add)
     by_rel = {r.rel: r for r in results}
     loaded = _read_manifest(campaign.folder, by_rel.get(manifest.MANIFEST_NAME))
-    listed, withheld = _check_listing(campaign, loaded, by_rel, results, add)
+    folder_name = campaign.folder.resolve().name
+    listed, withheld = _check_listing(folder_name, loaded, by_rel, results, add)
     present = {r.rel: r.sha256 for r in results if r.sha256 is not None}
     known = listed if loaded is not None else present
     _check_seal(campaign, loaded, by_rel, known, listed, present, add)
     _check_runs(campaign, by_rel, results, add)
     _check_contents(
         campaign,
+        folder_name,
         loaded,
         by_rel,
         results,
@@ -635,7 +637,7 @@ def _check_files(campaign: _Campaign, results: Sequence[scan.FileResult], add: _
 
 
 def _check_listing(
-    campaign: _Campaign,
+    folder_name: str,
     loaded: Manifest | None,
     by_rel: dict[str, scan.FileResult],
     results: Sequence[scan.FileResult],
@@ -643,7 +645,6 @@ def _check_listing(
 ) -> tuple[dict[str, str], dict[str, str | None]]:
     """The manifest against the folder; returns the paths it lists (with their digests)
     and those it declares withheld."""
-    folder_name = campaign.folder.resolve().name
     if manifest.MANIFEST_NAME not in by_rel:
         add(
             manifest.MANIFEST_NAME,
@@ -777,6 +778,7 @@ def _check_runs(
 
 def _check_contents(
     campaign: _Campaign,
+    folder_name: str,
     loaded: Manifest | None,
     by_rel: dict[str, scan.FileResult],
     results: Sequence[scan.FileResult],
@@ -791,7 +793,6 @@ def _check_contents(
     """Each file's references and campaign id, and a summary's named artifacts,
     restatement and policy; the derived comparisons whose references all resolve are
     added to ``recompute``."""
-    folder_name = campaign.folder.resolve().name
     known, withheld, present = listing
     for result in results:
         resolved = True

@@ -657,11 +657,7 @@ def _compiled_entries(entries: list[tuple[bytes, int, int]]) -> Any:
 
 def _compiled_backward(written: list[tuple[bytes, int]]) -> Any:
     """A database of backward forms, each under its regex's index."""
-    return _compiled(
-        [e for e, _ in written],
-        [hyperscan.HS_FLAG_MULTILINE] * len(written),
-        [i for _, i in written],
-    )
+    return _compiled_entries([(e, hyperscan.HS_FLAG_MULTILINE, i) for e, i in written])
 
 
 def _compiled(expressions: list[bytes], flags: list[int], ids: list[int] | None = None) -> Any:
