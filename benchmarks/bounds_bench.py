@@ -3,7 +3,7 @@ raw campaign of --requests requests (publish_bench's generator: every request as
 records it), with the check and with it left out, best of --repeat each, in one process.
 
 The check reads the bounds of every loaded number from the run schemas and looks for the
-first record beyond one (``ledger/_internal/record_bounds.py``): the price of verify and
+first record beyond one (``ledger/database/_record_bounds.py``): the price of verify and
 the database agreeing on what a valid record is.
 
     python benchmarks/bounds_bench.py [--requests 250000] [--repeat 3]
@@ -20,7 +20,7 @@ from typing import Any
 
 from publish_bench import CAMPAIGN, generate
 
-from ledger import database
+from ledger.database import _database as database
 
 
 def _best(folder: Path, repeat: int, check: Callable[..., Any]) -> float:

@@ -9,13 +9,13 @@ a serving engine streams tokens, then ``[DONE]``. Against it, in this process an
 - anvil: ``runners.client.EndpointClient.chat``, the whole path ``ledger run`` uses
   (deadlines, channels, usage, per-chunk timestamps, a request record);
 - four ablations: httpx on its own transport or on httpx-aiohttp's, reading lines
-  (``aiter_lines``, ``json``) or raw bytes (``runners.sse``, ``orjson``), without records.
+  (``aiter_lines``, ``json``) or raw bytes (``runners.client._sse``, ``orjson``), without records.
 
 Each client runs --requests requests at concurrency 1 and 64; the figure is events per
 second of wall time, best of --repeat rounds (clients interleaved in every round), and the
 client's CPU microseconds per event. The ratio anvil / reference is the goal (>= 0.9x).
 
-Then the open loop: a load cell (Poisson arrivals, ``runners.stages.run_cell`` as ``ledger
+Then the open loop: a load cell (Poisson arrivals, ``runners.campaign._stages.run_cell`` as ``ledger
 run`` sends one) of --open-seconds at each rate of a doubling ladder, against a server that
 answers 16 chunks, and the sender's lateness against the schedule at each (p50, p99, max;
 lateness is due time to request written). The row: the highest rate one process sustains
@@ -42,11 +42,11 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport
 
-from ledger._internal.arrivals import lateness
+from ledger.measures.arrivals import lateness
+from runners.campaign._stages import CellRun, Prompt, new_origin, run_cell
 from runners.client import Deadlines, EndpointClient
+from runners.client._sse import SSEParser
 from runners.plan import parse_plan
-from runners.sse import SSEParser
-from runners.stages import CellRun, Prompt, new_origin, run_cell
 
 SERVER = r"""
 import asyncio, json, socket, sys

@@ -7,7 +7,7 @@ fresh child process so peak memory is its own, best of --repeat:
 - floor: ``SELECT ..., median(ttft_ms), median(e2e_ms), median(decode_tok_s),
   median(effective_prefill_tok_s) FROM read_parquet(...) GROUP BY campaign, arm, stage,
   cell``: the four medians a comparison needs, and nothing else;
-- ledger: ``ledger.database.build`` on the export, then ``ledger.derive.derive`` of an
+- ledger: ``ledger.database.build`` on the export, then ``ledger.derivation._derive.derive`` of an
   A/B comparison of the two arms (every cell statistic, bootstrap intervals, matched
   checks, limitations);
 - a lower bound, the three things no derivation of this comparison can skip, each timed
@@ -72,7 +72,7 @@ DIGESTS = _GROUP_BY.replace("WHERE ok AND NOT warmup", "WHERE NOT warmup").forma
 DRAWS = """
 import duckdb, sys, time, resource
 import numpy as np
-from ledger._internal import bootstrap
+from ledger.derivation import _bootstrap as bootstrap
 sizes = duckdb.sql(
     f"SELECT arm, count(*) FROM read_parquet('{sys.argv[1]}', hive_partitioning=true) "
     "WHERE ok AND NOT warmup GROUP BY campaign_id, arm, stage, cell"
@@ -89,7 +89,7 @@ print(seconds, len(sizes), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 LEDGER = """
 import sys, time, resource
 from ledger.database import build
-from ledger.derive import derive
+from ledger.derivation._derive import derive
 start = time.perf_counter()
 db = build([sys.argv[1]])
 document = derive(db, sys.argv[2], "baseline", "candidate", kind="ab")
@@ -101,7 +101,7 @@ print(seconds, len(document["rows"]), resource.getrusage(resource.RUSAGE_SELF).r
 BREAKDOWN = """
 import sys, time
 from ledger.database import build
-from ledger import derive as d
+from ledger.derivation import _derive as d
 arms = ("baseline", "candidate")
 t0 = time.perf_counter(); db = build([sys.argv[1]]); t1 = time.perf_counter()
 comparison = (sys.argv[2], arms)

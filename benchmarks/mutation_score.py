@@ -54,18 +54,18 @@ GOAL = 0.90
 
 # The modules under test, each with the functions in scope (None: all of them).
 SCOPE: dict[str, tuple[str, ...] | None] = {
-    "ledger/_internal/jsonio.py": None,
-    "ledger/_internal/verdicts.py": None,
-    "ledger/_internal/documents.py": None,
-    "ledger/policy.py": None,
-    "ledger/gate.py": None,
-    "ledger/promotion.py": None,
-    "ledger/manifest.py": None,
-    "ledger/verify.py": None,
+    "ledger/formats/jsonio.py": None,
+    "ledger/measures/verdicts.py": None,
+    "ledger/evidence/documents.py": None,
+    "ledger/promotion/policy.py": None,
+    "ledger/evidence/gate.py": None,
+    "ledger/promotion/_evaluation.py": None,
+    "ledger/evidence/manifest.py": None,
+    "ledger/verification/_verify.py": None,
     "ledger/signatures/_bundles.py": None,
     # derive's recomputation: what verify re-derives and compares with the stated artifact
     # (not derive_into, which writes a new one).
-    "ledger/derive.py": (
+    "ledger/derivation/_derive.py": (
         "_close",
         "first_difference",
         "_change",

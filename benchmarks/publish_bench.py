@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ledger import manifest
+from ledger.evidence import manifest
 
 CAMPAIGN = "2026-12-01-publish-bench"
 SECRETS = (
@@ -38,7 +38,7 @@ SECRETS = (
 
 PUBLISH = """
 import resource, sys, time
-from ledger._cli import main
+from ledger.cli._main import main
 start = time.perf_counter()
 status = main(["publish", sys.argv[1], "--out", sys.argv[2]])
 seconds = time.perf_counter() - start

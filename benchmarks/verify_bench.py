@@ -35,11 +35,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger._internal.jsonio import dumps_deterministic
-from ledger._internal.scan import default_jobs
+from ledger.evidence.manifest import MANIFEST_NAME, SUMS_NAME, render_sums
+from ledger.evidence.scan import default_jobs
+from ledger.formats.jsonio import dumps_deterministic
 from ledger.hashing import CHUNK_SIZE, sha256_bytes
-from ledger.manifest import MANIFEST_NAME, SUMS_NAME, render_sums
-from ledger.verify import verify_paths
+from ledger.verification._verify import verify_paths
 
 METRICS = (
     "decode_tok_s_p50",
@@ -146,10 +146,10 @@ TICKETS = Path(__file__).resolve().parent.parent / "tickets"
 def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
     """``source`` under a new id, every mention of the old one rewritten, sealed as a raw
     campaign (seal files and signatures left behind: they name the old id)."""
-    from ledger import manifest
-    from ledger.decide import decide
-    from ledger.derive import derive_into
-    from ledger.policy import parse_policy
+    from ledger.derivation._derive import derive_into
+    from ledger.evidence import manifest
+    from ledger.promotion._decide import decide
+    from ledger.promotion.policy import parse_policy
 
     old = source.name
     new = f"{old}-copy{copy:03d}"
@@ -186,8 +186,8 @@ def _copy_campaign(source: Path, raw: Path, copy: int) -> Path:
 
 
 def _publish_copies(job: tuple[Path, int, int]) -> None:
-    from ledger.publish import publish
-    from ledger.report import write_report
+    from ledger.publication._publish import publish
+    from ledger.reporting._report import write_report
 
     root, first, last = job
     for copy in range(first, last):
@@ -253,9 +253,9 @@ def _primitives(paths: list[str]) -> None:
     import numpy
     import orjson
 
-    from ledger import schema
-    from ledger._internal import bootstrap
-    from ledger._internal.scan import detector
+    from ledger.derivation import _bootstrap as bootstrap
+    from ledger.evidence.scan import detector
+    from ledger.formats import schema
 
     prefilter = detector()._prefilter
     for path in paths:
@@ -277,7 +277,7 @@ def _primitives(paths: list[str]) -> None:
 
 def lower_bound(root: Path, jobs: int) -> float:
     """:func:`_primitives` over every file of the tree, on every core; returns seconds."""
-    from ledger._internal.scan import detector
+    from ledger.evidence.scan import detector
 
     detector()  # built before the workers are forked, as verify does
     return _over_cores(root, jobs, _primitives)

@@ -2,6 +2,6 @@
 
 import sys
 
-from ledger._cli import main
+from ledger.cli import main
 
 sys.exit(main())

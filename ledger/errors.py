@@ -12,6 +12,21 @@ import re
 import sys
 from typing import ClassVar, NoReturn
 
+__all__ = [
+    "ContainerError",
+    "Error",
+    "GPUProbeError",
+    "GateError",
+    "InvalidArtifact",
+    "RunnerError",
+    "SchemaError",
+    "ServerError",
+    "Terminated",
+    "UsageError",
+    "VerificationError",
+    "printable",
+]
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 

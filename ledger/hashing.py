@@ -7,6 +7,16 @@ import re
 from pathlib import Path
 from typing import BinaryIO, NewType
 
+__all__ = [
+    "CHUNK_SIZE",
+    "HexDigest",
+    "format_digest",
+    "is_hex_digest",
+    "sha256_bytes",
+    "sha256_file",
+    "sha256_stream",
+]
+
 HexDigest = NewType("HexDigest", str)
 """64 lowercase hex characters: the SHA-256 of an artifact's stored bytes."""
 

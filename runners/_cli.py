@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ledger._decision_cli import REVIEW_HELP, is_folder
+from ledger.cli import REVIEW_HELP, is_folder
 from ledger.errors import UsageError
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _approve(args: argparse.Namespace) -> int:
-    from ledger.decide import write_approval_record
-    from ledger.policy import load_policy
+    from ledger.promotion import write_approval_record
+    from ledger.promotion.policy import load_policy
     from runners.publication import sign_file
 
     if not is_folder(args.campaign, "approve"):
@@ -178,8 +178,8 @@ def register_demo(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from runners.campaign.progress import progress_for
     from runners.demo import print_result, run_demo
-    from runners.progress import progress_for
 
     result = run_demo(args.out, progress=progress_for())
     print_result(result, sys.stdout)

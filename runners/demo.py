@@ -17,19 +17,27 @@ from typing import TextIO
 
 import attrs
 
-from ledger._internal.outputs import OutputExists
-from ledger.decide import decide
-from ledger.derive import derive_into
+from ledger.derivation import derive_into
 from ledger.errors import Terminated
-from ledger.policy import load_policy
-from ledger.publish import publish
-from ledger.report import write_report
-from ledger.schema import read_document
-from ledger.tickets import needs_ticket, new_ticket
-from ledger.verify import Report, verify_paths
+from ledger.formats.outputs import OutputExists
+from ledger.formats.schema import read_document
+from ledger.promotion import decide
+from ledger.promotion.policy import load_policy
+from ledger.publication import publish
+from ledger.reporting import write_report
+from ledger.reporting.tickets import needs_ticket, new_ticket
+from ledger.verification import Report, verify_paths
 from runners.campaign import run_plan
+from runners.campaign.progress import Progress
 from runners.plan import parse_plan
-from runners.progress import Progress
+
+__all__ = [
+    "DECLARED",
+    "DemoResult",
+    "plan_text",
+    "print_result",
+    "run_demo",
+]
 
 DECLARED = ("simulated_profile",)
 """The one identity key the demo's arms differ in."""

@@ -17,7 +17,11 @@ from typing import Any
 
 import attrs
 
-from ledger._internal.arrivals import (
+from ledger.derivation.goodput import check_slo
+from ledger.errors import InvalidArtifact
+from ledger.formats.outputs import RESERVED_ARMS
+from ledger.formats.tomlio import read_toml
+from ledger.measures.arrivals import (
     MAX_IN_FLIGHT,
     MIN_RATE,
     PROCESSES,
@@ -25,13 +29,36 @@ from ledger._internal.arrivals import (
     offsets_ns,
     sweep_rate,
 )
-from ledger._internal.goodput import check_slo
-from ledger._internal.outputs import RESERVED_ARMS
-from ledger.errors import InvalidArtifact
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
-from runners.tomlfile import read_toml
 from runners.workload import PREFIX_MODES
+
+__all__ = [
+    "CODING_TASKS",
+    "CONTEXT_FAMILIES",
+    "DEFAULT_RESERVE_MIB",
+    "DEFAULT_THINKING",
+    "EVIDENCE_KINDS",
+    "FUNCTIONAL_KINDS",
+    "MAX_CONCURRENCY",
+    "MAX_CONTEXT_TARGET",
+    "MAX_RATE",
+    "MAX_REQUESTS",
+    "MAX_SWEEP_RATES",
+    "PLAN_SCHEMA",
+    "PREFLIGHT_CHECKS",
+    "STAGE_KINDS",
+    "Arm",
+    "Cell",
+    "Container",
+    "EvidenceStage",
+    "Plan",
+    "Stage",
+    "check_context",
+    "load_plan",
+    "parse_plan",
+    "rate_name",
+]
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
 STAGE_KINDS = ("capacity", "endurance", "load", "sweep")
@@ -43,7 +70,7 @@ FUNCTIONAL_KINDS = (
     "context-quality",
     "coding-quality",
 )
-"""Functional and quality gates: each writes one artifact per arm (``runners/functional.py``)."""
+"""Functional and quality gates: each writes one artifact per arm (``runners/checks/_families.py``)."""
 EVIDENCE_KINDS = ("startup", "telemetry", "reserve", "restoration", *FUNCTIONAL_KINDS)
 PREFLIGHT_CHECKS = (
     "text",
@@ -59,7 +86,7 @@ PREFLIGHT_CHECKS = (
 )
 CONTEXT_FAMILIES = ("number", "phrase", "key-value")
 CODING_TASKS = 5
-"""How many coding tasks ``runners/coding.py`` holds."""
+"""How many coding tasks ``runners/workload/coding.py`` holds."""
 DEFAULT_THINKING = {
     "enabled": {"chat_template_kwargs": {"enable_thinking": True}},
     "disabled": {"chat_template_kwargs": {"enable_thinking": False}},

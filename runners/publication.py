@@ -19,14 +19,28 @@ from urllib.parse import urljoin, urlsplit
 import attrs
 import httpx
 
-from ledger import manifest, signatures
-from ledger._internal import jsonio, tree
-from ledger._internal.outputs import Changes, OutputExists
+from ledger import signatures
 from ledger.errors import InvalidArtifact, RunnerError, UsageError, printable
+from ledger.evidence import manifest, tree
+from ledger.formats import jsonio
+from ledger.formats.outputs import Changes, OutputExists
 from ledger.hashing import sha256_file
 from ledger.signatures import verify_statement
-from ledger.verify import Report, verify_paths
+from ledger.verification import Report, verify_paths
 from runners.client import url_problem
+
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_TOTAL_BYTES",
+    "AuditInputError",
+    "AuditResult",
+    "FetchLimits",
+    "SigningSetup",
+    "audit",
+    "fetch",
+    "sign",
+    "sign_file",
+]
 
 MAX_FILE_BYTES = 256 << 20
 MAX_TOTAL_BYTES = 4 << 30

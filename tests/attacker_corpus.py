@@ -17,7 +17,7 @@ from pathlib import Path
 
 import attrs
 
-from ledger import manifest
+from ledger.evidence import manifest
 
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')

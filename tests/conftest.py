@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ledger._cli import main
+from ledger.cli._main import main
 from runners.simulate.profile import Profile
 from runners.simulate.serve import SimulatorProcess
 from tests.components import nvml_shim, podman  # noqa: F401 - fixtures
@@ -41,7 +41,7 @@ def seed_paths() -> list[Path]:
 def parser_commands() -> list[str]:
     """Every command the parser knows, nested ones as "ticket new": from the parser itself,
     so a test over "every command" cannot fall behind a new one."""
-    from ledger._cli import _parser
+    from ledger.cli._main import _parser
 
     names = []
     for action in _parser()._subparsers._group_actions:  # type: ignore[union-attr]
@@ -76,7 +76,7 @@ def forge_seal(folder: Path) -> None:
     """Seals an edited campaign as someone editing evidence by hand can: a new seal written
     over the old one without checking it, so no review is recorded. Verify's deeper checks
     (references, recomputation, policy) must still catch the edit."""
-    from ledger import manifest
+    from ledger.evidence import manifest
 
     manifest.seal(folder, check=False, jobs=1)
 
@@ -141,8 +141,8 @@ def run_plan_text(plan_text: str, raw: Path, *, resume: bool = False) -> tuple[A
     import tomllib
 
     from runners.campaign import run_plan
+    from runners.campaign.progress import LogProgress
     from runners.plan import parse_plan
-    from runners.progress import LogProgress
 
     plan = parse_plan(tomllib.loads(plan_text))
     with open(os.devnull, "w") as quiet:

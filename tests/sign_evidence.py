@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ledger import manifest, tickets
-from ledger.schema import read_document
+from ledger.evidence import manifest
+from ledger.formats.schema import read_document
+from ledger.reporting import tickets
 from tests.private_sigstore import OIDC_ISSUER, SigstoreService
 
 ROOT = Path(__file__).resolve().parent.parent

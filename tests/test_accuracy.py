@@ -17,9 +17,9 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from runners.campaign._stats import request_metrics
 from runners.client import Deadlines, EndpointClient, RequestRecord
 from runners.simulate.serve import SimulatorProcess
-from runners.stats import request_metrics
 
 # Timing-sensitive: `make test` runs these alone, after the parallel suite.
 pytestmark = pytest.mark.accuracy

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.verify import verify_paths
+from ledger.verification._verify import verify_paths
 from tests.attacker_corpus import mutations
 from tests.conftest import ROOT
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ledger import manifest
+from ledger.evidence import manifest
 from tests.conftest import ROOT, CliRun, forge_seal
 from tests.private_sigstore import OIDC_ISSUER, SigstoreService
 
@@ -32,7 +32,7 @@ SIGNER = "publisher@example.org"
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two campaigns of evidence/ signed by SIGNER with `ledger sign`, and the root."""
-    from ledger._cli import main
+    from ledger.cli._main import main
 
     base = tmp_path_factory.mktemp("signed")
     with SigstoreService() as service:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ledger import manifest
+from ledger.evidence import manifest
 from tests.conftest import ROOT, CliRun, forge_seal, verify_json
 
 SEED = "2026-09-17-glm53-mixed35-startup"

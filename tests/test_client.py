@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from runners.client import Deadlines, EndpointClient, RequestRecord, _StreamState
+from runners.client._client import Deadlines, EndpointClient, RequestRecord, _StreamState
 from runners.simulate.serve import SimulatorProcess
 
 Start = Callable[..., SimulatorProcess]

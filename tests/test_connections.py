@@ -22,9 +22,9 @@ import orjson
 import pytest
 import uvicorn
 
-from runners import client as client_module
-from runners.client import EndpointClient, RequestRecord, _dead_connection
-from runners.metrics import scrape
+from runners.campaign._metrics import scrape
+from runners.client import _client as client_module
+from runners.client._client import EndpointClient, RequestRecord, _dead_connection
 from runners.simulate.serve import SimulatorProcess
 
 Start = Callable[..., SimulatorProcess]

@@ -17,8 +17,8 @@ from typing import Any
 import docker.errors
 import pytest
 
-from ledger._internal.verdicts import restoration_failures
-from runners import containers
+from ledger.measures.verdicts import restoration_failures
+from runners.probes import containers
 from tests.components import TINY_IMAGE, Podman
 
 pytestmark = pytest.mark.docker

@@ -14,10 +14,10 @@ import duckdb
 import pytest
 from generate_verify_assets import cell_run, load_cell_run
 
-from ledger import database
-from ledger._internal.jsonio import write_json
-from ledger._internal.outputs import OutputExists
+from ledger.database import _database as database
 from ledger.database import build
+from ledger.formats.jsonio import write_json
+from ledger.formats.outputs import OutputExists
 from ledger.imports import import_files
 from tests.conftest import DATA, ROOT, CliRun, forge_seal, verify_json
 
@@ -277,7 +277,7 @@ def test_a_cell_set_aside_by_a_resumed_run_is_not_pooled_with_its_rerun(
 ) -> None:
     """``ledger run --resume`` keeps an interrupted cell as ``<cell>.interrupted-N.json``
     and runs the cell again: the kept one is evidence of the interruption, not rows."""
-    from ledger.derive import derive
+    from ledger.derivation._derive import derive
 
     campaign = tmp_path / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, campaign)
@@ -628,7 +628,7 @@ def test_an_imported_run_is_held_to_its_own_schema_s_bounds(tmp_path: Path, cli:
 def test_each_kind_of_bound_is_held(
     bounds: dict[str, float], value: float, said: str | None
 ) -> None:
-    from ledger._internal.record_bounds import Bound
+    from ledger.database._record_bounds import Bound
 
     found = {"minimum": None, "maximum": None, "exclusive_minimum": None,
              "exclusive_maximum": None} | bounds  # fmt: skip

@@ -13,9 +13,9 @@ import duckdb
 import pytest
 from generate_verify_assets import cell_run, load_cell_run
 
-from ledger import database
-from ledger._internal import columns, sql
-from ledger._internal.jsonio import write_json
+from ledger.database import _database as database
+from ledger.formats import columns
+from ledger.formats.jsonio import write_json
 from ledger.imports import import_files
 from tests.conftest import DATA
 
@@ -96,8 +96,12 @@ def test_structs_and_lists_are_checked_all_the_way_down() -> None:
 @pytest.mark.parametrize(
     ("fields", "document", "column"),
     [
-        (sql.CELL_RUN_FIELDS, load_cell_run(), ("stage", 'STRUCT("name" VARCHAR, kind VARCHAR)')),
-        (sql.IMPORTED_RUN_FIELDS, {"requests": [{}]}, ("stage", "VARCHAR")),
+        (
+            columns.CELL_RUN_FIELDS,
+            load_cell_run(),
+            ("stage", 'STRUCT("name" VARCHAR, kind VARCHAR)'),
+        ),
+        (columns.IMPORTED_RUN_FIELDS, {"requests": [{}]}, ("stage", "VARCHAR")),
     ],
 )
 def test_both_readers_give_the_columns_the_same_types(
@@ -275,7 +279,7 @@ def test_a_copy_of_a_folder_loads_the_same(tmp_path: Path, transformed: list[int
 
 def _known(folder: Path) -> dict[str, Any]:
     """What verify's workers tell a build of these files (as scan.FileResult has it)."""
-    from ledger._internal import scan, tree
+    from ledger.evidence import scan, tree
 
     out: dict[str, Any] = {}
     for entry in tree.list_campaign(folder).entries:

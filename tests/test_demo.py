@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger import manifest
 from ledger.database import build
-from ledger.report import write_report
-from ledger.schema import read_document
+from ledger.evidence import manifest
+from ledger.formats.schema import read_document
+from ledger.reporting._report import write_report
+from runners.campaign.progress import LogProgress
 from runners.demo import DemoResult, plan_text, print_result, run_demo
-from runners.progress import LogProgress
 from tests.components import missing
 from tests.conftest import ROOT, CliRun, verify_json
 

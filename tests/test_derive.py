@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ledger._internal import bootstrap
-from ledger._internal.comparison_reads import Ordered
-from ledger._internal.jsonio import write_json
 from ledger.database import build
-from ledger.derive import DeriveError, derive, derive_into, first_difference
+from ledger.derivation import _bootstrap as bootstrap
+from ledger.derivation._comparison_reads import Ordered
+from ledger.derivation._derive import DeriveError, derive, derive_into, first_difference
+from ledger.evidence.manifest import seal
+from ledger.formats.jsonio import write_json
+from ledger.formats.schema import read_document
 from ledger.hashing import sha256_file
-from ledger.manifest import seal
-from ledger.schema import read_document
 from tests.conftest import SEEDS, CliRun, forge_seal, verify_json
 
 SEED_METRICS = {
@@ -267,7 +267,7 @@ def test_each_arm_keeps_its_own_identity_in_an_ab_comparison(campaign: Path) -> 
 
 
 def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledger import derive
+    from ledger.derivation import _derive as derive
 
     path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     closed: list[bool] = []

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ledger import derive as derive_module
 from ledger.database import Database, build, insert_rows
-from ledger.derive import derive
-from ledger.schema import document_bytes
+from ledger.derivation import _derive as derive_module
+from ledger.derivation._derive import derive
+from ledger.formats.schema import document_bytes
 from tests.conftest import ASSETS
 
 EXPECTED = ASSETS / "derive-golden.json"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ledger import derive
+from ledger.derivation import _derive as derive
 
 
 @pytest.mark.parametrize(
@@ -414,7 +414,7 @@ def test_an_ab_document_of_one_pair_names_each_arm() -> None:
 
 
 def test_a_difference_of_lists_is_told_by_what_each_lacks() -> None:
-    from ledger.derive import _difference
+    from ledger.derivation._derive import _difference
 
     stated = ["a", "b"]
     fresh = ["a", "c", "d" * 500]

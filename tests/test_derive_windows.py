@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ledger import derive as derive_module
-from ledger._internal import bootstrap, comparison_reads
 from ledger.database import Database, build, insert_rows
-from ledger.derive import derive
-from ledger.schema import document_bytes
+from ledger.derivation import _bootstrap as bootstrap
+from ledger.derivation import _comparison_reads as comparison_reads
+from ledger.derivation import _derive as derive_module
+from ledger.derivation._derive import derive
+from ledger.formats.schema import document_bytes
 
 CAMPAIGN = "2026-12-01-windows"
 ARMS = ("base", "cand")

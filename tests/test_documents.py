@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ledger._internal import documents
+from ledger.evidence import documents
 from tests.conftest import ASSETS, built_once, run_plan_text
 
 PREFLIGHT_PLAN = """

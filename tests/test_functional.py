@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from ledger.decide import decide
-from ledger.policy import load_policy
-from runners import coding, textimage
+from ledger.promotion._decide import decide
+from ledger.promotion.policy import load_policy
 from runners.campaign import run_plan
+from runners.campaign.progress import LogProgress
 from runners.plan import parse_plan
-from runners.progress import LogProgress
+from runners.workload import coding, textimage
 from tests.conftest import CliRun, built_once, forge_seal, verify_json
 
 FAST = {"decode_tok_s": 5000.0, "prefill_tok_s": 2000000.0, "overhead_ms": 0.0}
@@ -350,8 +350,9 @@ def test_text_image_round_trip() -> None:
 
 
 def test_the_plan_knows_every_check_task_and_kind() -> None:
-    from ledger._internal import functional as gate_counts
-    from runners import functional, plan
+    from ledger.measures import functional as gate_counts
+    from runners import plan
+    from runners.checks import _families as functional
 
     assert tuple(name for name, _ in functional.PREFLIGHT) == plan.PREFLIGHT_CHECKS
     assert len(coding.TASKS) == plan.CODING_TASKS

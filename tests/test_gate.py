@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ledger import gate
-from ledger.models import BenchmarkDecisionSummary, Gate, GateSummary, structure
+from ledger.evidence import gate
+from ledger.formats.models import BenchmarkDecisionSummary, Gate, GateSummary, structure
 from tests.conftest import SEEDS
 
 COMPARISON_SEED = SEEDS / "2026-09-08-glm53-linux-wsl-comparison.summary.json"

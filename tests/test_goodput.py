@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.goodput import parse_slo, sustainable, sustainable_interval
+from ledger.derivation.goodput import parse_slo, sustainable, sustainable_interval
 from ledger.errors import InvalidArtifact
 from ledger.hashing import sha256_file
-from ledger.policy import load_policy
 from ledger.promotion import comparison_failures
+from ledger.promotion.policy import load_policy
 from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
 
 # The candidate decodes ten times slower: its 8 tokens alone take 20 ms, over the SLO's
@@ -222,7 +222,7 @@ def _asset_campaign(tmp_path: Path, edit: Any = None) -> Path:
     ``edit(arm, document)`` changes one before it is written."""
     from generate_verify_assets import load_cell_run
 
-    from ledger._internal.jsonio import write_json
+    from ledger.formats.jsonio import write_json
 
     folder = tmp_path / "2026-11-01-asset-campaign"
     for arm in ("a", "b"):
@@ -254,9 +254,9 @@ def _held_back_and_failed(arm: str, document: dict[str, Any]) -> None:
 
 
 def _derived(folder: Path, slo: str) -> dict[str, Any]:
-    from ledger._internal.goodput import parse_slo
     from ledger.database import build
-    from ledger.derive import derive
+    from ledger.derivation._derive import derive
+    from ledger.derivation.goodput import parse_slo
 
     db = build([folder])
     try:
@@ -286,7 +286,7 @@ def test_a_request_is_good_by_its_latency_from_when_it_was_due(tmp_path: Path) -
 
 
 def test_equal_sustainable_rates_meet_the_policy(tmp_path: Path) -> None:
-    from ledger.promotion import _rate_reasons
+    from ledger.promotion._evaluation import _rate_reasons
 
     document = _derived(_asset_campaign(tmp_path), "e2e_ms=50")
     assert _rate_reasons(document) == []  # both arms sustain 20 req/s
@@ -404,7 +404,7 @@ def test_an_slo_is_checked_key_by_key_in_the_plan_and_where_derive_reads_it(
     stated = json.loads((folder / "run-plan.json").read_text())
     stated["slo"] = {"percentile": 50}  # no threshold: every request would be good
     (folder / "run-plan.json").write_text(json.dumps(stated))
-    from ledger.derive import DeriveError, derive_into
+    from ledger.derivation._derive import DeriveError, derive_into
 
     with pytest.raises(DeriveError, match=r"run-plan\.json: .*slo"):
         derive_into(folder, "base", "cand", differs=["simulated_profile"], replace=True,
@@ -440,7 +440,7 @@ def test_a_report_of_arms_without_a_visible_token_shows_no_ttft(
 
 def test_a_sustained_rate_that_is_the_highest_tried_is_a_lower_bound() -> None:
     """Nothing above the highest rate was tried: it is sustained "at least"."""
-    from ledger._internal.goodput import sustained_text
+    from ledger.derivation.goodput import sustained_text
 
     rows = [{"rate": 10.0}, {"rate": 20.0}, {"rate": 40.0}]
 

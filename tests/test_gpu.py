@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger._internal.verdicts import reserve_failures
-from runners import gpu
+from ledger.measures.verdicts import reserve_failures
+from runners.probes import gpu
 from tests.components import SHIM_ENV, NvmlShim
 from tests.conftest import DATA, CliRun, verify_json
 
@@ -190,7 +190,7 @@ def test_without_the_library_the_reading_says_unavailable(tmp_path: Path) -> Non
         "        raise OSError(f'{name}: cannot open shared object file')\n"
         "    return real(name, *args, **kwargs)\n"
         "ctypes.CDLL = absent\n"
-        "from runners import gpu\n"
+        "from runners.probes import gpu\n"
         "print(json.dumps(gpu.snapshot()))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger import manifest
-from ledger._internal.jsonio import read_json, write_json
-from ledger._internal.outputs import Changes, OutputExists
 from ledger.errors import InvalidArtifact
+from ledger.evidence import manifest
+from ledger.formats.jsonio import read_json, write_json
+from ledger.formats.outputs import Changes, OutputExists
 from ledger.hashing import sha256_file
 from tests.conftest import ROOT, TWO_ARMS_PLAN, CliRun, forge_seal, verify_json
 
@@ -389,17 +389,17 @@ def test_calibration_never_builds_a_prompt_beyond_its_bound() -> None:
 def test_the_endpoints_limit_bounds_calibration_and_the_plan(
     cli: CliRun, tmp_path: Path, simulator: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import runners.campaign
+    import runners.campaign._campaign
     from runners.plan import Stage, check_context, parse_plan
 
     bounds: list[int] = []
-    real = runners.campaign.calibrate
+    real = runners.campaign._campaign.calibrate
 
     async def recording(*args: object, max_words: int, **kwargs: object) -> object:
         bounds.append(max_words)
         return await real(*args, max_words=max_words, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(runners.campaign, "calibrate", recording)
+    monkeypatch.setattr(runners.campaign._campaign, "calibrate", recording)
     endpoint = simulator(context_limit=4096)  # type: ignore[operator]
     plan = tmp_path / "plan.toml"
     plan.write_text(
@@ -834,7 +834,7 @@ def test_sql_spill_folder_is_not_a_way_out(
 def test_an_interrupt_a_library_reports_as_its_own_error_exits_130(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import ledger._cli as cli_module
+    import ledger.cli._main as cli_module
 
     def query_interrupted(_: object) -> int:
         # What DuckDB does with Ctrl-C during a query: its own RuntimeError.
@@ -865,7 +865,7 @@ def test_a_hang_up_ends_a_command_as_a_termination_does(
 ) -> None:
     """A closed terminal or a dropped ssh session sends SIGHUP: the command's cleanup runs
     (here a database's spill folder), as after SIGTERM, rather than the process dying."""
-    import ledger._cli as cli_module
+    import ledger.cli._main as cli_module
     from ledger.database import build
 
     spills: list[Path] = []
@@ -904,7 +904,7 @@ def test_seal_withhold_refuses_what_is_not_an_artifact(raw: Path, cli: CliRun, p
 def test_an_internal_error_says_where_to_put_vv(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import ledger._cli as cli_module
+    import ledger.cli._main as cli_module
 
     def broken(_: object) -> int:
         raise RuntimeError("boom")
@@ -1258,8 +1258,8 @@ def test_seal_says_when_a_withheld_path_is_not_in_the_folder(raw: Path, cli: Cli
 def test_an_interrupt_after_the_output_is_in_place_lets_the_command_finish(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, placed: bool
 ) -> None:
-    import ledger._cli as cli_module
-    from ledger._internal.outputs import new_file
+    import ledger.cli._main as cli_module
+    from ledger.formats.outputs import new_file
 
     target = tmp_path / "built.duckdb"
 
@@ -1284,8 +1284,8 @@ def test_an_interrupt_after_the_output_is_in_place_lets_the_command_finish(
 def test_an_interrupt_after_a_new_folder_is_in_place_lets_the_command_finish(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import ledger._cli as cli_module
-    from ledger._internal.outputs import new_folder
+    import ledger.cli._main as cli_module
+    from ledger.formats.outputs import new_folder
 
     def export(_: object) -> int:
         with new_folder(tmp_path / "export") as work:
@@ -1305,8 +1305,8 @@ def test_an_interrupt_after_a_new_folder_is_in_place_lets_the_command_finish(
 def test_an_output_that_could_not_be_placed_leaves_an_interrupt_its_effect(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import ledger._cli as cli_module
-    from ledger._internal.outputs import new_folder
+    import ledger.cli._main as cli_module
+    from ledger.formats.outputs import new_folder
 
     target = tmp_path / "export"
 

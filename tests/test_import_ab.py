@@ -11,14 +11,14 @@ from typing import Any
 import attrs
 import pytest
 
-from ledger._internal.jsonio import write_json
 from ledger.database import build
-from ledger.decide import decide
-from ledger.derive import DeriveError, derive_into
+from ledger.derivation._derive import DeriveError, derive_into
+from ledger.formats.jsonio import write_json
+from ledger.formats.schema import read_document
 from ledger.imports import import_files
-from ledger.policy import load_policy
 from ledger.promotion import comparison_failures, evaluate, load_evidence
-from ledger.schema import read_document
+from ledger.promotion._decide import decide
+from ledger.promotion.policy import load_policy
 from tests.conftest import DATA, CliRun, forge_seal, verify_json
 
 REAL = DATA / "realworld"

@@ -10,10 +10,10 @@ import pytest
 
 from ledger.database import build
 from ledger.errors import InvalidArtifact
+from ledger.formats.schema import read_document
 from ledger.imports import import_files
 from ledger.imports._importer import _slug
-from ledger.publish import publish
-from ledger.schema import read_document
+from ledger.publication._publish import publish
 from tests.conftest import ASSETS, DATA, CliRun, verify_json
 
 REAL = DATA / "realworld"
@@ -459,7 +459,7 @@ def test_the_run_s_identity_comes_from_the_file_and_never_its_texts(tmp_path: Pa
 
 
 def test_a_private_model_path_is_sanitized_on_publication(tmp_path: Path) -> None:
-    from ledger.publish import publish
+    from ledger.publication._publish import publish
 
     (vllm,) = import_files(
         "vllm", [VLLM_DETAILED], raw_dir=tmp_path / "raw", campaign="2026-11-29-imports", arm="v"

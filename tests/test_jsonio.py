@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger._internal import jsonio
 from ledger.errors import InvalidArtifact
+from ledger.formats import jsonio
 from ledger.hashing import is_hex_digest, sha256_bytes, sha256_file, sha256_stream
 
 VALID = [
@@ -247,7 +247,7 @@ def test_read_limited_refuses_a_file_that_grows_past_the_cap(
 def test_read_limited_opens_only_a_regular_file(tmp_path: Path, kind: str) -> None:
     """A named pipe blocked open() until a writer came; nothing is read from any but a
     regular file."""
-    from ledger._internal.regular import NotRegularFile
+    from ledger.formats.regular import NotRegularFile
 
     path = tmp_path / "input"
     if kind == "fifo":

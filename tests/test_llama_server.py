@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.arrivals import sweep_rate
-from ledger._internal.jsonio import read_json
+from ledger.formats.jsonio import read_json
+from ledger.measures.arrivals import sweep_rate
 from tests.conftest import CliRun, run_plan_text, verify_json
 from tests.llama_server import LlamaBuild, LlamaServer
 

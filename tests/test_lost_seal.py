@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import manifest
+from ledger.evidence import manifest
 from tests.conftest import TWO_ARMS_PLAN, CliRun, verify_json
 from tests.private_sigstore import PrivateSigstore
 
@@ -279,8 +279,8 @@ def test_a_run_is_sealed_from_its_first_file(tmp_path: Path) -> None:
     """A run killed before its first cell ended still leaves a seal (over its plan), so a
     seal deleted later can be told apart from a run that never sealed."""
     from runners.campaign import CampaignRun
+    from runners.campaign.progress import LogProgress
     from runners.plan import parse_plan
-    from runners.progress import LogProgress
 
     plan = parse_plan(tomllib.loads(TWO_ARMS_PLAN))
     with open(os.devnull, "w") as quiet:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from ledger import manifest
-from ledger._internal.outputs import OutputExists
 from ledger.errors import VerificationError
-from ledger.models import BenchmarkDecisionSummary, Review, ReviewedChange, structure
+from ledger.evidence import manifest
+from ledger.formats.models import BenchmarkDecisionSummary, Review, ReviewedChange, structure
+from ledger.formats.outputs import OutputExists
 from tests.conftest import ASSETS, ROOT, SEEDS
 
 VALID = ASSETS / "verify" / "valid" / "2026-11-01-asset-campaign"
@@ -264,7 +264,7 @@ def test_pending_seal_files_are_not_artifacts(tmp_path: Path) -> None:
 def test_a_file_that_cannot_be_read_stops_the_seal_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ledger._internal import scan
+    from ledger.evidence import scan
     from ledger.findings import Issue
 
     folder = _sealed_copy(tmp_path)

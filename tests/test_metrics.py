@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runners.metrics import parse_counters, prefix_cache_delta
+from runners.campaign._metrics import parse_counters, prefix_cache_delta
 
 VLLM = """# HELP vllm:prefix_cache_queries_total Prefix cache queries, in tokens.
 # TYPE vllm:prefix_cache_queries_total counter

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import models
-from ledger._internal.jsonio import dumps_deterministic, read_json
 from ledger.errors import InvalidArtifact, SchemaError
+from ledger.formats import models
+from ledger.formats.jsonio import dumps_deterministic, read_json
 from tests.conftest import seed_paths
 
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.arrivals import Arrivals, lateness, offsets_ns, sweep_rate
 from ledger.database import build
 from ledger.errors import InvalidArtifact
 from ledger.hashing import sha256_file
+from ledger.measures.arrivals import Arrivals, lateness, offsets_ns, sweep_rate
+from runners.campaign._stages import CellRun, Prompt, new_origin, run_cell
 from runners.client import EndpointClient
 from runners.plan import parse_plan, rate_name
 from runners.simulate.serve import SimulatorProcess
-from runners.stages import CellRun, Prompt, new_origin, run_cell
 from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
 
 Start = Callable[..., SimulatorProcess]
@@ -299,7 +299,7 @@ def test_the_open_loop_holds_its_cap_its_order_and_its_lead(
     with at most two in flight. Each task starts SPIN_NS before its request is due (never
     earlier, never at the due time), no request goes out early, the cap holds on its own
     (the client's pool would hide a broken one), and held-back requests leave in order."""
-    from runners import stages
+    from runners.campaign import _stages as stages
 
     lead = 50_000_000  # wide enough that a busy machine cannot push a start past its due
     monkeypatch.setattr(stages, "SPIN_NS", lead)
@@ -361,7 +361,7 @@ def test_200_requests_per_second_for_10_s_keep_their_schedule(tmp_path: Path) ->
 
 
 def _issues(document: dict[str, Any]) -> set[tuple[str, str]]:
-    from ledger._internal.runs import check_cell_run
+    from ledger.evidence.runs import check_cell_run
 
     return {(i.code, i.pointer) for i in check_cell_run(document)}
 
@@ -646,7 +646,7 @@ def test_a_sweep_whose_probes_all_fail_schedules_no_rate(tmp_path: Path, cli: Cl
 
 
 def test_a_sweep_s_rates_are_held_to_the_probes_they_came_from() -> None:
-    from ledger._internal.runs import SweepCell, check_sweeps
+    from ledger.evidence.runs import SweepCell, check_sweeps
 
     probes = [
         ("a/s/ctx1-c1-nothink.json", SweepCell("a", "s", "ctx1-c1-nothink", 10.0, None)),
@@ -688,7 +688,7 @@ def test_a_stall_does_not_let_a_later_request_out_first(monkeypatch: pytest.Monk
     """The loop stalls while every task spins towards its due time: the clock jumps past
     all of them just as the task of request 4 looks at it, before those of 2 and 3 do. The
     requests still queue for a slot, and go out, in the order they are due."""
-    from runners import stages
+    from runners.campaign import _stages as stages
 
     monkeypatch.setattr(stages, "SPIN_NS", 50_000_000)
     real = time.perf_counter_ns

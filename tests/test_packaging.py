@@ -6,7 +6,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from ledger import schema
+from ledger.formats import schema
 from tests.conftest import ROOT
 
 
@@ -30,16 +30,16 @@ def test_wheel_ships_schemas_and_type_marker(tmp_path: Path) -> None:
     wheel = next(tmp_path.glob("anvil_ledger-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "ledger/py.typed" in names
-    assert "ledger/_cli.py" in names
+    assert "ledger/cli/_main.py" in names
     for schema_id in schema.known_schemas():
         assert f"ledger/_schemas/{schema_id.kind}/v{schema_id.version}.schema.json" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "ledger = ledger._cli:main" in declared
+    assert "ledger = ledger.cli:main" in declared
     # The runner commands reach the CLI through entry points, not imports from the core.
     assert "[anvil_ledger.commands]" in declared
     assert "run = runners._cli:register_run" in declared
-    assert "runners/simulate/app.py" in names
+    assert "runners/simulate/_app.py" in names
     # Data the code reads at run time: sanitizer rules and the pinned sigstore roots.
     assert "ledger/_rules/sanitizer-v1.json" in names
     assert "ledger/_trust/production_trusted_root.json" in names
@@ -90,10 +90,10 @@ def test_the_import_contracts_hold_and_refuse_what_breaks_them(
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     hashing = copy / "ledger" / "hashing.py"
     original = hashing.read_text()
-    hashing.write_text(original + "\nimport runners.stats  # noqa\n")
+    hashing.write_text(original + "\nimport runners.campaign._stats  # noqa\n")
     broken = _lint_imports(copy)
     assert broken.returncode == 1
-    assert "ledger.hashing -> runners.stats" in broken.stdout
+    assert "ledger.hashing -> runners.campaign._stats" in broken.stdout
     assert "The core (ledger) never imports the runners BROKEN" in broken.stdout
     # A package's private module imported from outside it.
     hashing.write_text(original + "\nimport ledger.sanitizer._prefilter  # noqa\n")

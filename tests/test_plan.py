@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ledger.errors import InvalidArtifact
-from ledger.schema import validate
+from ledger.formats.schema import validate
 from runners.plan import load_plan, parse_plan
 from tests.conftest import ROOT
 

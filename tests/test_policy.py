@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import InvalidArtifact
-from ledger.policy import load_policy
+from ledger.promotion.policy import load_policy
 from tests.conftest import CliRun
 
 DEFAULT_TEXT = (Path(__file__).resolve().parent.parent / "ledger/_policy/default.toml").read_text()
@@ -127,8 +127,8 @@ def test_commands_refuse_an_unusable_policy(
 
 
 def test_policy_rules_name_every_match_rule_derive_writes() -> None:
-    from ledger.derive import MATCH_RULES
-    from ledger.schema import SchemaId, load_schema
+    from ledger.derivation._derive import MATCH_RULES
+    from ledger.formats.schema import SchemaId, load_schema
 
     schema = load_schema(SchemaId.parse("anvil-serving.ab-comparison/v1"))
     enum = schema["properties"]["match_failures"]["items"]["properties"]["rule"]["enum"]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runners.progress import LogProgress, RichProgress, RunningMedian, progress_for
-from runners.stats import cell_stats
+from runners.campaign._stats import cell_stats
+from runners.campaign.progress import LogProgress, RichProgress, RunningMedian, progress_for
 
 
 class _Terminal(io.StringIO):

@@ -16,14 +16,14 @@ from typing import Any
 import attrs
 import pytest
 
-from ledger import manifest
-from ledger.decide import decide, write_approval_record
-from ledger.derive import derive_into
-from ledger.policy import Approver, load_policy
+from ledger.derivation._derive import derive_into
+from ledger.evidence import manifest
 from ledger.promotion import RULE_CODES, evaluate, load_evidence
+from ledger.promotion._decide import decide, write_approval_record
+from ledger.promotion.policy import Approver, load_policy
 from runners.campaign import run_plan
+from runners.campaign.progress import LogProgress
 from runners.plan import parse_plan
-from runners.progress import LogProgress
 from tests.components import SHIM_ENV, NvmlShim, Podman
 from tests.conftest import CliRun, built_once, forge_seal, verify_json
 from tests.private_sigstore import PrivateSigstore
@@ -831,8 +831,8 @@ def test_each_approval_record_is_judged_and_a_later_good_one_counts(
     campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path
 ) -> None:
     from ledger import promotion
-    from ledger._internal.jsonio import dumps_deterministic
-    from ledger.decide import proposal
+    from ledger.formats.jsonio import dumps_deterministic
+    from ledger.promotion._decide import proposal
 
     policy = load_policy(policy_file)
     decide(campaign, policy)
@@ -1000,7 +1000,7 @@ def _strip_sources(campaign: Path) -> None:
 
 
 def _withhold_a_source(campaign: Path) -> None:
-    from ledger import manifest as seals
+    from ledger.evidence import manifest as seals
 
     (campaign / "baseline" / CELL).unlink()
     seals.seal(campaign, withhold=[f"baseline/{CELL}"], check=False, jobs=1)

@@ -12,9 +12,9 @@ from typing import Any
 import attrs
 import pytest
 
-from ledger import promotion
-from ledger.policy import load_policy
 from ledger.promotion import Evidence, comparison_failures, evaluate, load_evidence
+from ledger.promotion import _evaluation as promotion
+from ledger.promotion.policy import load_policy
 
 POLICY = load_policy()
 

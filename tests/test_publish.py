@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from ledger import manifest
-from ledger import publish as publish_module
-from ledger._internal.jsonio import read_json, write_json
-from ledger.decide import decide
+from ledger.evidence import manifest
+from ledger.formats.jsonio import read_json, write_json
 from ledger.hashing import sha256_file
-from ledger.policy import load_policy
-from ledger.publish import PublishError, publish
+from ledger.promotion._decide import decide
+from ledger.promotion.policy import load_policy
+from ledger.publication import _publish as publish_module
+from ledger.publication._publish import PublishError, publish
 from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from ledger.signatures import _intoto as intoto
 from tests.conftest import CliRun, forge_seal, verify_json
@@ -275,7 +275,7 @@ def test_a_file_changed_between_its_two_reads_is_refused(
 ) -> None:
     """Publish reads each file twice (its references first, then to sanitize it): a file
     that changes in between is refused, not published with the digest of other bytes."""
-    from ledger import publish as module
+    from ledger.publication import _publish as module
 
     first_pass = module._kind
     cell = next(raw.glob("*/capacity/*.json"))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from ledger.report import _row_order, _target, render_markdown
+from ledger.reporting._report import _row_order, _target, render_markdown
 from tests.conftest import CliRun, forge_seal
 
 
@@ -168,7 +168,7 @@ def test_the_report_of_a_campaign_with_hostile_identities_carries_no_markup(
 
 def test_an_identity_value_that_holds_a_separator_reads_as_one_value() -> None:
     """engine = "vllm; os: windows" read like the other arm's engine and os."""
-    from ledger.report import _identity_text
+    from ledger.reporting._report import _identity_text
 
     one = _identity_text({"engine": "vllm; os: windows"}, "base")
     two = _identity_text({"engine": "vllm", "os": "windows"}, "cand")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ledger.derive import _request_failures
+from ledger.derivation._derive import _request_failures
+from runners.campaign._stages import request_body, request_shape
 from runners.client import EndpointClient
 from runners.plan import parse_plan
-from runners.stages import request_body, request_shape
 from tests.conftest import CliRun, run_plan_text, verify_json
 
 PLAN = """
@@ -183,7 +183,7 @@ def test_cell_runs_that_record_no_request_are_compared_on_their_settings() -> No
 
 
 def test_identities_are_compared_as_json_types_them() -> None:
-    from ledger.derive import _same
+    from ledger.derivation._derive import _same
 
     assert not _same({"tp": 1}, {"tp": True}) and not _same([0], [False])
     assert not _same(500, "500") and _same({"a": [1, 2.0]}, {"a": [1.0, 2]})

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from ledger.schema import read_document
-from runners.campaign import _first_difference, run_plan
+from ledger.formats.schema import read_document
+from runners.campaign._campaign import _first_difference, run_plan
+from runners.campaign.progress import LogProgress
 from runners.plan import load_plan
-from runners.progress import LogProgress
 from tests.conftest import ROOT, CliRun, verify_json
 
 SECRET = "sk-anvil-test-3141592653"
@@ -359,7 +359,7 @@ def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read(
 ) -> None:
     from runners._cli import _print_cells
     from runners.campaign import CellOutcome
-    from runners.stats import CellStats
+    from runners.campaign._stats import CellStats
 
     plain = CellStats(10, 0, 12.0, 80.0, 150.0, 400.0)
     timed = CellStats(10, 1, 12.0, 80.0, 150.0, 400.0, server_gap_ms=3.25, server_decode_tok_s=85.5)

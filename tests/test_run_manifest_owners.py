@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger._internal import runs
+from ledger.evidence import runs
 
 PLAN = {
     "arms": [{"name": "candidate"}],

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ledger.publish import publish
+from ledger.publication._publish import publish
 from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from tests.conftest import CliRun, forge_seal, verify_json
 

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from ledger._internal import scan
-from ledger._internal.jsonio import read_json, write_json
-from ledger.publish import publish
+from ledger.evidence import scan
+from ledger.formats.jsonio import read_json, write_json
+from ledger.publication._publish import publish
 from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from tests.conftest import CliRun, forge_seal, verify_json
 
@@ -642,7 +642,7 @@ def test_a_toml_value_also_quoted_in_a_comment_is_no_place_for_the_real_one() ->
 def test_publish_refuses_a_file_whose_utf16_reading_holds_a_secret(
     two_arm_campaign: Path, tmp_path: Path
 ) -> None:
-    from ledger.publish import PublishError
+    from ledger.publication._publish import PublishError
 
     raw = tmp_path / "raw" / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, raw)

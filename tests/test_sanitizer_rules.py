@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger._internal import scan
+from ledger.evidence import scan
 from ledger.sanitizer import _sanitizer as sanitizer
 from ledger.sanitizer._sanitizer import Sanitizer, _plausible_endpoint
 

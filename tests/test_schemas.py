@@ -9,9 +9,9 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from ledger import schema
-from ledger._internal.jsonio import parse_strict, read_json
 from ledger.errors import InvalidArtifact, SchemaError
+from ledger.formats import schema
+from ledger.formats.jsonio import parse_strict, read_json
 from tests.conftest import ASSETS, ROOT, seed_paths
 
 SUMMARY = schema.SchemaId("benchmark-decision-summary", 1)

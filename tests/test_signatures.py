@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import manifest
-from ledger._internal.jsonio import write_json
-from ledger.publish import publish
+from ledger.evidence import manifest
+from ledger.formats.jsonio import write_json
+from ledger.publication._publish import publish
 from ledger.signatures import _intoto as intoto
 from runners.publication import AuditInputError, audit
 from tests.conftest import DATA, CliRun, forge_seal

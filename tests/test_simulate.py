@@ -13,7 +13,7 @@ import pytest
 
 from ledger.errors import InvalidArtifact
 from runners.client import EndpointClient, RequestRecord
-from runners.simulate.model import PrefixCache
+from runners.simulate._model import PrefixCache
 from runners.simulate.profile import Profile, load_profile
 from runners.simulate.serve import SimulatorProcess
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runners.sse import SSEParser
+from runners.client._sse import SSEParser
 
 STREAM = (
     b": keep-alive\n\n"

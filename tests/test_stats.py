@@ -1,4 +1,4 @@
-"""Per-request metrics and cell statistics follow the definitions of ledger/_internal/sql.py."""
+"""Per-request metrics and cell statistics follow the definitions of ledger/database/sql.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from runners.stats import cell_stats, request_metrics
+from runners.campaign._stats import cell_stats, request_metrics
 
 
 def _record(sent: int, *, warmup: bool = False, error: bool = False) -> dict[str, Any]:

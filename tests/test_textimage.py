@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageFilter, ImageOps
 
-from runners import textimage
-from runners.preflight import OCR_PHRASE
+from runners.checks._preflight import OCR_PHRASE
+from runners.workload import textimage
 from tests.components import missing
 
 EVERY = "ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789-"

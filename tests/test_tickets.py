@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.outputs import OutputExists
 from ledger.errors import UsageError
-from ledger.tickets import TicketError, new_ticket, parse_ticket, read_ticket
+from ledger.formats.outputs import OutputExists
+from ledger.reporting.tickets import TicketError, new_ticket, parse_ticket, read_ticket
 from tests.conftest import ROOT, CliRun, forge_seal, verify_json
 
 SEED = "2026-09-17-glm53-mixed35-startup"
@@ -291,7 +291,7 @@ def test_a_ticket_shows_the_evidence_it_quotes_as_text() -> None:
 
     from markdown_it import MarkdownIt
 
-    from ledger.tickets import Ticket, _body
+    from ledger.reporting.tickets import Ticket, _body
 
     hostile = "identities differ in undeclared x\n# Pwned heading\n| <script>x</script> | ![](https://e.example/p.png)"
     summary = {

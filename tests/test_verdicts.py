@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ledger._internal.verdicts import reserve_failures, restoration_failures
+from ledger.measures.verdicts import reserve_failures, restoration_failures
 
 BEFORE = {
     "id": "a" * 64,

@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 
-from ledger import database, derive, manifest, promotion, verify
-from ledger._internal import columns, comparison_reads, jsonio, scan
-from ledger._internal.jsonio import write_json
-from ledger._internal.tree import list_campaign
-from ledger.decide import decide
-from ledger.derive import derive_into
-from ledger.policy import parse_policy
-from ledger.verify import verify_paths
+import ledger.database
+from ledger.database import _database as database
+from ledger.derivation import _comparison_reads as comparison_reads
+from ledger.derivation import _derive as derive
+from ledger.derivation._derive import derive_into
+from ledger.evidence import manifest, scan
+from ledger.evidence.tree import list_campaign
+from ledger.formats import columns, jsonio
+from ledger.formats.jsonio import write_json
+from ledger.promotion import _evaluation as promotion
+from ledger.promotion._decide import decide
+from ledger.promotion.policy import parse_policy
+from ledger.verification import _verify as verify
+from ledger.verification._verify import verify_paths
 from tests.conftest import forge_seal
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "evidence" / "2026-11-29-simulated-example"
@@ -74,7 +80,8 @@ def test_one_database_finds_what_one_per_campaign_finds(
         built.append(len(paths))
         return real(paths, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(database, "build", counted)
+    # verify builds through the package's name, derive through its own.
+    monkeypatch.setattr(ledger.database, "build", counted)
     monkeypatch.setattr(derive, "build", counted)
     batched = _findings(tree)
     assert built == [3]  # one database for the three campaigns' comparisons
@@ -86,7 +93,7 @@ def test_one_database_finds_what_one_per_campaign_finds(
         return real(paths, **options)  # type: ignore[arg-type]
 
     built.clear()
-    monkeypatch.setattr(database, "build", alone)
+    monkeypatch.setattr(ledger.database, "build", alone)
     monkeypatch.setattr(derive, "build", alone)
     assert _findings(tree) == batched
     assert built == [1, 1, 1]  # each derived again in its own

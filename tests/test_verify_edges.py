@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger import manifest
-from ledger._internal import scan, tree
-from ledger.verify import verify_paths
+from ledger.evidence import manifest, scan, tree
+from ledger.verification._verify import verify_paths
 from tests.conftest import ASSETS, ROOT, SEEDS, CliRun, seed_paths, verify_json
 
 EVIDENCE = ROOT / "evidence"
@@ -416,7 +415,7 @@ def test_failures_alone_need_a_ticket_and_every_published_campaign_is_checked(
 
 
 def test_a_public_file_of_json_lines_is_scanned_as_the_json_it_decodes_to(tmp_path: Path) -> None:
-    from ledger._internal import scan
+    from ledger.evidence import scan
 
     path = tmp_path / "requests.jsonl"
     path.write_text('{"ok": 1}\n{"api\\u005fkey": "plainsecretvalue30"}\n')
@@ -451,7 +450,7 @@ def test_a_folder_above_the_evidence_root_is_named_as_such(tmp_path: Path, cli: 
 
 def test_a_public_text_is_scanned_whole_as_publish_sanitizes_it(tmp_path: Path) -> None:
     # A private key's block spans lines: read line by line, no detector saw it.
-    from ledger._internal import scan
+    from ledger.evidence import scan
 
     key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA0Z3VS5JJcds3\n-----END RSA PRIVATE KEY-----"
     path = tmp_path / "server.log"
@@ -464,7 +463,7 @@ def test_a_public_text_is_scanned_whole_as_publish_sanitizes_it(tmp_path: Path) 
 
 
 def test_a_public_text_too_large_to_scan_is_an_error(tmp_path: Path) -> None:
-    from ledger._internal import scan
+    from ledger.evidence import scan
     from ledger.findings import CODES
 
     path = tmp_path / "server.log"
@@ -513,7 +512,7 @@ def test_private_data_by_line_is_in_line_order_and_once_a_line() -> None:
         "line 13: credential in a public file",
     ]
     from ledger.findings import Finding
-    from ledger.verify import _finding_order
+    from ledger.verification._verify import _finding_order
 
     findings = [Finding.of("notes.txt", i) for i in reversed(found)]
     assert [f.message for f in sorted(findings, key=_finding_order)] == [i.message for i in found]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ledger import verify
-from ledger.models import Manifest, ManifestEntry
+from ledger.formats.models import Manifest, ManifestEntry
+from ledger.verification import _verify as verify
 from tests.conftest import ASSETS
 
 A, B = "a" * 64, "b" * 64
@@ -144,8 +144,8 @@ def test_the_kinds_a_manifest_lists() -> None:
 
 
 def test_every_manifest_entry_is_checked_after_a_bad_one() -> None:
-    from ledger._internal import scan
-    from ledger.models import WithheldEntry
+    from ledger.evidence import scan
+    from ledger.formats.models import WithheldEntry
 
     entries = (
         ManifestEntry("../out.log", A, 1, None),  # path-escape
@@ -192,8 +192,8 @@ def test_every_manifest_entry_is_checked_after_a_bad_one() -> None:
 
 
 def test_what_cannot_be_read_at_the_last_moment_adds_nothing_of_its_own(tmp_path: Path) -> None:
-    from ledger._internal import scan
-    from ledger.policy import load_policy
+    from ledger.evidence import scan
+    from ledger.promotion.policy import load_policy
 
     # Files that vanished after the scan: their own findings say why, these add none.
     assert verify._check_policy(tmp_path, None, load_policy()) == []
@@ -204,7 +204,7 @@ def test_what_cannot_be_read_at_the_last_moment_adds_nothing_of_its_own(tmp_path
 
 
 def test_a_manifest_with_only_warnings_is_still_read() -> None:
-    from ledger._internal import scan
+    from ledger.evidence import scan
     from ledger.findings import CODES, Issue
 
     warning = next(code for code, (severity, _) in CODES.items() if severity == "warning")

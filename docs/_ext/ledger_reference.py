@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ledger import _cli
+from ledger.cli import _main as _cli
 from ledger.exit_status import MEANINGS
 from ledger.findings import CODES
 

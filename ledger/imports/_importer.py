@@ -27,9 +27,9 @@ from typing import Any, TypeGuard
 
 import attrs
 
-from ledger._internal import jsonio
-from ledger._internal.outputs import OutputExists, check_name, new_folder
 from ledger.errors import InvalidArtifact, UsageError
+from ledger.formats import jsonio
+from ledger.formats.outputs import OutputExists, check_name, new_folder
 from ledger.hashing import sha256_bytes
 
 TOOLS = ("llmperf", "aiperf", "vllm", "sglang")
@@ -722,7 +722,7 @@ def import_files(
         SealBroken: the campaign folder exists and no longer matches its seal.
         OSError: a file cannot be read.
     """
-    from ledger import manifest
+    from ledger.evidence import manifest
 
     if tool not in TOOLS:
         raise InvalidArtifact(f"unknown tool {tool!r} (expected one of {', '.join(TOOLS)})")
@@ -819,7 +819,7 @@ def _slug(value: str) -> str:
 
 def _private(text: str) -> str | None:
     """The category of the first thing the sanitizer would redact in ``text``, if any."""
-    from ledger._internal.scan import detector
+    from ledger.evidence.scan import detector
 
     hits = detector().detect(text)
     return hits[0].category if hits else None
@@ -838,7 +838,7 @@ def _cell(
 ) -> tuple[str, bytes]:
     """A run's artifact, named from its context, concurrency, request rate and tag; a name
     already ``taken`` (a path) gets ``-run2``, ``-run3``, in the file and in the cell id."""
-    from ledger.schema import document_bytes
+    from ledger.formats.schema import document_bytes
 
     definitions = dict(run.definitions)
     if dialect:

@@ -30,8 +30,8 @@ from typing import Any
 import attrs
 import orjson
 
-from ledger._internal import jsonio
 from ledger.errors import InvalidArtifact
+from ledger.formats import jsonio
 from ledger.sanitizer import _structure as structure
 from ledger.sanitizer import _textsearch as textsearch
 from ledger.sanitizer._prefilter import Found, Replaced, Window, prefilter_for

@@ -16,9 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ledger._internal import jsonio
 from ledger.errors import InvalidArtifact
 from ledger.findings import Issue
+from ledger.formats import jsonio
 from ledger.signatures._intoto import BUNDLE_NAME, STATEMENT_NAME
 
 MAX_BUNDLE_BYTES = 4 << 20

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from ledger._internal import jsonio
+from ledger.formats import jsonio
 
 STATEMENT_NAME = "statement.intoto.json"
 BUNDLE_NAME = "statement.sigstore.json"

@@ -40,8 +40,8 @@ from typing import Any
 
 import attrs
 
-from ledger._internal import jsonio
 from ledger.errors import InvalidArtifact, UsageError, VerificationError, printable
+from ledger.formats import jsonio
 
 MAX_ROOT_BYTES = 4 << 20
 """A trusted root or a bundle is tens of kilobytes."""

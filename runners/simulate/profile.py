@@ -8,7 +8,16 @@ from typing import Any
 import attrs
 
 from ledger.errors import InvalidArtifact
-from runners.tomlfile import read_toml
+from ledger.formats.tomlio import read_toml
+
+__all__ = [
+    "FAULT_KINDS",
+    "QUALITY_FAULT_KINDS",
+    "Fault",
+    "Profile",
+    "QualityFault",
+    "load_profile",
+]
 
 FAULT_KINDS = ("status", "disconnect", "stall", "malformed", "bad-usage")
 """Faults the endpoint can inject. ``stall`` with ``after_tokens = 0`` stalls before the

@@ -19,8 +19,15 @@ from typing import Self
 import httpx
 
 from ledger.errors import ServerError
-from runners.simulate.app import RECEIVED_KEY, SimulatedEndpoint
+from runners.simulate._app import RECEIVED_KEY, SimulatedEndpoint
 from runners.simulate.profile import Profile
+
+__all__ = [
+    "HOST",
+    "READY_TIMEOUT_S",
+    "SimulatorProcess",
+    "serve",
+]
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 20.0

@@ -19,10 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger._internal import arrivals
-from ledger._internal.jsonio import dumps_deterministic
-from ledger.hashing import sha256_bytes
-from ledger.manifest import (
+from ledger.evidence.manifest import (
     MANIFEST_NAME,
     STATEMENT_NAME,
     SUMS_NAME,
@@ -30,6 +27,9 @@ from ledger.manifest import (
     seal,
     seal_files,
 )
+from ledger.formats.jsonio import dumps_deterministic
+from ledger.hashing import sha256_bytes
+from ledger.measures import arrivals
 
 CAMPAIGN = "2026-11-01-asset-campaign"
 TICKET = f"{CAMPAIGN[:10]}-asset-follow-up"
@@ -427,7 +427,7 @@ def _goodput_defect(edit: Callable[[Any], None]) -> Callable[[Path], None]:
 
     def apply(folder: Path) -> None:
         from ledger.database import build
-        from ledger.derive import derive
+        from ledger.derivation._derive import derive
 
         for arm in ("linux", "windows"):
             document = load_cell_run()

@@ -1,0 +1,243 @@
+"""``ledger decide``, ``gate``, ``report`` and ``ticket``: the commands that turn a
+campaign's evidence into a decision, a publication and its follow-up."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import InvalidArtifact, printable
+from ledger.formats.regular import read_regular
+
+REVIEW_HELP = (
+    "extend the campaign although its files no longer match its seal (or it has none): "
+    "after you have reviewed every change 'ledger verify' reports; recorded in manifest.json"
+)
+
+
+def add_review_flag(parser: argparse.ArgumentParser) -> None:
+    """``--reseal-after-review``, for every command that writes into a sealed campaign."""
+    parser.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
+
+
+def add_replace_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--replace``, for a command whose output may exist with other content."""
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help=f"replace {what} that exist with other content (by default refused)",
+    )
+
+
+def is_folder(path: str, command: str) -> bool:
+    """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
+    if os.path.isdir(path):
+        return True
+    reason = "not a folder" if os.path.lexists(path) else "no such folder"
+    print(f"ledger {command}: error: {path}: {reason}", file=sys.stderr)
+    return False
+
+
+def is_campaign_folder(path: str, command: str) -> bool:
+    """Whether ``path`` is a campaign's folder; if not, says so in one line (exit 2): a
+    root of campaigns would otherwise be judged, or reported on, as one campaign."""
+    from ledger.evidence import tree
+
+    if not is_folder(path, command):
+        return False
+    if tree.is_campaign(Path(path)):
+        return True
+    print(
+        f"ledger {command}: error: {path}: not a campaign folder (it is not named like one "
+        f"and holds none of {', '.join(tree.CAMPAIGN_MARKERS)})",
+        file=sys.stderr,
+    )
+    return False
+
+
+def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Adds ``decide`` and ``gate``."""
+    decide = commands.add_parser(
+        "decide",
+        parents=[common],
+        help="write a campaign's summary.json from its evidence under a promotion policy",
+        description="Gates from the stage artifacts, headline results from the derived A/B "
+        "comparison, failures and limitations from the data; promotion_authorized only when "
+        "every rule of the policy holds. Writes summary.json and policy.json, re-seals.",
+    )
+    gate = commands.add_parser(
+        "gate",
+        parents=[common],
+        help="exit 0 only when the campaign may be promoted (a deployment gate)",
+        description="Verify the campaign, then evaluate the policy on its evidence and its "
+        "summary.json; print every rule with its reasons. Exit 0 promotion allowed, 1 not "
+        "allowed, 2 could not run.",
+    )
+    for parser in (decide, gate):
+        parser.add_argument("campaign", metavar="CAMPAIGN_DIR")
+        parser.add_argument(
+            "--policy",
+            metavar="FILE",
+            help="a promotion-policy/v1 TOML file (default: the policy shipped with ledger)",
+        )
+        parser.add_argument(
+            "--candidate", metavar="ARM", help="the arm to decide on (default: from the A/B)"
+        )
+    add_review_flag(decide)
+    decide.set_defaults(func=_decide)
+    gate.set_defaults(func=_gate)
+    report = commands.add_parser(
+        "report",
+        parents=[common],
+        help="write a campaign's publication (Markdown or self-contained HTML, SVG charts)",
+        description="report.md or report.html, charts under report/ with their graph data "
+        "and source digests, an evidence index; written into the campaign and re-sealed. "
+        "Run it on the published (sanitized) campaign.",
+    )
+    report.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    report.add_argument(
+        "--format",
+        dest="formats",
+        action="append",
+        choices=("md", "html"),
+        help="md (default) or html; repeat for both",
+    )
+    add_review_flag(report)
+    add_replace_flag(report, "report files")
+    report.set_defaults(func=_report)
+    ticket = commands.add_parser(
+        "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"
+    )
+    ticket_commands = ticket.add_subparsers(
+        dest="ticket_command", metavar="TICKET_COMMAND", required=True
+    )
+    new = ticket_commands.add_parser(
+        "new",
+        parents=[common],
+        help="write a ticket from a campaign's failures and next gate, linked both ways",
+    )
+    new.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    new.add_argument("--tickets", metavar="DIR", help="default: tickets/ beside the evidence root")
+    new.add_argument("--slug", help="the ticket id after the date (default: <campaign>-follow-up)")
+    new.add_argument("--created", metavar="YYYY-MM-DD", help="default: today (UTC)")
+    add_review_flag(new)
+    new.set_defaults(func=_ticket_new)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ledger.reporting import write_report
+
+    if not is_campaign_folder(args.campaign, "report"):
+        return 2
+    formats = args.formats or ["md"]
+    for path in write_report(
+        args.campaign,
+        formats,
+        reseal_after_review=args.reseal_after_review,
+        replace=args.replace,
+    ):
+        if path.name.startswith("report."):
+            print(f"report: {path}")
+    return 0
+
+
+def _ticket_new(args: argparse.Namespace) -> int:
+    from ledger.reporting.tickets import new_ticket
+
+    if not is_folder(args.campaign, "ticket"):
+        return 2
+    path = new_ticket(
+        args.campaign,
+        tickets=args.tickets,
+        slug=args.slug,
+        created=args.created,
+        reseal_after_review=args.reseal_after_review,
+    )
+    print(f"ticket: {path}")
+    return 0
+
+
+def _load(args: argparse.Namespace, command: str) -> Any:
+    from ledger.promotion.policy import load_policy
+
+    if not is_folder(args.campaign, command):
+        return None
+    try:
+        return load_policy(args.policy)
+    except InvalidArtifact as e:
+        print(f"ledger {command}: error: {e}", file=sys.stderr)
+        return None
+
+
+def _decide(args: argparse.Namespace) -> int:
+    from ledger.promotion import decide
+
+    policy = _load(args, "decide")
+    if policy is None:
+        return 2
+    decided = decide(
+        args.campaign,
+        policy,
+        candidate=args.candidate,
+        reseal_after_review=args.reseal_after_review,
+    )
+    decision = decided.summary["decision"]
+    print(
+        f"decided {decided.path}: {', '.join(decision['decision_labels'])}; "
+        f"promotion_authorized {str(decision['promotion_authorized']).lower()} "
+        f"(policy {policy.name!r})"
+    )
+    for unmet in decided.evaluation.unmet:
+        print(printable(f"  unmet {unmet.rule}: {unmet.reason}"))
+    if decided.proposal_sha256 and not decision["promotion_authorized"]:
+        print(f"  to approve: sign an approval of summary sha256 {decided.proposal_sha256}")
+    return 0
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from ledger.evidence import manifest
+    from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence, pick_candidate
+    from ledger.verification import verify_paths
+
+    if not is_campaign_folder(args.campaign, "gate"):
+        return 2
+    policy = _load(args, "gate")
+    if policy is None:
+        return 2
+    evidence = load_evidence(args.campaign)
+    if args.candidate is not None:
+        picked, why = pick_candidate(evidence, args.candidate)
+        if picked is None:
+            # A name the campaign lacks is a mistyped argument, not a rule to list as unmet.
+            arms = ", ".join(evidence.arms)
+            print(f"ledger gate: error: {args.campaign}: {why} (arms: {arms})", file=sys.stderr)
+            return 2
+    report = verify_paths([args.campaign], jobs=args.jobs, policy=policy)
+    summary_path = os.path.join(args.campaign, manifest.SUMMARY_NAME)
+    summary_bytes = None
+    if os.path.exists(summary_path):
+        summary_bytes = read_regular(summary_path)
+    evaluation = evaluate(evidence, policy, candidate=args.candidate, summary_bytes=summary_bytes)
+    unmet = list(evaluation.unmet)
+    print(f"policy {policy.name!r} ({policy.source}), candidate {evaluation.candidate}")
+    if summary_bytes is None and policy.approval_required:
+        unmet.append(Unmet("approval", "no summary.json to approve (run ledger decide)"))
+    if not report.ok:
+        print(f"  FAIL evidence: {report.errors} error findings (run ledger verify)")
+    failed_rules = {u.rule for u in unmet}
+    for rule in dict.fromkeys(RULE_CODES):
+        if rule == "approval" and not policy.approval_required:
+            continue
+        if rule == "restoration" and not policy.restoration_required:
+            continue
+        mark = "FAIL" if rule in failed_rules else "ok  "
+        print(f"  {mark} {rule}")
+        for item in unmet:
+            if item.rule == rule:
+                print(printable(f"       {item.reason}"))
+    allowed = report.ok and not unmet
+    print("promotion allowed" if allowed else "promotion NOT allowed")
+    return 0 if allowed else 1

@@ -1,0 +1,731 @@
+"""The ``ledger`` command line: parses arguments, calls library functions, renders results.
+
+Exit status (:func:`main`): 0 success (warnings allowed), 1 findings or a refusal about the
+evidence, 2 unusable input, 130/143 after SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any, NoReturn, TypeVar
+
+from ledger import __version__
+from ledger.cli._decisions import (
+    add_decision_commands,
+    add_replace_flag,
+    add_review_flag,
+    is_folder,
+)
+from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
+from ledger.exit_status import ExitStatus
+from ledger.formats.jsonio import MAX_JSON_BYTES
+
+_logger = logging.getLogger("ledger")
+
+
+_PATH_METAVARS = frozenset(
+    {"PATH", "DIR", "FILE", "CAMPAIGN_DIR", "RAW_CAMPAIGN", "BUNDLE", "PLAN.toml", "DIR|URL"}
+)
+
+
+def _path(text: str) -> str:
+    # Path("") is ".": an empty argument would be the current folder, unasked.
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+_Action = TypeVar("_Action", bound=argparse.Action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line (exit status 2), like every other error; an argument
+    named as a path (by its metavar) is never empty."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, printable(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
+
+    def _add_action(self, action: _Action) -> _Action:
+        # Every argument passes here, those of argument groups and mutually exclusive
+        # groups too (they hand their actions to their parser).
+        if action.metavar in _PATH_METAVARS and action.type is None:
+            action.type = _path
+        return super()._add_action(action)
+
+
+def _positive_int(text: str) -> int:
+    # ASCII digits only: int() also takes "1_0", " 2 ", "+2" and digits of other scripts.
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}")
+    if len(text.lstrip("0")) > 18:
+        # Past 4,300 digits int() itself refuses, with an error of its own.
+        raise argparse.ArgumentTypeError(
+            f"must be below 10**18, got {text[:20]}... ({len(text)} digits)"
+        )
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+MAX_JOBS = 1024
+"""More processes than this is a typo, not a machine: each is a fork of the interpreter."""
+
+
+def _jobs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_JOBS}, got {value}")
+    return value
+
+
+def _jobs_of(args: argparse.Namespace) -> int | None:
+    """``--jobs``, else ``LEDGER_JOBS``, else None (every core); read only by the commands
+    that use it, so that a bad variable stops neither ``--help`` nor any other command."""
+    if args.jobs is not None:
+        return int(args.jobs)
+    value = os.environ.get("LEDGER_JOBS", "")
+    if not value:
+        return None
+    try:
+        return _jobs(value)
+    except argparse.ArgumentTypeError as e:
+        # Left unused, a typo would run on every core while saying nothing of it.
+        raise UsageError(f"LEDGER_JOBS: {e}") from None
+
+
+def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log more; twice re-raises errors with a traceback",
+    )
+    common.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help="processes for hashing and parsing (default: every core; env LEDGER_JOBS)",
+    )
+
+    parser = _Parser(
+        prog="ledger",
+        description="Artifact ledger and evidence verification for LLM serving campaigns.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    verify = commands.add_parser(
+        "verify",
+        parents=[common],
+        help="verify evidence roots, campaign folders or JSON documents",
+        description="Check integrity, schemas, references, arithmetic, gates and decisions. "
+        "Exit 0: no error finding; 1: error findings; 2: could not run.",
+    )
+    verify.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="an evidence root, a campaign folder, or a JSON document",
+    )
+    verify.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), json for machines",
+    )
+    verify.add_argument(
+        "--max-json-bytes",
+        type=_positive_int,
+        default=MAX_JSON_BYTES,
+        help=f"largest JSON artifact parsed (default {MAX_JSON_BYTES})",
+    )
+    verify.add_argument(
+        "--tickets",
+        metavar="DIR",
+        help="where linked tickets are that a campaign does not publish itself (default: "
+        "tickets/ beside each evidence root)",
+    )
+    verify.add_argument(
+        "--public",
+        action="store_true",
+        help="every campaign must be a publication (an evidence repository's CI): a raw one "
+        "is an error, and every file of every campaign is scanned for private data",
+    )
+    verify.set_defaults(func=_verify)
+
+    seal = commands.add_parser(
+        "seal",
+        parents=[common],
+        help="write manifest.json and SHA256SUMS for a campaign folder",
+        description="Record every file of a campaign folder with its digest, keeping existing "
+        "withheld declarations. Sealing proves integrity from now on, never "
+        "correctness.",
+    )
+    seal.add_argument("folder", metavar="CAMPAIGN_DIR")
+    seal.add_argument(
+        "--withhold",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="declare an artifact withheld (operator-private); repeatable",
+    )
+    seal.add_argument(
+        "--withhold-missing",
+        action="store_true",
+        help="declare withheld every artifact the summary names that is absent",
+    )
+    seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
+    add_review_flag(seal)
+    seal.set_defaults(func=_seal)
+    verify.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="the promotion policy summaries that claim promotion must meet "
+        "(default: the policy shipped with ledger)",
+    )
+    _add_database_commands(commands, common)
+    _add_publication_commands(commands, common)
+    add_decision_commands(commands, common)
+    if plugins:
+        _add_plugin_commands(commands, common)
+    return parser
+
+
+def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    db = commands.add_parser(
+        "db",
+        parents=[common],
+        help="the ledger database (DuckDB built from evidence files)",
+        description="The files stay the source of truth; the database is built from them.",
+    )
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+    build = db_commands.add_parser(
+        "build",
+        parents=[common],
+        help="build a DuckDB file from evidence roots, campaign folders or Parquet exports",
+    )
+    build.add_argument("paths", nargs="+", metavar="PATH")
+    build.add_argument("--db", required=True, metavar="FILE", help="the DuckDB file to create")
+    build.set_defaults(func=_db_build)
+
+    query = commands.add_parser(
+        "sql",
+        parents=[common],
+        help="run SQL over evidence: views requests, cells; tables artifacts, gates, decisions",
+        description="Build an in-memory ledger database from PATH and run one statement.",
+    )
+    query.add_argument("statement", metavar="SQL")
+    query.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="a raw or public campaign folder, an evidence root or an export; repeatable",
+    )
+    query.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    query.set_defaults(func=_sql)
+
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        help="write Hive-partitioned Parquet (campaign_id=/arm=) of the ledger database",
+    )
+    export.add_argument("--from", dest="sources", action="append", required=True, metavar="PATH")
+    export.add_argument("--parquet", required=True, metavar="DIR", help="an empty folder")
+    export.set_defaults(func=_export)
+
+    derive = commands.add_parser(
+        "derive",
+        parents=[common],
+        help="derive an os- or ab-comparison of two arms from raw request rows",
+        description="Compute a comparison in DuckDB from a raw campaign's request records, "
+        "write it under derived/ and re-seal the folder.",
+    )
+    derive.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    derive.add_argument("--baseline", required=True, metavar="ARM")
+    derive.add_argument("--candidate", required=True, metavar="ARM")
+    derive.add_argument("--kind", choices=("os", "ab"), default="ab")
+    derive.add_argument(
+        "--differs",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="an identity key the arms are meant to differ in (default for os: os); repeatable",
+    )
+    derive.add_argument(
+        "--slo",
+        action="append",
+        metavar="KEY=MS,...",
+        help="latency objectives for the load stages' goodput and sustainable rate, e.g. "
+        "ttft_ms=500,tpot_ms=50,e2e_ms=5000,percentile=99 (keys: ttft_ms, tpot_ms, e2e_ms, "
+        "percentile; default percentile 99); repeatable, each objective once",
+    )
+    add_review_flag(derive)
+    add_replace_flag(derive, "comparisons")
+    derive.set_defaults(func=_derive)
+
+    imported = commands.add_parser(
+        "import",
+        parents=[common],
+        help="turn llmperf, AIPerf, vLLM or SGLang per-request results into raw artifacts",
+    )
+    imported.add_argument("tool", choices=("llmperf", "aiperf", "vllm", "sglang"))
+    imported.add_argument("files", nargs="+", metavar="FILE")
+    imported.add_argument("--raw-dir", required=True, metavar="DIR")
+    imported.add_argument("--campaign", required=True, metavar="ID")
+    imported.add_argument("--arm", required=True, metavar="NAME")
+    imported.add_argument("--stage", default="imported", metavar="NAME")
+    add_review_flag(imported)
+    imported.set_defaults(func=_import)
+
+
+def _add_publication_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    publish = commands.add_parser(
+        "publish",
+        parents=[common],
+        help="sanitize a raw campaign into a public tree with manifest and in-toto statement",
+        description="Redact credentials, GPU ids, private endpoints and host paths; rewrite "
+        "references to the sanitized digests; seal; write statement.intoto.json. Refuses "
+        "(exit 1, nothing written) if any detector still fires.",
+    )
+    publish.add_argument("raw", metavar="RAW_CAMPAIGN")
+    publish.add_argument("--out", required=True, metavar="DIR", help="public evidence root")
+    publish.add_argument(
+        "--map",
+        default=None,
+        metavar="FILE",
+        help="the private raw-to-public digest map (default: beside the raw campaign)",
+    )
+    add_review_flag(publish)
+    publish.set_defaults(func=_publish)
+
+    signature = commands.add_parser(
+        "signature", parents=[common], help="sigstore signatures, checked offline"
+    )
+    signature_commands = signature.add_subparsers(
+        dest="signature_command", metavar="SIGNATURE_COMMAND", required=True
+    )
+    check = signature_commands.add_parser(
+        "verify",
+        parents=[common],
+        help="verify a sigstore bundle over a file offline against a pinned trusted root",
+        description="Message-signature bundles and DSSE bundles holding an in-toto statement "
+        "(the file's digest must then be one of its subjects). Exit 0 verified, 1 not "
+        "verified, 2 unusable input.",
+    )
+    check.add_argument("file", metavar="FILE")
+    check.add_argument("--bundle", required=True, metavar="BUNDLE")
+    check.add_argument("--identity", required=True, help="the signer's certificate identity")
+    check.add_argument("--issuer", required=True, help="its OIDC issuer URL")
+    roots = check.add_mutually_exclusive_group()
+    roots.add_argument("--trusted-root", metavar="FILE", help="a trusted_root.json to pin")
+    roots.add_argument("--staging", action="store_true", help="the pinned staging root")
+    check.set_defaults(func=_signature_verify)
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from ledger.publication import publish
+
+    published = publish(
+        args.raw, args.out, digest_map=args.map, reseal_after_review=args.reseal_after_review
+    )
+    print(
+        f"published {published.folder}: {published.artifacts} artifacts, "
+        f"{published.redactions} distinct values redacted; private map {published.digest_map}"
+    )
+    if published.left_out:
+        print(
+            f"  left out: the raw campaign's report ({len(published.left_out)} files; it names "
+            f"raw digests); run ledger report {published.folder}"
+        )
+    return 0
+
+
+def _signature_verify(args: argparse.Namespace) -> int:
+    from ledger.signatures import UnusableInputError, verify_file
+
+    try:
+        result = verify_file(
+            args.file,
+            args.bundle,
+            identity=args.identity,
+            issuer=args.issuer,
+            trusted_root=args.trusted_root,
+            staging=args.staging,
+        )
+    except UnusableInputError as e:
+        print(f"ledger signature verify: error: {e.diagnostics()}", file=sys.stderr)
+        return 2
+    if result.ok:
+        print(f"OK: {args.file}: {result.reason}")
+        return 0
+    print(f"FAIL: {args.file}: {result.reason}")
+    return 1
+
+
+def _refuse_inside(output: str, sources: list[str], what: str) -> None:
+    from ledger.formats.outputs import is_within
+
+    for source in sources:
+        if is_within(output, source):
+            # Files a sealed campaign does not list would break its seal.
+            raise UsageError(f"{output}: the {what} would be written inside {source}")
+
+
+def _db_build(args: argparse.Namespace) -> int:
+    from ledger.database import build
+
+    _refuse_inside(args.db, args.paths, "database")
+    database = build(args.paths, database=args.db)
+    rows = database.query("SELECT count(*) FROM request_rows").rows[0][0]
+    database.close()
+    print(f"built {args.db}: {rows} request rows")
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from ledger.database import build
+
+    database = build(args.sources)
+    try:
+        table = database.user_query(args.statement)
+    finally:
+        database.close()
+    if args.format == "json":
+        text = json.dumps(table.to_json(), indent=2, ensure_ascii=False, allow_nan=False)
+        _write_out(text + "\n")
+    elif args.format == "csv":
+        _write_out(table.to_csv())
+    else:
+        _write_out(table.to_text())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ledger.database import build
+
+    _refuse_inside(args.parquet, args.sources, "export")
+
+    # Unlocked: the export's own COPY statements write the folder; no user SQL runs here.
+    database = build(args.sources, locked=False)
+    try:
+        database.export_parquet(args.parquet)
+    finally:
+        database.close()
+    print(f"exported to {args.parquet}")
+    return 0
+
+
+def _derive(args: argparse.Namespace) -> int:
+    from ledger.derivation import derive_into
+
+    if not is_folder(args.campaign, "derive"):
+        return 2
+    slo = None
+    if args.slo is not None:
+        from ledger.derivation.goodput import parse_slo
+
+        if args.kind != "ab":
+            raise UsageError("--slo: goodput is part of an A/B comparison (--kind ab)")
+        try:
+            # Given twice, both count: the last alone would drop an objective unseen.
+            slo = parse_slo(",".join(args.slo))
+        except ValueError as e:
+            raise UsageError(f"--slo: {e}") from None
+    target = derive_into(
+        args.campaign,
+        args.baseline,
+        args.candidate,
+        kind=args.kind,
+        differs=args.differs,
+        slo=slo,
+        reseal_after_review=args.reseal_after_review,
+        replace=args.replace,
+    )
+    print(f"derived {target}")
+    document = json.loads(target.read_bytes())
+    reasons = document["match_reasons"]
+    print("matched" if not reasons else f"not matched ({len(reasons)}):")
+    for reason in reasons:
+        print(printable(f"  {reason}"))
+    for entry in document.get("unchecked", ()):
+        print(printable(f"  not checked, {entry['rule']}: {entry['reason']}"))
+    from ledger.derivation.goodput import sustained_text
+
+    load = document.get("load")
+    if load is not None:
+        source = "--slo" if slo is not None else "the run plan's [slo]"
+        shown = ", ".join(f"{k} {v:g}" for k, v in sorted(load["slo"].items()))
+        print(f"  SLO ({source}): {shown}")
+    for stage in document.get("load", {}).get("stages", ()):
+        for role in ("baseline", "candidate"):
+            shown = sustained_text(stage[role], lambda value: f"{value:g}")
+            where = stage["stage"] + (" (thinking)" if stage["thinking"] else "")
+            print(f"  {where}: {document[role]['arm']} sustains {shown} at the SLO")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ledger.imports import import_files
+
+    imported = import_files(
+        args.tool,
+        args.files,
+        raw_dir=args.raw_dir,
+        campaign=args.campaign,
+        arm=args.arm,
+        stage=args.stage,
+        reseal_after_review=args.reseal_after_review,
+    )
+    for cell in imported.cells:
+        print(f"imported {cell.path}")
+        checks = cell.self_check
+        if checks:
+            print("the file's own aggregates, recomputed from its per-request records:")
+            width = max(len(c["field"]) for c in checks)
+            for check in checks:
+                verdict = "agrees" if check["agrees"] else "DISAGREES"
+                print(
+                    f"  {check['field']:<{width}}  file {check['stated']:.6g}  "
+                    f"recomputed {check['recomputed']:.6g}  {verdict}"
+                )
+        for warning in cell.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    for line in imported.refused:
+        print(f"warning: not imported: {line}", file=sys.stderr)
+    return 0
+
+
+CORE_COMMANDS = frozenset(
+    {
+        "verify",
+        "seal",
+        "db",
+        "sql",
+        "export",
+        "derive",
+        "import",
+        "publish",
+        "signature",
+        "decide",
+        "gate",
+        "report",
+        "ticket",
+    }
+)
+COMMAND_GROUP = "anvil_ledger.commands"
+"""Entry points adding subcommands: ``runners`` registers ``run`` and ``simulate`` here,
+so the core never imports it."""
+
+
+def _add_plugin_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        try:
+            register = entry.load()
+        except ImportError as e:
+            _logger.warning("command %s is unavailable: %s", entry.name, e)
+            continue
+        register(commands, common)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ledger.promotion.policy import load_policy
+    from ledger.verification import UnusablePathError, verify_paths
+
+    try:
+        policy = load_policy(args.policy)
+    except InvalidArtifact as e:
+        print(f"ledger verify: error: {e}", file=sys.stderr)
+        return 2
+    if args.tickets is not None and not os.path.isdir(args.tickets):
+        print(f"ledger verify: error: --tickets {args.tickets}: not a folder", file=sys.stderr)
+        return 2
+    try:
+        report = verify_paths(
+            args.paths,
+            jobs=_jobs_of(args),
+            max_json_bytes=args.max_json_bytes,
+            policy=policy,
+            tickets=args.tickets,
+            public=args.public,
+        )
+    except UnusablePathError as e:
+        print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        _write_out(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _write_out(report.render_text())
+    print("OK" if report.ok else "FAIL", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+def _seal(args: argparse.Namespace) -> int:
+    from ledger.evidence import manifest
+
+    if not is_folder(args.folder, "seal"):
+        return 2
+    sealed = manifest.seal(
+        args.folder,
+        withhold=args.withhold,
+        withhold_missing=args.withhold_missing,
+        reason=args.reason or manifest.DEFAULT_WITHHELD_REASON,
+        reseal_after_review=args.reseal_after_review,
+        jobs=_jobs_of(args),
+    )
+    print(
+        f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"
+    )
+    # A path the folder never held is declared as given: say so, a typo would pass unseen.
+    undisclosed = [
+        w.path for w in sealed.withheld if w.path in (args.withhold or ()) and w.sha256 is None
+    ]
+    for path in undisclosed:
+        print(printable(f"  {path}: not in the folder; declared withheld without a digest"))
+    return 0
+
+
+_SIGNALLED: list[int] = []
+"""Signals received: DuckDB turns an interrupt into its own error, so the exit status
+cannot come from the exception alone."""
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    from ledger.formats.outputs import PLACED
+
+    if PLACED:
+        return  # the output is in place: finishing is what leaves no half-done work
+    _SIGNALLED.append(signum)
+    if signum != signal.SIGINT:
+        raise Terminated
+    raise KeyboardInterrupt
+
+
+# A closed terminal or a dropped ssh session sends SIGHUP: a command ends as on SIGTERM.
+_STOPPING = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+def _stopped(signum: int) -> str:
+    if signum == signal.SIGINT:
+        return "interrupted"
+    return "hung up" if signum == getattr(signal, "SIGHUP", None) else "terminated"
+
+
+def main(args: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (:mod:`ledger.exit_status`):
+
+    0 success; 1 findings, or a refusal about the evidence; 2 unusable input (bad
+    arguments, a missing or unreadable path, a malformed file given as an argument, an
+    output that exists); 130 after Ctrl-C, 143 after SIGTERM and 129 after SIGHUP, with
+    nothing half-written.
+    """
+    argv = sys.argv[1:] if args is None else args
+    # Discovering the runner commands costs about 25 ms; the core commands skip it.
+    parser = _parser(plugins=not argv or argv[0] not in CORE_COMMANDS)
+    namespace = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if namespace.verbose else logging.WARNING,
+        format="%(name)s: %(message)s",
+    )
+    _SIGNALLED.clear()
+    from ledger.formats.outputs import PLACED
+
+    PLACED.clear()
+    previous = {n: signal.signal(n, _on_signal) for n in _STOPPING}
+    try:
+        status: int = namespace.func(namespace)
+        # Within the try: output still buffered meets a closed pipe here, not at exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return ExitStatus.INTERRUPTED
+    except Terminated:
+        signum = _SIGNALLED[0] if _SIGNALLED else signal.SIGTERM
+        print(_stopped(signum), file=sys.stderr)
+        return 128 + signum
+    except Exception as e:
+        if _SIGNALLED:
+            # An interrupt that a library reported as its own error ("Query interrupted").
+            print(_stopped(_SIGNALLED[0]), file=sys.stderr)
+            return 128 + _SIGNALLED[0]
+        if namespace.verbose > 1:
+            raise
+        return _report_error(e)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return status
+
+
+def _write_out(text: str) -> None:
+    """Writes ``text`` to standard output whole, or raises BrokenPipeError. Unbuffered
+    (``python -u``, ``PYTHONUNBUFFERED``), a text stream's write returns after what one
+    system call took and drops the rest unsaid: a reader that went away then looked like
+    a command that said everything."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        sys.stdout.write(text)  # not a file (a test's capture): it takes the whole text
+        return
+    sys.stdout.flush()
+    data = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+SIGPIPE_STATUS = ExitStatus.READER_GONE
+"""The status of a command whose reader went away (``ledger sql ... | head``), as the
+shell reports any program that SIGPIPE ends."""
+
+
+def _reader_gone() -> int:
+    """The reader of standard output has gone: nothing more to say, and no one to say it
+    to. Standard output goes to /dev/null, so that flushing at exit raises nothing more."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return SIGPIPE_STATUS
+
+
+def _report_error(error: Exception) -> int:
+    """One line on stderr for an error that ended a command; its exit status."""
+    if isinstance(error, Error):
+        print(f"error: {error.diagnostics()}", file=sys.stderr)
+        # Evidence inside a campaign is checked by verify and wrapped by the commands that
+        # read it; a malformed document that reaches here is a file named on the command line.
+        return 2 if isinstance(error, InvalidArtifact | SchemaError) else error.exit_status
+    if isinstance(error, OSError):
+        # A path the command had to read or write: unusable input, never a traceback.
+        where = f"{error.filename}: " if error.filename else ""
+        print(printable(f"error: {where}{error.strerror or error}"), file=sys.stderr)
+        return 2
+    print(
+        printable(
+            f"error: internal error ({type(error).__name__}: {' '.join(str(error).split())}); "
+            "please report it, with the output of the same command run with -vv after "
+            "its name (ledger verify -vv ...)"
+        ),
+        file=sys.stderr,
+    )
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Stage verdicts recomputed from their own measurements.
+
+The runners record a verdict in each reserve, restoration and startup artifact; the policy
+never takes that word for it. These functions recompute each verdict from the recorded
+readings (cards, snapshots, outcome), so a hand-edited ``passed: true`` buys nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "STARTUP_PASSED",
+    "reserve_failures",
+    "restoration_failures",
+]
+
+STARTUP_PASSED = "ready"
+
+
+def reserve_failures(document: dict[str, Any], threshold_mib: int) -> list[str]:
+    """Why a GPU reading does not show ``threshold_mib`` free on every card (empty: it does)."""
+    nvml = document.get("nvml") or {}
+    if not nvml.get("available"):
+        return [f"no GPU reading: {nvml.get('error') or 'NVML unavailable'}"]
+    cards = document.get("cards") or []
+    if not cards:
+        return ["NVML reports no card"]
+    failures = []
+    for card in cards:
+        memory = card.get("memory")
+        if memory is None:
+            failures.append(f"card {card['index']}: free memory not readable")
+        elif memory["free_mib"] < threshold_mib:
+            failures.append(
+                f"card {card['index']}: {memory['free_mib']} MiB free, "
+                f"below the {threshold_mib} MiB reserve"
+            )
+    return failures
+
+
+def restoration_failures(
+    before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> list[dict[str, str]]:
+    """Every way ``after`` shows the container disturbed since ``before``, each named."""
+    if before is None:
+        return [{"code": "no-before-snapshot", "message": "no snapshot before the workload"}]
+    if after is None:
+        return [{"code": "container-missing", "message": "no snapshot of the container afterwards"}]
+    failures = []
+
+    def fail(code: str, message: str) -> None:
+        failures.append({"code": code, "message": message})
+
+    if after["id"] != before["id"]:
+        fail("container-replaced", f"container id {before['id'][:12]} became {after['id'][:12]}")
+    if after["image_id"] != before["image_id"]:
+        fail("image-changed", f"image {before['image_id']} became {after['image_id']}")
+    if after["config_sha256"] != before["config_sha256"]:
+        fail("config-changed", "the configuration digest changed")
+    if after["restart_count"] > before["restart_count"]:
+        fail(
+            "restarted",
+            f"restart count {before['restart_count']} became {after['restart_count']}",
+        )
+    elif after["id"] == before["id"] and after["started_at"] != before["started_at"]:
+        # A manual stop and start leaves the restart count alone; the start time moves.
+        fail("restarted", f"started at {before['started_at']}, again at {after['started_at']}")
+    if after["oom_killed"] and not before["oom_killed"]:
+        fail("oom-killed", "the container was killed for want of memory")
+    if after["state"] != before["state"]:
+        fail("state-changed", f"state {before['state']} became {after['state']}")
+    return failures

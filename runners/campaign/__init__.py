@@ -1,0 +1,21 @@
+"""``ledger run``: a plan's arms x stages x cells, written as a raw campaign folder, with its
+progress (:mod:`~runners.campaign.progress`) and the cell statistics of its table.
+"""
+
+from __future__ import annotations
+
+from runners.campaign import progress
+from runners.campaign._campaign import (
+    CampaignRun,
+    CellOutcome,
+    RunResult,
+    run_plan,
+)
+
+__all__ = [
+    "CampaignRun",
+    "CellOutcome",
+    "RunResult",
+    "progress",
+    "run_plan",
+]

@@ -1,0 +1,252 @@
+"""Container evidence through the Docker Engine API (docker SDK): snapshots, restoration and
+managed startup.
+
+A snapshot records what identifies a serving container and what would show it was
+disturbed: id, name, image id and repo digests, command, a digest of its configuration,
+labels, state, restart count, OOM kill, start time and exit code. Environment variables
+enter the configuration digest by name only; no value is ever read into an artifact.
+
+Podman's Docker-compatible API serves the same calls, which is how the tests run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import docker
+import docker.errors
+import httpx
+import orjson
+
+__all__ = [
+    "EngineUnavailable",
+    "Observation",
+    "classify",
+    "config_digest",
+    "connect",
+    "probe_ready",
+    "snapshot",
+    "snapshot_attrs",
+    "start_and_watch",
+    "watch_startup",
+]
+
+_CONFIG_KEYS = ("Image", "Entrypoint", "Cmd", "WorkingDir", "User", "Labels", "StopSignal")
+_HOST_CONFIG_KEYS = (
+    "Binds",
+    "Mounts",
+    "PortBindings",
+    "NetworkMode",
+    "IpcMode",
+    "ShmSize",
+    "Privileged",
+    "Runtime",
+    "DeviceRequests",
+    "Memory",
+    "CpusetCpus",
+    "RestartPolicy",
+)
+
+
+class EngineUnavailable(Exception):
+    """The container engine cannot be reached."""
+
+
+def connect(docker_host: str | None = None) -> docker.DockerClient:
+    """A client for ``docker_host``, or for ``DOCKER_HOST`` and its defaults.
+
+    Raises:
+        EngineUnavailable: no engine answers there.
+    """
+    try:
+        if docker_host is not None:
+            client = docker.DockerClient(base_url=docker_host, timeout=30)
+        else:
+            client = docker.from_env(timeout=30)
+        client.ping()
+    except docker.errors.DockerException as e:
+        raise EngineUnavailable(f"{type(e).__name__}: {e}") from None
+    return client
+
+
+def _env_names(config: dict[str, Any]) -> list[str]:
+    return sorted({entry.split("=", 1)[0] for entry in config.get("Env") or ()})
+
+
+def config_digest(attrs_: dict[str, Any]) -> str:
+    """sha256 of the parts of a container's configuration a restart would re-apply.
+
+    Environment variables count by name only: a changed value does not show here, a
+    variable added or removed does.
+    """
+    config = attrs_.get("Config") or {}
+    host = attrs_.get("HostConfig") or {}
+    projection = {
+        "config": {key: config.get(key) for key in _CONFIG_KEYS},
+        "env_names": _env_names(config),
+        "exposed_ports": sorted(config.get("ExposedPorts") or {}),
+        "host_config": {key: host.get(key) for key in _HOST_CONFIG_KEYS},
+    }
+    return hashlib.sha256(orjson.dumps(projection, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def snapshot_attrs(attrs_: dict[str, Any], repo_digests: list[str]) -> dict[str, Any]:
+    """A snapshot from ``docker inspect`` output (no engine call)."""
+    config = attrs_.get("Config") or {}
+    state = attrs_.get("State") or {}
+    started = state.get("StartedAt") or None
+    if started is not None and started.startswith("0001-01-01"):
+        started = None  # never started: the engine's zero time
+    return {
+        "id": attrs_["Id"],
+        "name": str(attrs_.get("Name", "")).lstrip("/"),
+        "image_id": attrs_.get("Image"),
+        "image": config.get("Image"),
+        "repo_digests": sorted(repo_digests),
+        "command": [*(config.get("Entrypoint") or ()), *(config.get("Cmd") or ())],
+        "config_sha256": config_digest(attrs_),
+        "env_names": _env_names(config),
+        "labels": dict(sorted((config.get("Labels") or {}).items())),
+        "state": state.get("Status"),
+        "restart_count": int(attrs_.get("RestartCount") or 0),
+        "oom_killed": bool(state.get("OOMKilled")),
+        "started_at": started,
+        "exit_code": state.get("ExitCode"),
+    }
+
+
+def snapshot(client: docker.DockerClient, container: str) -> dict[str, Any]:
+    """The container's snapshot now.
+
+    Raises:
+        LookupError: no such container.
+        EngineUnavailable: the engine stopped answering.
+    """
+    try:
+        found = client.containers.get(container)
+        digests: list[str] = []
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            digests = list(client.images.get(found.attrs["Image"]).attrs.get("RepoDigests") or ())
+        return snapshot_attrs(found.attrs, digests)
+    except docker.errors.NotFound:
+        raise LookupError(f"no container {container!r}") from None
+    except docker.errors.DockerException as e:
+        raise EngineUnavailable(f"{type(e).__name__}: {e}") from None
+
+
+@attrs.frozen
+class Observation:
+    """One look at a starting container: its state and the readiness probe's answer."""
+
+    state: str | None
+    oom_killed: bool
+    exit_code: int | None
+    probe: str | None
+    """``ready``, or why not (HTTP status or connection error); None when not probed."""
+
+
+def classify(observation: Observation) -> str | None:
+    """``oom-killed``, ``exited`` or ``ready`` when the observation settles the attempt."""
+    if observation.oom_killed:
+        return "oom-killed"
+    if observation.state in ("exited", "dead"):
+        return "exited"
+    if observation.probe == "ready":
+        return "ready"
+    return None
+
+
+def watch_startup(
+    observe: Callable[[], Observation],
+    *,
+    deadline_s: float,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, int, Observation]:
+    """Polls until the container is ready, dies or the deadline passes.
+
+    Returns the outcome (``ready``, ``exited``, ``oom-killed``, ``not-ready``), how many
+    observations were made and the last one.
+    """
+    start = clock()
+    count = 0
+    while True:
+        last = observe()
+        count += 1
+        outcome = classify(last)
+        if outcome is not None:
+            return outcome, count, last
+        if clock() - start >= deadline_s:
+            return "not-ready", count, last
+        sleep(poll_s)
+
+
+def probe_ready(url: str, timeout_s: float = 5.0) -> str:
+    """``ready`` when ``url`` answers 200, else the status or error that it gave."""
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        return f"{type(e).__name__}: {e}"
+    return "ready" if response.status_code == 200 else f"HTTP {response.status_code}"
+
+
+def start_and_watch(
+    client: docker.DockerClient,
+    container: str,
+    ready_url: str,
+    *,
+    deadline_s: float,
+    poll_s: float = 1.0,
+) -> dict[str, Any]:
+    """Starts a created (or stopped) container and watches it become ready.
+
+    Returns the attempt's outcome: ``ready``, ``exited``, ``oom-killed``, ``not-ready``
+    or ``start-failed`` (the engine refused to start it), with the details of each.
+    """
+    began = time.monotonic()
+    try:
+        target = client.containers.get(container)
+        target.start()
+    except docker.errors.NotFound:
+        return {"outcome": "start-failed", "detail": f"no container {container!r}", "probes": 0}
+    except docker.errors.APIError as e:
+        explanation = e.explanation if isinstance(e.explanation, str) else str(e)
+        return {
+            "outcome": "start-failed",
+            "detail": f"the engine refused to start it: {explanation}",
+            "probes": 0,
+            "elapsed_s": round(time.monotonic() - began, 3),
+        }
+
+    def observe() -> Observation:
+        target.reload()
+        state = target.attrs.get("State") or {}
+        status = state.get("Status")
+        running = status == "running"
+        return Observation(
+            status,
+            bool(state.get("OOMKilled")),
+            state.get("ExitCode"),
+            probe_ready(ready_url) if running else None,
+        )
+
+    outcome, probes, last = watch_startup(observe, deadline_s=deadline_s, poll_s=poll_s)
+    detail = {
+        "ready": f"ready after {probes} probes",
+        "exited": f"exited with code {last.exit_code} before it was ready",
+        "oom-killed": "killed for want of memory before it was ready",
+        "not-ready": f"not ready within {deadline_s:g} s (last probe: {last.probe})",
+    }[outcome]
+    return {
+        "outcome": outcome,
+        "detail": detail,
+        "probes": probes,
+        "elapsed_s": round(time.monotonic() - began, 3),
+        "last_probe": last.probe,
+    }
