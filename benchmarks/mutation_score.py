@@ -77,6 +77,9 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
         "_match_failures",
         "_limitations",
         "derive",
+        "_paired_cells",
+        "_derivation",
+        "_unpaired",
         "_metric_values",
         "_sources",
         "_label",
@@ -98,6 +101,8 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
         "Sanitizer._masked_uuid",
         "Sanitizer.detect",
         "Sanitizer._detect",
+        "Sanitizer._unlisted",
+        "_Hits.add",
         "_plausible_endpoint",
     ),
 }
@@ -474,7 +479,7 @@ def _equivalent() -> dict[tuple[str, str], str]:
     """The documented table of equivalent mutants: (module, mutant key) -> reason."""
     table: dict[tuple[str, str], str] = {}
     text = MUTATION_PAGE.read_text()
-    start = text.find("### Equivalent mutants")
+    start = text.find("## Equivalent mutants")
     if start < 0:
         return table
     for line in text[start:].splitlines()[1:]:

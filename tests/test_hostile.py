@@ -389,17 +389,17 @@ def test_calibration_never_builds_a_prompt_beyond_its_bound() -> None:
 def test_the_endpoints_limit_bounds_calibration_and_the_plan(
     cli: CliRun, tmp_path: Path, simulator: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import runners.campaign._campaign
+    import runners.campaign._cells
     from runners.plan import Stage, check_context, parse_plan
 
     bounds: list[int] = []
-    real = runners.campaign._campaign.calibrate
+    real = runners.campaign._cells.calibrate
 
     async def recording(*args: object, max_words: int, **kwargs: object) -> object:
         bounds.append(max_words)
         return await real(*args, max_words=max_words, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(runners.campaign._campaign, "calibrate", recording)
+    monkeypatch.setattr(runners.campaign._cells, "calibrate", recording)
     endpoint = simulator(context_limit=4096)  # type: ignore[operator]
     plan = tmp_path / "plan.toml"
     plan.write_text(

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ledger.formats.schema import read_document
-from runners.campaign._campaign import _first_difference, run_plan
+from runners.campaign import run_plan
+from runners.campaign._folder import _first_difference
 from runners.campaign.progress import LogProgress
 from runners.plan import load_plan
 from tests.conftest import ROOT, CliRun, verify_json

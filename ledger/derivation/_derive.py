@@ -518,25 +518,7 @@ def derive(
     arms = (baseline, candidate)
     comparison = (campaign, arms)
     reads = reads or reads_of(db, [comparison])
-    try:
-        cells = reads.cells(comparison)
-    except DuplicateCell as e:
-        raise DeriveError(str(e)) from None
-    for arm, found in zip(arms, cells, strict=True):
-        if not found:
-            raise ArgumentError(f"campaign {campaign!r} has no cells of arm {arm!r}")
-    keys = reads.keys(comparison)
-    if not keys:
-
-        def named(found: dict[tuple[str, str], Any]) -> str:
-            names = [f"{stage}/{cell}" for stage, cell in found]
-            return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-        raise DeriveError(
-            f"no cell of {baseline!r} ({named(cells[0])}) matches a cell of {candidate!r} "
-            f"({named(cells[1])}): cells pair by stage and cell name"
-        )
-    pairs = [(cells[0][k], cells[1][k]) for k in keys]
+    cells, pairs = _paired_cells(reads, comparison)
     declared = list(dict.fromkeys(differs)) or (["os"] if kind == "os" else [])
     if check_declared:
         # An os-comparison is of two operating systems, whatever else it declares (a
@@ -554,21 +536,7 @@ def derive(
         lambda column, role, row: reads.whole(comparison, column, role, row),
     )
     failures = _match_failures(reads.evidence(comparison), arms, pairs, declared)
-    derivation = {
-        "tool": "ledger derive",
-        "kind": kind,
-        "baseline": baseline,
-        "candidate": candidate,
-        "declared_differences": declared,
-        "bootstrap": {
-            "resamples": bootstrap.RESAMPLES,
-            "confidence": 0.95,
-            "min_samples": bootstrap.MIN_SAMPLES,
-            "method": "exact multinomial descent on sorted values, numpy RandomState",
-        },
-    }
-    if slo is not None:
-        derivation["slo"] = dict(slo)
+    derivation = _derivation(kind, arms, declared, slo)
     document: dict[str, Any]
     if kind == "os":
         document = _os_document(pairs, intervals, arms)
@@ -579,13 +547,7 @@ def derive(
         matched=not failures,
         match_reasons=[f["reason"] for f in failures],
         match_failures=failures,
-        limitations=_limitations(pairs, arms)
-        + [
-            f"{stage}/{cell}: only on {arm}, not compared"
-            for arm, mine, theirs in ((baseline, cells[0], cells[1]), (candidate, *cells[::-1]))
-            for stage, cell in mine
-            if (stage, cell) not in theirs
-        ],
+        limitations=_limitations(pairs, arms) + _unpaired(cells, arms),
         derivation=derivation,
     )
     unchecked = _unchecked(pairs, arms)
@@ -594,6 +556,69 @@ def derive(
     if slo is not None:
         document["load"] = _load(db, campaign, arms, slo)
     return document
+
+
+def _paired_cells(
+    reads: Reads, comparison: tuple[str, tuple[str, str]]
+) -> tuple[list[dict[tuple[str, str], Any]], list[tuple[Any, Any]]]:
+    """Each arm's cells by (stage, cell), and the pairs both arms ran.
+
+    Raises:
+        DeriveError: a cell is twice in one arm, or no cell of one arm matches the other's.
+        ArgumentError: an arm has no cell.
+    """
+    campaign, arms = comparison
+    try:
+        cells = reads.cells(comparison)
+    except DuplicateCell as e:
+        raise DeriveError(str(e)) from None
+    for arm, found in zip(arms, cells, strict=True):
+        if not found:
+            raise ArgumentError(f"campaign {campaign!r} has no cells of arm {arm!r}")
+    keys = reads.keys(comparison)
+    if not keys:
+
+        def named(found: dict[tuple[str, str], Any]) -> str:
+            names = [f"{stage}/{cell}" for stage, cell in found]
+            return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+        raise DeriveError(
+            f"no cell of {arms[0]!r} ({named(cells[0])}) matches a cell of {arms[1]!r} "
+            f"({named(cells[1])}): cells pair by stage and cell name"
+        )
+    return cells, [(cells[0][k], cells[1][k]) for k in keys]
+
+
+def _derivation(
+    kind: str, arms: tuple[str, str], declared: list[str], slo: dict[str, float] | None
+) -> dict[str, Any]:
+    """How the comparison was derived: its arms, declared differences and bootstrap."""
+    derivation: dict[str, Any] = {
+        "tool": "ledger derive",
+        "kind": kind,
+        "baseline": arms[0],
+        "candidate": arms[1],
+        "declared_differences": declared,
+        "bootstrap": {
+            "resamples": bootstrap.RESAMPLES,
+            "confidence": 0.95,
+            "min_samples": bootstrap.MIN_SAMPLES,
+            "method": "exact multinomial descent on sorted values, numpy RandomState",
+        },
+    }
+    if slo is not None:
+        derivation["slo"] = dict(slo)
+    return derivation
+
+
+def _unpaired(cells: list[dict[tuple[str, str], Any]], arms: tuple[str, str]) -> list[str]:
+    """The cells only one arm ran: named as limitations, not compared."""
+    return [
+        f"{stage}/{cell}: only on {arm}, not compared"
+        for arm, mine, theirs in ((arms[0], cells[0], cells[1]), (arms[1], cells[1], cells[0]))
+        for stage, cell in mine
+        if (stage, cell) not in theirs
+    ]
 
 
 def _load(

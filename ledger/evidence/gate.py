@@ -51,6 +51,15 @@ def check_gate(gate: Gate, pointer: str) -> list[Issue]:
         gate: the gate.
         pointer: its JSON pointer in the summary (findings point inside it).
     """
+    return [
+        *_checks_issues(gate, pointer),
+        *_tally_issues(gate, pointer),
+        *_summary_issues(gate, pointer),
+    ]
+
+
+def _checks_issues(gate: Gate, pointer: str) -> list[Issue]:
+    """The verdict against the checks that passed."""
     found: list[Issue] = []
     name = gate.label
     if gate.checks is not None and gate.checks_passed is not None:
@@ -79,6 +88,13 @@ def check_gate(gate: Gate, pointer: str) -> list[Issue]:
                     "checks passed; its failure reason is not in its counts",
                 )
             )
+    return found
+
+
+def _tally_issues(gate: Gate, pointer: str) -> list[Issue]:
+    """Attempts, status and requests, each against its own counts."""
+    found: list[Issue] = []
+    name = gate.label
     if (
         gate.attempts is not None
         and gate.passed_attempts is not None
@@ -117,6 +133,13 @@ def check_gate(gate: Gate, pointer: str) -> list[Issue]:
                 f"!= requests {gate.requests}",
             )
         )
+    return found
+
+
+def _summary_issues(gate: Gate, pointer: str) -> list[Issue]:
+    """A quality summary's rates against their numerators and denominators."""
+    found: list[Issue] = []
+    name = gate.label
     summary = gate.summary
     if summary is not None:
         pairs = (

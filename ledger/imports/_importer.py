@@ -295,97 +295,113 @@ def _detailed(documents: list[tuple[str, Any]], tool: str) -> tuple[list[_Parsed
                 )
                 continue
             where = f"{name} line {number}" if isinstance(document, list) else name
-            _check_tool(line, tool, where)
-            parsed = _Parsed()
-            runs.append(parsed)
-            if tool == "vllm":
-                line, notes = _vllm_versions(line, where)
-                parsed.warnings += notes
-            parsed.definitions = {
-                "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
-                "ttft_ms": f"not separated from reasoning by {tool} (null)",
-                "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
-                "e2e_ms": f"{tool} e2els",
-            }
-            parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
-            info = line.get("server_info")
-            server: dict[str, Any] = info if isinstance(info, dict) else {}
-            version = line.get("version") or server.get("version")
-            parsed.version = str(version) if version else None
-            parsed.settings = {
-                k: line.get(k) for k in _IDENTITY_KEYS if line.get(k) not in (None, "")
-            }
-            if line.get("metadata"):
-                parsed.settings["metadata"] = line["metadata"]
-            if server.get("model_path"):
-                # A private path, as often as not: publication sanitizes it like any other.
-                parsed.settings["model_path"] = server["model_path"]
-            # The server's flags, what an A/B of two SGLang runs differs in; not its runtime
-            # state (throughput, memory), nor again what is kept above.
-            flags = {k: v for k, v in server.items() if k not in _SERVER_INFO_KEPT_APART}
-            if flags:
-                parsed.settings["server_info"] = flags
-            arrays = _arrays(line, name, number)
-            ttfts, itls = arrays["ttfts"], arrays["itls"]
-            inputs, outputs = arrays["input_lens"], arrays["output_lens"]
-            errors, e2els, starts = arrays["errors"], arrays["e2els"], arrays["start_times"]
-            texts = line.get("generated_texts")
-            for i, ttft in enumerate(ttfts):
-                error = errors[i] if i < len(errors) else ""
-                gaps = itls[i]
-                output = _int(outputs[i], f"output_lens[{i}]") if i < len(outputs) else None
-                ok = _succeeded(ttft, error)
-                span = sum(gaps)
-                decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
-                e2e = _end_to_end(arrays, i) if ok else None
-                if ok and not math.isfinite((float(ttft) + (e2e or 0.0)) * 1000):
-                    raise InvalidArtifact(
-                        f"{where}: request {i}: its times in ms (ttfts[{i}], its end to end) "
-                        "are beyond any time"
-                    )
-                parsed.records.append(
-                    _record(
-                        len(parsed.records),
-                        ok=ok,
-                        error_class=None if ok else f"{tool}:error",
-                        prompt_tokens=_int(inputs[i], f"input_lens[{i}]")
-                        if i < len(inputs)
-                        else None,
-                        completion_tokens=output,
-                        first_token_ms=float(ttft) * 1000 if ok else None,
-                        e2e_ms=e2e * 1000 if ok and e2e is not None else None,
-                        decode_tok_s=decode,
-                        tool_metrics={
-                            "ttft_s": _num(ttft),
-                            "itl_sum_s": span,
-                            "itl_count": len(gaps),
-                            "error": error or None,
-                            # What the model wrote, as our own records keep it: never the text.
-                            "generated_text_sha256": _text_digest(texts, i),
-                            # vLLM 0.15 and later: a monotonic clock's seconds, not a date.
-                            "start_time_monotonic_s": _num(starts[i]) if starts else None,
-                        },
-                    )
-                )
-            # After the records: each value has been checked to be a number by then.
-            for check in self_check(line, arrays):
-                parsed.checks.append(check)
-                if not check["agrees"]:
-                    parsed.warnings.append(
-                        f"{where}: {check['field']}: the file says {check['stated']!r}, its "
-                        f"per-request arrays give {check['recomputed']!r}"
-                    )
-            if not e2els:
-                parsed.definitions["e2e_ms"] = (
-                    f"{tool} e2els where the file has them; else ttft + sum(itls), request "
-                    "start to the last chunk (the tool stored no per-request latency)"
-                )
+            runs.append(_detailed_run(line, tool, where, name, number))
         if len(runs) == before and len(refused) > refused_before:
             # A file none of whose lines can be imported is refused, beside others or not.
             mine = refused[refused_before:]
             more = f" (and the {len(mine) - 1} other lines alike)" if len(mine) > 1 else ""
             raise InvalidArtifact(mine[0] + more)
     return runs, refused
+
+
+def _detailed_run(line: dict[str, Any], tool: str, where: str, name: str, number: int) -> _Parsed:
+    """One result line of SGLang's or vLLM's as a run: its identity, its records, and the
+    file's own aggregates checked against them."""
+    _check_tool(line, tool, where)
+    parsed = _Parsed()
+    if tool == "vllm":
+        line, notes = _vllm_versions(line, where)
+        parsed.warnings += notes
+    parsed.definitions = {
+        "first_token_ms": f"{tool} ttfts: request start to the first chunk of any channel",
+        "ttft_ms": f"not separated from reasoning by {tool} (null)",
+        "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
+        "e2e_ms": f"{tool} e2els",
+    }
+    parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
+    parsed.version, parsed.settings = _detailed_identity(line)
+    arrays = _arrays(line, name, number)
+    _detailed_records(parsed, line, arrays, tool, where)
+    # After the records: each value has been checked to be a number by then.
+    for check in self_check(line, arrays):
+        parsed.checks.append(check)
+        if not check["agrees"]:
+            parsed.warnings.append(
+                f"{where}: {check['field']}: the file says {check['stated']!r}, its "
+                f"per-request arrays give {check['recomputed']!r}"
+            )
+    if not arrays["e2els"]:
+        parsed.definitions["e2e_ms"] = (
+            f"{tool} e2els where the file has them; else ttft + sum(itls), request "
+            "start to the last chunk (the tool stored no per-request latency)"
+        )
+    return parsed
+
+
+def _detailed_identity(line: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The tool's version and the settings that say what was run."""
+    info = line.get("server_info")
+    server: dict[str, Any] = info if isinstance(info, dict) else {}
+    version = line.get("version") or server.get("version")
+    settings: dict[str, Any] = {
+        k: line.get(k) for k in _IDENTITY_KEYS if line.get(k) not in (None, "")
+    }
+    if line.get("metadata"):
+        settings["metadata"] = line["metadata"]
+    if server.get("model_path"):
+        # A private path, as often as not: publication sanitizes it like any other.
+        settings["model_path"] = server["model_path"]
+    # The server's flags, what an A/B of two SGLang runs differs in; not its runtime
+    # state (throughput, memory), nor again what is kept above.
+    flags = {k: v for k, v in server.items() if k not in _SERVER_INFO_KEPT_APART}
+    if flags:
+        settings["server_info"] = flags
+    return (str(version) if version else None), settings
+
+
+def _detailed_records(
+    parsed: _Parsed, line: dict[str, Any], arrays: dict[str, Any], tool: str, where: str
+) -> None:
+    """A record for each request of the line's per-request arrays."""
+    ttfts, itls = arrays["ttfts"], arrays["itls"]
+    inputs, outputs = arrays["input_lens"], arrays["output_lens"]
+    errors, starts = arrays["errors"], arrays["start_times"]
+    texts = line.get("generated_texts")
+    for i, ttft in enumerate(ttfts):
+        error = errors[i] if i < len(errors) else ""
+        gaps = itls[i]
+        output = _int(outputs[i], f"output_lens[{i}]") if i < len(outputs) else None
+        ok = _succeeded(ttft, error)
+        span = sum(gaps)
+        decode = (output - 1) / span if ok and output and output > 1 and span > 0 else None
+        e2e = _end_to_end(arrays, i) if ok else None
+        if ok and not math.isfinite((float(ttft) + (e2e or 0.0)) * 1000):
+            raise InvalidArtifact(
+                f"{where}: request {i}: its times in ms (ttfts[{i}], its end to end) "
+                "are beyond any time"
+            )
+        parsed.records.append(
+            _record(
+                len(parsed.records),
+                ok=ok,
+                error_class=None if ok else f"{tool}:error",
+                prompt_tokens=_int(inputs[i], f"input_lens[{i}]") if i < len(inputs) else None,
+                completion_tokens=output,
+                first_token_ms=float(ttft) * 1000 if ok else None,
+                e2e_ms=e2e * 1000 if ok and e2e is not None else None,
+                decode_tok_s=decode,
+                tool_metrics={
+                    "ttft_s": _num(ttft),
+                    "itl_sum_s": span,
+                    "itl_count": len(gaps),
+                    "error": error or None,
+                    # What the model wrote, as our own records keep it: never the text.
+                    "generated_text_sha256": _text_digest(texts, i),
+                    # vLLM 0.15 and later: a monotonic clock's seconds, not a date.
+                    "start_time_monotonic_s": _num(starts[i]) if starts else None,
+                },
+            )
+        )
 
 
 # Keys one of the two tools writes and the other never does (vLLM 0.6 to 0.19, SGLang's

@@ -102,6 +102,72 @@ def publish(
         PublishError: a detector still fires after sanitizing, a file is not text or
             JSON, references form a cycle, or a private digest map is among the files.
     """
+    source, target, map_path = _destinations(raw, out, digest_map)
+    review = manifest.check_seal(source, "publish", reseal_after_review=reseal_after_review)
+    listing = tree.list_campaign(source)
+    if listing.issues:
+        rel, issue = listing.issues[0]
+        raise PublishError(f"{source}: {rel}: {issue.message}")
+    rules = load_rules()
+    sanitizer = Sanitizer(rules)
+    # A report of the raw campaign names its raw digests (which confirm a guessed redacted
+    # value) in its evidence index and charts: it stays behind; ``ledger report`` on the
+    # publication writes one with the published digests.
+    reports = sorted(e.rel for e in listing.entries if tree.is_report_file(e.rel))
+    entries = {
+        e.rel: e
+        for e in listing.entries
+        if e.rel not in manifest.SEAL_FILES and not tree.is_report_file(e.rel)
+    }
+    raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
+    # Every text published is reserved before any value is numbered (see _reserve).
+    for withheld in raw_seal.withheld:
+        sanitizer.reserve(f"{withheld.path}\n{withheld.reason}")
+    for reviewed in _reviews(raw_seal, review):
+        sanitizer.reserve("\n".join(change.path for change in reviewed.changes))
+    # Two passes, one file at a time, so memory is that of the largest file, not of the
+    # campaign: the first reads each file for its digest, its kind and its references;
+    # the second, children before parents, sanitizes it and writes it out.
+    read = _read_all(sanitizer, entries)
+    digests: dict[str, str] = {}
+    map_file = Changes()
+    mapped = False
+    try:
+        with new_folder(target) as work:
+            for rel in _order(read.references, sorted(read.digests)):
+                digests[rel] = _write_sanitized(sanitizer, work, entries[rel], read, digests)
+            _seal_publication(work, target.name, sanitizer, raw_seal, review, digests)
+            private_map = jsonio.dumps_deterministic(
+                {
+                    "campaign_id": target.name,
+                    "public": str(target),
+                    "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+                    "artifacts": [
+                        {
+                            "path": rel,
+                            "raw_sha256": read.digests[rel],
+                            "public_sha256": digests[rel],
+                        }
+                        for rel in sorted(digests)
+                    ],
+                }
+            )
+            map_file.put(map_path.parent, map_path.name, private_map, replace=False)
+            # The private map first: a publication is never in place without it.
+            map_file.commit()
+            mapped = True
+    except BaseException:
+        if mapped:
+            map_path.unlink(missing_ok=True)
+        raise
+    return Published(target, map_path, len(digests), sanitizer.redactions, tuple(reports))
+
+
+def _destinations(
+    raw: str | Path, out: str | Path, digest_map: str | Path | None
+) -> tuple[Path, Path, Path]:
+    """The raw campaign, the publication's folder and the private map's path, each checked
+    before anything is read or written."""
     source = Path(raw)
     if not source.is_dir():
         raise UsageError(f"{raw}: {'not a folder' if source.exists() else 'no such folder'}")
@@ -140,34 +206,22 @@ def publish(
     for path in (target, map_path):
         if path.exists() or path.is_symlink():
             raise OutputExists(f"{path} exists; publish writes a new publication and map")
-    review = manifest.check_seal(source, "publish", reseal_after_review=reseal_after_review)
-    listing = tree.list_campaign(source)
-    if listing.issues:
-        rel, issue = listing.issues[0]
-        raise PublishError(f"{source}: {rel}: {issue.message}")
-    rules = load_rules()
-    sanitizer = Sanitizer(rules)
-    # A report of the raw campaign names its raw digests (which confirm a guessed redacted
-    # value) in its evidence index and charts: it stays behind; ``ledger report`` on the
-    # publication writes one with the published digests.
-    reports = sorted(e.rel for e in listing.entries if tree.is_report_file(e.rel))
-    entries = {
-        e.rel: e
-        for e in listing.entries
-        if e.rel not in manifest.SEAL_FILES and not tree.is_report_file(e.rel)
-    }
-    # Two passes, one file at a time, so memory is that of the largest file, not of the
-    # campaign: the first reads each file for its digest, its kind and its references;
-    # the second, children before parents, sanitizes it and writes it out.
-    kinds: dict[str, str] = {}
-    references: dict[str, list[str]] = {}
-    raw_digests: dict[str, str] = {}
-    raw_seal = manifest.read_manifest(source / manifest.MANIFEST_NAME)
-    # Every text published is reserved before any value is numbered (see _reserve).
-    for withheld in raw_seal.withheld:
-        sanitizer.reserve(f"{withheld.path}\n{withheld.reason}")
-    for reviewed in _reviews(raw_seal, review):
-        sanitizer.reserve("\n".join(change.path for change in reviewed.changes))
+    return source, target, map_path
+
+
+@attrs.frozen
+class _Read:
+    """What the first pass learnt of each file: its raw digest, its kind and the files it
+    references."""
+
+    digests: dict[str, str]
+    kinds: dict[str, str]
+    references: dict[str, list[str]]
+
+
+def _read_all(sanitizer: Sanitizer, entries: dict[str, tree.Entry]) -> _Read:
+    """The first pass: each file's digest, kind and references, its values reserved."""
+    read = _Read({}, {}, {})
     for rel, entry in entries.items():
         named = name_hits(sanitizer, rel)
         if named:
@@ -176,75 +230,68 @@ def publish(
                 "names are published as they are, so rename the file or folder"
             )
         data = Path(entry.path).read_bytes()
-        raw_digests[rel] = sha256_bytes(data)
-        kinds[rel] = _kind(rel, data)
-        if kinds[rel] == "json":
+        read.digests[rel] = sha256_bytes(data)
+        kind = read.kinds[rel] = _kind(rel, data)
+        if kind == "json":
             document = _parse(sanitizer, rel, data)
             if may_reference(data):
-                references[rel] = [ref.path for ref in find_references(document)]
+                read.references[rel] = [ref.path for ref in find_references(document)]
             _reserve(sanitizer, rel, "json", data, document)
-        elif kinds[rel] == "text":
+        elif kind == "text":
             _reserve(sanitizer, rel, "text", data, _decode(rel, data))
         else:  # a bundle, published as it is: what it holds is published too
             _reserve(sanitizer, rel, "json", data, jsonio.parse_strict(data))
-    digests: dict[str, str] = {}
-    map_file = Changes()
-    mapped = False
-    try:
-        with new_folder(target) as work:
-            for rel in _order(references, sorted(raw_digests)):
-                data = Path(entries[rel].path).read_bytes()
-                if sha256_bytes(data) != raw_digests[rel]:
-                    raise PublishError(f"{rel}: changed while it was being published")
-                linked = {
-                    path: digests[path] for path in references.get(rel, ()) if path in digests
-                }
-                public = _sanitized(sanitizer, rel, kinds[rel], data, linked)
-                destination = inside(work, rel)
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                jsonio.write_atomic(destination, public, replace=False)
-                digests[rel] = sha256_bytes(public)
-            # The decision as published: the summary's, sanitized (an approver's address
-            # redacted there is redacted here too), so that verify can hold one to the other.
-            predicate = {
-                "campaign_id": campaign,
-                "decision": _decision(jsonio.read_json(work / manifest.SUMMARY_NAME))
-                if manifest.SUMMARY_NAME in digests
-                else None,
-                "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-            }
-            statement = jsonio.dumps_deterministic(signatures.statement([], predicate))
-            _, seal = manifest.seal_files(
-                work,
-                {signatures.STATEMENT_NAME: statement},
-                carried=_public_withheld(sanitizer, raw_seal),
-                reviews=_public_reviews(sanitizer, raw_seal, review),
-                jobs=1,
-            )
-            changes = Changes()
-            for rel, data in {signatures.STATEMENT_NAME: statement, **seal}.items():
-                changes.put(work, rel, data)
-            changes.commit()
-            private_map = jsonio.dumps_deterministic(
-                {
-                    "campaign_id": campaign,
-                    "public": str(target),
-                    "sanitizer": {"version": rules.version, "sha256": rules.sha256},
-                    "artifacts": [
-                        {"path": rel, "raw_sha256": raw_digests[rel], "public_sha256": digests[rel]}
-                        for rel in sorted(digests)
-                    ],
-                }
-            )
-            map_file.put(map_path.parent, map_path.name, private_map, replace=False)
-            # The private map first: a publication is never in place without it.
-            map_file.commit()
-            mapped = True
-    except BaseException:
-        if mapped:
-            map_path.unlink(missing_ok=True)
-        raise
-    return Published(target, map_path, len(digests), sanitizer.redactions, tuple(reports))
+    return read
+
+
+def _write_sanitized(
+    sanitizer: Sanitizer, work: Path, entry: tree.Entry, read: _Read, digests: dict[str, str]
+) -> str:
+    """The second pass, for one file: sanitized, its references re-hashed to the published
+    digests of the files it names (written before it), written; its published digest."""
+    rel = entry.rel
+    data = Path(entry.path).read_bytes()
+    if sha256_bytes(data) != read.digests[rel]:
+        raise PublishError(f"{rel}: changed while it was being published")
+    linked = {path: digests[path] for path in read.references.get(rel, ()) if path in digests}
+    public = _sanitized(sanitizer, rel, read.kinds[rel], data, linked)
+    destination = inside(work, rel)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    jsonio.write_atomic(destination, public, replace=False)
+    return sha256_bytes(public)
+
+
+def _seal_publication(
+    work: Path,
+    campaign: str,
+    sanitizer: Sanitizer,
+    raw_seal: Manifest,
+    review: Review | None,
+    digests: dict[str, str],
+) -> None:
+    """The in-toto statement and the seal of the publication, written together."""
+    rules = sanitizer.rules
+    # The decision as published: the summary's, sanitized (an approver's address
+    # redacted there is redacted here too), so that verify can hold one to the other.
+    predicate = {
+        "campaign_id": campaign,
+        "decision": _decision(jsonio.read_json(work / manifest.SUMMARY_NAME))
+        if manifest.SUMMARY_NAME in digests
+        else None,
+        "sanitizer": {"version": rules.version, "sha256": rules.sha256},
+    }
+    statement = jsonio.dumps_deterministic(signatures.statement([], predicate))
+    _, seal = manifest.seal_files(
+        work,
+        {signatures.STATEMENT_NAME: statement},
+        carried=_public_withheld(sanitizer, raw_seal),
+        reviews=_public_reviews(sanitizer, raw_seal, review),
+        jobs=1,
+    )
+    changes = Changes()
+    for rel, data in {signatures.STATEMENT_NAME: statement, **seal}.items():
+        changes.put(work, rel, data)
+    changes.commit()
 
 
 def _reserve(sanitizer: Sanitizer, rel: str, kind: str, data: bytes, content: Any) -> None:

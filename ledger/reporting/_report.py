@@ -57,6 +57,11 @@ class Chart:
     data: dict[str, Any]
 
 
+# A metric an arm lacks (no visible content: no TTFT; an import without prefill times: no
+# effective prefill) is absent from its row.
+_MISSING = {"baseline": None, "candidate": None, "change_percent": None}
+
+
 def _fmt(value: Any, digits: int = 2) -> str:
     if value is None:
         return "-"
@@ -288,14 +293,19 @@ class _Builder:
                 ),
             )
         )
-        # A metric an arm lacks (no visible content: no TTFT; an import without prefill
-        # times: no effective prefill) is absent from its row.
-        missing = {"baseline": None, "candidate": None, "change_percent": None}
+        out.append(self._throughput_table(rows))
+        out.append(self._latency_table(rows))
+        out.extend(self._performance_charts(rows))
+        out.extend(self._endurance())
+        return out
+
+    def _throughput_table(self, rows: list[dict[str, Any]]) -> Block:
+        b, c = self.baseline, self.candidate
         table = []
         for r in rows:
             m = {
-                "decode_tok_s_p50": missing,
-                "effective_prefill_tok_s_p50": missing,
+                "decode_tok_s_p50": _MISSING,
+                "effective_prefill_tok_s_p50": _MISSING,
                 **r["metrics"],
             }
             table.append(
@@ -310,25 +320,26 @@ class _Builder:
                     _change(m["effective_prefill_tok_s_p50"]),
                 ]
             )
-        out.append(
-            (
-                "table",
-                [
-                    "Nominal target",
-                    "Actual prompt tokens",
-                    f"{b} decode tok/s",
-                    f"{c} decode tok/s",
-                    "Decode change",
-                    f"{b} effective prefill tok/s",
-                    f"{c} effective prefill tok/s",
-                    "Prefill change",
-                ],
-                table,
-            )
+        return (
+            "table",
+            [
+                "Nominal target",
+                "Actual prompt tokens",
+                f"{b} decode tok/s",
+                f"{c} decode tok/s",
+                "Decode change",
+                f"{b} effective prefill tok/s",
+                f"{c} effective prefill tok/s",
+                "Prefill change",
+            ],
+            table,
         )
+
+    def _latency_table(self, rows: list[dict[str, Any]]) -> Block:
+        b, c = self.baseline, self.candidate
         latency = []
         for r in rows:
-            m = {"ttft_p50_ms": missing, "e2e_p50_ms": missing, **r["metrics"]}
+            m = {"ttft_p50_ms": _MISSING, "e2e_p50_ms": _MISSING, **r["metrics"]}
             first = "ttft_p50_ms"
             if "ttft_p50_ms" not in r["metrics"] and "first_token_p50_ms" in r["metrics"]:
                 # Derive compares the first token of any channel where TTFT is unknown.
@@ -345,21 +356,23 @@ class _Builder:
                     f"{r['n']['baseline']} / {r['n']['candidate']}",
                 ]
             )
-        out.append(
-            (
-                "table",
-                [
-                    "Nominal target",
-                    f"TTFT ms {b} / {c}",
-                    "TTFT change",
-                    f"E2E ms {b} / {c}",
-                    "E2E change",
-                    "Median output tokens",
-                    "n",
-                ],
-                latency,
-            )
+        return (
+            "table",
+            [
+                "Nominal target",
+                f"TTFT ms {b} / {c}",
+                "TTFT change",
+                f"E2E ms {b} / {c}",
+                "E2E change",
+                "Median output tokens",
+                "n",
+            ],
+            latency,
         )
+
+    def _performance_charts(self, rows: list[dict[str, Any]]) -> list[Block]:
+        b, c = self.baseline, self.candidate
+        out: list[Block] = []
         sources = [self.ref(self.comparison_path or "")] + [
             self.ref(s["path"]) for r in rows for s in r.get("sources") or () if isinstance(s, dict)
         ]
@@ -401,7 +414,6 @@ class _Builder:
             ]
             self._chart(name, title, unit, better, categories, series, sources)
             out.append(("chart", name))
-        out.extend(self._endurance())
         return out
 
     def _server_clock(self) -> list[Block]:

@@ -337,6 +337,39 @@ class KeyCollision(ValueError):
         """Where, with keys as they are published."""
 
 
+class _Hits:
+    """The hits of one text, none overlapping another or a placeholder."""
+
+    def __init__(self, free: Callable[[int, int], bool]) -> None:
+        self._free = free
+        self._taken = Taken()
+        self._hits: dict[int, Hit] = {}
+
+    def add(self, category: str, start: int, end: int) -> None:
+        if start >= end or not self._free(start, end):
+            return
+        taken, hits = self._taken, self._hits
+        # A credential over others (credentials: their category is detected first)
+        # is one redaction of them all: the keyed value of `password=x-----BEGIN
+        # PRIVATE KEY-----` takes the key's first dashes, and kept apart, the key's
+        # body would be left for want of its start. Any other match over a span is
+        # dropped (user@host keeps its user, as rules v1 always did).
+        spans = taken.overlapping(start, end)
+        if spans and category != "credential":
+            return
+        if spans:
+            for low, high in spans:
+                taken.remove(low, high)
+                del hits[low]
+            start = min(start, *(low for low, _ in spans))
+            end = max(end, *(high for _, high in spans))
+        taken.add(start, end)
+        hits[start] = Hit(category, start, end)
+
+    def in_order(self) -> tuple[Hit, ...]:
+        return tuple(self._hits[start] for start in sorted(self._hits))
+
+
 class Sanitizer:
     """Detects and redacts; one instance per campaign keeps placeholders stable."""
 
@@ -620,28 +653,8 @@ class Sanitizer:
             m.span() for m in textsearch.matches(rules.placeholder, text, _PLACEHOLDER_START)
         )
         free = placeholders.free
-        taken = Taken()
-        hits: dict[int, Hit] = {}
-
-        def add(category: str, start: int, end: int) -> None:
-            if start >= end or not free(start, end):
-                return
-            # A credential over others (credentials: their category is detected first)
-            # is one redaction of them all: the keyed value of `password=x-----BEGIN
-            # PRIVATE KEY-----` takes the key's first dashes, and kept apart, the key's
-            # body would be left for want of its start. Any other match over a span is
-            # dropped (user@host keeps its user, as rules v1 always did).
-            spans = taken.overlapping(start, end)
-            if spans and category != "credential":
-                return
-            if spans:
-                for low, high in spans:
-                    taken.remove(low, high)
-                    del hits[low]
-                start = min(start, *(low for low, _ in spans))
-                end = max(end, *(high for _, high in spans))
-            taken.add(start, end)
-            hits[start] = Hit(category, start, end)
+        hits = _Hits(free)
+        add = hits.add
 
         plain = _SHORT_NUMBER.fullmatch(text) or (len(text) <= 5 and text.lower() in _LITERALS)
         if key is not None and not plain and text.strip() and self._secret_cached(key):
@@ -700,21 +713,35 @@ class Sanitizer:
                         found.append(detector.within(text, start, end))
                         continue
                     add(category, start, end)
-            if category == "credential" and rules.foreign_keyed is not None and not text.isascii():
-                for match in rules.foreign_keyed.finditer(text):
-                    start, end = match.span("secret")
-                    value = text[start:end]
-                    if not (
-                        _SHORT_NUMBER.fullmatch(value)
-                        or value.lower() in _LITERALS
-                        or rules.placeholder.search(value)
-                    ):
-                        add("credential", start, end)
-            if category == "gpu" and context and key is not None and self._gpu_key(key):
-                for match in rules.bare_uuid.finditer(text):
-                    if not self._masked_uuid(match.group(0)):
-                        add("gpu", *match.span())
-        return tuple(hits[start] for start in sorted(hits))
+            if category in ("credential", "gpu"):
+                self._unlisted(category, text, key, context, add)
+        return hits.in_order()
+
+    def _unlisted(
+        self,
+        category: str,
+        text: str,
+        key: str | None,
+        context: bool,
+        add: Callable[[str, int, int], None],
+    ) -> None:
+        """What no detector's table holds: a keyed value in a foreign script, and under a
+        GPU key, a bare UUID."""
+        rules = self.rules
+        if category == "credential" and rules.foreign_keyed is not None and not text.isascii():
+            for match in rules.foreign_keyed.finditer(text):
+                start, end = match.span("secret")
+                value = text[start:end]
+                if not (
+                    _SHORT_NUMBER.fullmatch(value)
+                    or value.lower() in _LITERALS
+                    or rules.placeholder.search(value)
+                ):
+                    add("credential", start, end)
+        if category == "gpu" and context and key is not None and self._gpu_key(key):
+            for match in rules.bare_uuid.finditer(text):
+                if not self._masked_uuid(match.group(0)):
+                    add("gpu", *match.span())
 
     # -- redaction ----------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """``ledger verify``: every check of an evidence tree, a campaign folder or one document.
 
-Files are read and checked in parallel (see ``_internal/scan``); the checks that need more
-than one file (manifest against files, SHA256SUMS, references, the summary's named
-artifacts and promotion evidence) run afterwards in this process.
+Files are read and checked in parallel (see :mod:`ledger.evidence.scan`); the checks that
+need more than one file (manifest against files, SHA256SUMS, references, the summary's
+named artifacts and promotion evidence) run afterwards in this process.
 """
 
 from __future__ import annotations
@@ -291,43 +291,10 @@ def verify_paths(
     policy = policy or load_policy()
     campaign_targets, documents, findings, roots = _targets(paths)
     tasks: list[scan.FileTask] = []
-    campaigns: list[_Campaign] = []
-    for display, folder in campaign_targets:
-        listing = tree.list_campaign(folder)
-        published = _is_public(folder)
-        scanned = published or public
-        campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries), scanned)
-        campaigns.append(campaign)
-        rules, issue = _rules_named(folder) if published else (None, None)
-        if issue is not None:
-            findings.append(Finding.of(display, issue, display))
-        if public and not published:
-            findings.append(
-                Finding.of(
-                    display,
-                    Issue(
-                        "not-published",
-                        "",
-                        "a raw campaign (no statement.intoto.json) where every campaign must "
-                        "be a publication; publish it with 'ledger publish'",
-                    ),
-                    display,
-                )
-            )
-        tasks.extend(
-            scan.FileTask(
-                e.path,
-                e.rel,
-                e.rel.endswith(".json") and not _is_signature(e.rel),
-                e.identity,
-                # The manifest carries the operator's words (withheld reasons) and paths,
-                # the statement the decision: both are published. The sums only name
-                # files, and a bundle is the signer's certificate, public in the log.
-                scanned and e.rel not in _UNSCANNED_SEAL_FILES,
-                rules,
-            )
-            for e in listing.entries
-        )
+    campaigns = [
+        _campaign_tasks(display, folder, public, tasks, findings)
+        for display, folder in campaign_targets
+    ]
     document_start = len(tasks)
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     beside_start = len(tasks)
@@ -354,10 +321,68 @@ def verify_paths(
     findings.extend(
         _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
     )
+    findings.extend(_beside_findings(results[beside_start:], read_beside, beside))
+    documents_read = results[document_start:beside_start]
+    artifacts += len(documents_read)
+    findings.extend(_document_findings(documents_read))
+    shown_masked = {c.display for c in campaigns if c.scanned} | {b.under for b in beside}
+    findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
+    findings.sort(key=_finding_order)
+    return Report(tuple(findings), len(campaigns), artifacts)
+
+
+def _campaign_tasks(
+    display: str, folder: Path, public: bool, tasks: list[scan.FileTask], findings: list[Finding]
+) -> _Campaign:
+    """A campaign folder listed and its files added to ``tasks``; what its listing alone
+    shows (its rules, whether it is published) added to ``findings``."""
+    listing = tree.list_campaign(folder)
+    published = _is_public(folder)
+    scanned = published or public
+    campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries), scanned)
+    rules, issue = _rules_named(folder) if published else (None, None)
+    if issue is not None:
+        findings.append(Finding.of(display, issue, display))
+    if public and not published:
+        findings.append(
+            Finding.of(
+                display,
+                Issue(
+                    "not-published",
+                    "",
+                    "a raw campaign (no statement.intoto.json) where every campaign must "
+                    "be a publication; publish it with 'ledger publish'",
+                ),
+                display,
+            )
+        )
+    tasks.extend(
+        scan.FileTask(
+            e.path,
+            e.rel,
+            e.rel.endswith(".json") and not _is_signature(e.rel),
+            e.identity,
+            # The manifest carries the operator's words (withheld reasons) and paths,
+            # the statement the decision: both are published. The sums only name
+            # files, and a bundle is the signer's certificate, public in the log.
+            scanned and e.rel not in _UNSCANNED_SEAL_FILES,
+            rules,
+        )
+        for e in listing.entries
+    )
+    return campaign
+
+
+def _beside_findings(
+    results: Sequence[scan.FileResult],
+    read_beside: Sequence[tuple[scan.FileTask, _Beside]],
+    beside: Sequence[_Beside],
+) -> list[Finding]:
+    """What an evidence repository publishes beside its campaigns: scanned, not counted."""
     from ledger.publication import name_hits
 
-    for result, (_, entry) in zip(results[beside_start:], read_beside, strict=True):
-        # What an evidence repository publishes beside its campaigns: scanned, not counted.
+    findings: list[Finding] = []
+    for result, (_, entry) in zip(results, read_beside, strict=True):
         findings.extend(Finding.of(result.rel, i, entry.under) for i in result.issues)
     for entry in beside:
         name = entry.rel[len(entry.under) + 1 :]
@@ -368,18 +393,20 @@ def verify_paths(
         if entry.link is not None:
             issues += _symlink_issues(entry.link, entry.place)
         findings.extend(Finding.of(entry.rel, i, entry.under) for i in issues)
-    for result in results[document_start:beside_start]:
-        artifacts += 1
+    return findings
+
+
+def _document_findings(results: Sequence[scan.FileResult]) -> list[Finding]:
+    """The findings of single documents named on the command line."""
+    findings: list[Finding] = []
+    for result in results:
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
         summary = result.summary
         if summary is not None:
             findings.extend(
                 Finding.of(result.rel, i) for i in gate.check_promotion_evidence(summary, ())
             )
-    shown_masked = {c.display for c in campaigns if c.scanned} | {b.under for b in beside}
-    findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
-    findings.sort(key=_finding_order)
-    return Report(tuple(findings), len(campaigns), artifacts)
+    return findings
 
 
 class _Beside(NamedTuple):

@@ -5,12 +5,8 @@ progress (:mod:`~runners.campaign.progress`) and the cell statistics of its tabl
 from __future__ import annotations
 
 from runners.campaign import progress
-from runners.campaign._campaign import (
-    CampaignRun,
-    CellOutcome,
-    RunResult,
-    run_plan,
-)
+from runners.campaign._campaign import CampaignRun, RunResult, run_plan
+from runners.campaign._cells import CellOutcome
 
 __all__ = [
     "CampaignRun",

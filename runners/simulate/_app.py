@@ -192,43 +192,10 @@ class SimulatedEndpoint:
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.get("state") or {}
         received = state.get(RECEIVED_KEY) or time.monotonic_ns()
-        body_bytes = await self._read_body(scope, receive)
-        if body_bytes is None:
-            await self._error(
-                send,
-                413,
-                f"request body exceeds the limit of {self.profile.body_limit_bytes} bytes",
-                "RequestEntityTooLarge",
-            )
+        body = await self._chat_body(scope, receive, send)
+        if body is None:
             return
-        try:
-            body = orjson.loads(body_bytes)
-        except orjson.JSONDecodeError as e:
-            await self._error(send, 400, f"request body is not JSON: {e}", "BadRequestError")
-            return
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            await self._error(send, 400, "messages must be a list", "BadRequestError")
-            return
-        if body.get("model") != self.profile.model:
-            await self._error(
-                send, 404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"
-            )
-            return
-        self._requests += 1
-        number = self._requests
-        if number == self.profile.pause_at_request:
-            self._paused_until = time.monotonic() + self.profile.pause_s
-        fault = self._draw_fault(number)
-        entry: dict[str, Any] = {
-            "id": f"chatcmpl-sim-{number}",
-            "received_ns": received,
-            "fault": fault.kind if fault else None,
-            # The client's port tells connections apart: the tests check keep-alive with it.
-            "client_port": (scope.get("client") or ("", 0))[1],
-            "authorization": any(name == b"authorization" for name, _ in scope["headers"]),
-            "accept_encoding": dict(scope["headers"]).get(b"accept-encoding", b"").decode(),
-        }
-        self.log.append(entry)
+        entry, fault = self._admit(scope, received)
         if fault is not None and fault.kind == "status":
             await self._error(
                 send, fault.status, f"injected status {fault.status}", "InjectedFault"
@@ -265,6 +232,66 @@ class SimulatedEndpoint:
             prompt_tokens=prompt_tokens,
         )
         entry.update(completion_tokens=reply.tokens, decode_tok_s=self.profile.decode_tok_s)
+        await self._in_slot(entry, reply, tokens, prompt_tokens, body, fault, receive, send)
+
+    async def _chat_body(self, scope: Scope, receive: Receive, send: Send) -> dict[str, Any] | None:
+        """The request's body, or None once the error that refuses it is sent."""
+        body_bytes = await self._read_body(scope, receive)
+        if body_bytes is None:
+            await self._error(
+                send,
+                413,
+                f"request body exceeds the limit of {self.profile.body_limit_bytes} bytes",
+                "RequestEntityTooLarge",
+            )
+            return None
+        try:
+            body = orjson.loads(body_bytes)
+        except orjson.JSONDecodeError as e:
+            await self._error(send, 400, f"request body is not JSON: {e}", "BadRequestError")
+            return None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            await self._error(send, 400, "messages must be a list", "BadRequestError")
+            return None
+        if body.get("model") != self.profile.model:
+            await self._error(
+                send, 404, f"The model `{body.get('model')}` does not exist.", "NotFoundError"
+            )
+            return None
+        return body
+
+    def _admit(self, scope: Scope, received: int) -> tuple[dict[str, Any], Fault | None]:
+        """The request numbered and logged, with the fault drawn for it."""
+        self._requests += 1
+        number = self._requests
+        if number == self.profile.pause_at_request:
+            self._paused_until = time.monotonic() + self.profile.pause_s
+        fault = self._draw_fault(number)
+        entry: dict[str, Any] = {
+            "id": f"chatcmpl-sim-{number}",
+            "received_ns": received,
+            "fault": fault.kind if fault else None,
+            # The client's port tells connections apart: the tests check keep-alive with it.
+            "client_port": (scope.get("client") or ("", 0))[1],
+            "authorization": any(name == b"authorization" for name, _ in scope["headers"]),
+            "accept_encoding": dict(scope["headers"]).get(b"accept-encoding", b"").decode(),
+        }
+        self.log.append(entry)
+        return entry, fault
+
+    async def _in_slot(
+        self,
+        entry: dict[str, Any],
+        reply: Reply,
+        tokens: list[str],
+        prompt_tokens: int,
+        body: dict[str, Any],
+        fault: Fault | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Waits for a running slot, then answers: the first token after the prefill of
+        what the prefix cache does not hold."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.profile.max_running_requests)
         self._waiting += 1

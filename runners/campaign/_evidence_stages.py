@@ -1,0 +1,138 @@
+"""The evidence stages of an arm, beside its measured cells: startup, the container's
+restoration before and after, functional and quality gates, GPU telemetry during a stage
+and the GPU reserve after it. Each writes its artifact and status into the folder."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ledger.formats.schema import read_document, write_document
+from runners import checks
+from runners.campaign._folder import CampaignFolder
+from runners.client import EndpointClient
+from runners.plan import Arm, EvidenceStage
+from runners.probes import evidence, gpu
+
+
+class EvidenceStages:
+    """Runs an arm's evidence stages into a campaign folder."""
+
+    def __init__(self, state: CampaignFolder, stopped_by: Callable[[], str | None]) -> None:
+        self.state = state
+        self.plan = state.plan
+        self.stopped_by = stopped_by
+        """The signal that stopped the run, if one did."""
+
+    async def functional(
+        self, arm: Arm, step: EvidenceStage, base_url: str, api_key: str | None
+    ) -> None:
+        """Runs one functional or quality gate; an interrupted one leaves no artifact."""
+        if self.state.evidence[(arm.name, step.name)] == "complete":
+            return
+        started_at = evidence.utc_now()
+        async with EndpointClient(
+            base_url, concurrency=1, deadlines=self.plan.deadlines, api_key=api_key
+        ) as client:
+            session = checks.Session(client, arm, step, self.plan.seed)
+            records = await checks.RUNNERS[step.kind](session)
+        document = evidence.functional_document(self.plan, arm, step, records, started_at)
+        self.write(arm, step, document, "complete")
+
+    def write(self, arm: Arm, step: EvidenceStage, document: dict[str, Any], status: str) -> None:
+        path = self.state.folder / evidence.artifact_path(arm, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_document(path, document)
+        self.state.evidence[(arm.name, step.name)] = status
+        self.state.progress.note(f"{arm.name} {step.name}: {_evidence_line(document)}")
+
+    async def startup(
+        self, arm: Arm, base_url: str, witness: evidence.ContainerWitness | None
+    ) -> bool:
+        """Runs the startup stage once; whether the arm may go on (its container is ready)."""
+        step = self.plan.evidence_of("startup")
+        if step is None or witness is None:
+            return True
+        key = (arm.name, step.name)
+        if self.state.evidence[key] == "complete":
+            path = self.state.folder / evidence.artifact_path(arm, step)
+            return bool(read_document(path).get("passed"))
+        assert arm.container is not None
+        ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
+        document = await asyncio.to_thread(
+            evidence.startup_document, self.plan, arm, step, witness, ready_url
+        )
+        self.write(arm, step, document, "complete")
+        return bool(document["passed"])
+
+    async def restoration_before(
+        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+    ) -> None:
+        if self.state.evidence[(arm.name, step.name)] == "complete":
+            return
+        if arm.name not in self.state.before:
+            at = evidence.utc_now()
+            self.state.before[arm.name] = (await asyncio.to_thread(witness.snapshot), at)
+        before, before_at = self.state.before[arm.name]
+        document = evidence.restoration_document(
+            self.plan, arm, step, witness, before, before_at, None, None
+        )
+        self.write(arm, step, document, "incomplete")
+
+    async def restoration_after(
+        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+    ) -> None:
+        if self.state.evidence[(arm.name, step.name)] == "complete":
+            return
+        before, before_at = self.state.before[arm.name]
+        at = evidence.utc_now()
+        after = await asyncio.to_thread(witness.snapshot)
+        document = evidence.restoration_document(
+            self.plan, arm, step, witness, before, before_at, after, at
+        )
+        self.write(arm, step, document, "complete")
+
+    async def finish_telemetry(
+        self, arm: Arm, step: EvidenceStage, sampler: gpu.TelemetrySampler, started_at: str
+    ) -> None:
+        await asyncio.to_thread(sampler.stop)
+        status = "complete" if self.stopped_by() is None else "incomplete"
+        document = evidence.telemetry_document(self.plan, arm, step, sampler, started_at)
+        self.write(arm, step, document, status)
+
+    async def reserve(self, arm: Arm, step: EvidenceStage) -> None:
+        """Reads the GPU reserve after the workload, once."""
+        if self.state.evidence[(arm.name, step.name)] == "complete":
+            return
+        document = await asyncio.to_thread(evidence.reserve_document, self.plan, arm, step)
+        self.write(arm, step, document, "complete")
+
+
+def _evidence_line(document: dict[str, Any]) -> str:
+    if "records" in document:
+        counts = ", ".join(
+            f"{key} {document[key]}"
+            for key in (
+                "checks_passed",
+                "checks",
+                "completed",
+                "requests",
+                "passed_attempts",
+                "attempts",
+                "effective_context",
+            )
+            if key in document
+        )
+        return f"{'passed' if document['passed'] else 'failed'} ({counts})"
+    if "outcome" in document:
+        return f"{document['outcome']} ({document['detail']})"
+    if "samples" in document:
+        return f"{len(document['samples'])} samples"
+    failures = document.get("failures") or []
+    if document.get("passed"):
+        return "passed"
+    if not failures:
+        return "recorded"
+    first = failures[0]
+    return "failed: " + str(first["message"] if isinstance(first, dict) else first)
