@@ -80,6 +80,7 @@ SCOPE: dict[str, tuple[str, ...] | None] = {
         "_paired_cells",
         "_derivation",
         "_unpaired",
+        "_some_cells",
         "_metric_values",
         "_sources",
         "_label",

@@ -361,6 +361,10 @@ def test_the_os_document_row_by_row() -> None:
         "decode_change_ci95": [1.0, 2.0],
         "label": "descriptive",
     }
+    # The requests that succeeded on the side with fewer, whichever side that is.
+    failed_first = [(_pair_row(**endurance, n=4, failed=1), _pair_row(**endurance, n=4))]
+    counted = derive._os_document(failed_first, {m: [None] for m in derive.MEDIANS}, ("w", "l"))
+    assert counted["endurance"]["sample_count_per_os"] == 3
     (row,) = document["rows"]
     assert row["sample_count_per_os"] == 9
     assert (row["windows_source"], row["linux_source"]) == ("c1", "l/c1.json")
@@ -425,3 +429,35 @@ def test_a_difference_of_lists_is_told_by_what_each_lacks() -> None:
     )
     long = _difference("x" * 500, 1.5)
     assert len(long) < 260 and long.endswith("derived again from the raw rows: 1.5")
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [
+        (1, "s/c0"),
+        (3, "s/c0, s/c1, s/c2"),
+        (4, "s/c0, s/c1, s/c2 and 1 more"),
+        (6, "s/c0, s/c1, s/c2 and 3 more"),
+    ],
+)
+def test_a_refusal_names_three_cells_and_counts_the_rest(count: int, shown: str) -> None:
+    assert derive._some_cells({("s", f"c{i}"): {} for i in range(count)}) == shown
+
+
+def test_cells_one_arm_ran_are_named_with_their_arm() -> None:
+    baseline = {("cap", "a"): {}, ("cap", "b"): {}, ("load", "x"): {}}
+    candidate = {("cap", "a"): {}, ("cap", "c"): {}}
+    assert derive._unpaired([baseline, candidate], ("base", "cand")) == [
+        "cap/b: only on base, not compared",
+        "load/x: only on base, not compared",
+        "cap/c: only on cand, not compared",
+    ]
+    assert derive._unpaired([candidate, candidate], ("base", "cand")) == []
+
+
+def test_a_comparison_that_cannot_be_derived_again_is_a_mismatch(tmp_path: Any) -> None:
+    stated = {"campaign_id": "2026-01-01-x", "derivation": {"kind": "ab", "baseline": "a",
+              "candidate": "b"}}  # fmt: skip
+    (issue,) = derive.recompute(tmp_path, stated)
+    assert (issue.code, issue.pointer) == ("derived-mismatch", "/derivation")
+    assert issue.message.startswith("cannot be derived again: ")

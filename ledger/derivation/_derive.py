@@ -577,16 +577,17 @@ def _paired_cells(
             raise ArgumentError(f"campaign {campaign!r} has no cells of arm {arm!r}")
     keys = reads.keys(comparison)
     if not keys:
-
-        def named(found: dict[tuple[str, str], Any]) -> str:
-            names = [f"{stage}/{cell}" for stage, cell in found]
-            return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
         raise DeriveError(
-            f"no cell of {arms[0]!r} ({named(cells[0])}) matches a cell of {arms[1]!r} "
-            f"({named(cells[1])}): cells pair by stage and cell name"
+            f"no cell of {arms[0]!r} ({_some_cells(cells[0])}) matches a cell of {arms[1]!r} "
+            f"({_some_cells(cells[1])}): cells pair by stage and cell name"
         )
     return cells, [(cells[0][k], cells[1][k]) for k in keys]
+
+
+def _some_cells(found: dict[tuple[str, str], Any]) -> str:
+    """An arm's cells for a message: the first three by name, and how many more."""
+    names = [f"{stage}/{cell}" for stage, cell in found]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _derivation(
