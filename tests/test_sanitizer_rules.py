@@ -76,6 +76,11 @@ def test_masked_gpu_identifiers(value: str, masked: bool) -> None:
         ("first_token_ms", False),
         ("first_token_ns", False),
         ("token_ms_secret", True),
+        # A tokenizer's special token names no credential, however long its name; a plural
+        # pair of a secret names credentials after any prefix.
+        ("bos_token", False),
+        ("model_bos_token", False),
+        ("my_auth_tokens", True),
     ],
 )
 def test_secret_key_names(key: str, secret: bool) -> None:
