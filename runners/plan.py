@@ -21,6 +21,7 @@ from ledger.derivation.goodput import check_slo
 from ledger.errors import InvalidArtifact
 from ledger.formats.outputs import RESERVED_ARMS
 from ledger.formats.tomlio import read_toml
+from ledger.measures import functional
 from ledger.measures.arrivals import (
     MAX_IN_FLIGHT,
     MIN_RATE,
@@ -62,14 +63,9 @@ __all__ = [
 
 PLAN_SCHEMA = "anvil-serving.run-plan/v1"
 STAGE_KINDS = ("capacity", "endurance", "load", "sweep")
-FUNCTIONAL_KINDS = (
-    "preflight",
-    "thinking-control",
-    "strict-output",
-    "canary",
-    "context-quality",
-    "coding-quality",
-)
+# The kinds whose gate counts the ledger recomputes: the same list, so a plan cannot name
+# a gate the ledger would not check.
+FUNCTIONAL_KINDS = functional.KINDS
 """Functional and quality gates: each writes one artifact per arm (``runners/checks/_families.py``)."""
 EVIDENCE_KINDS = ("startup", "telemetry", "reserve", "restoration", *FUNCTIONAL_KINDS)
 PREFLIGHT_CHECKS = (

@@ -211,12 +211,8 @@ def test_two_packages_of_one_layer_import_neither_each_other(
 ) -> None:
     copy = _copy_tree(tmp_path)
     path = copy / importer.replace(".", "/")
-    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-    path.write_text(path.read_text() + f"\nimport {imported}  # noqa\n")
-    broken = _lint_imports(copy)
-    assert broken.returncode == 1
-    for name, title in CONTRACTS.items():
-        assert f"{title} {'BROKEN' if name == contract else 'KEPT'}" in broken.stdout
+    _plant(path / "__init__.py" if path.is_dir() else path.with_suffix(".py"), f"import {imported}")
+    broken = _broken_alone(copy, contract)
     assert f"{importer} -> {imported}" in broken.stdout
 
 
@@ -225,12 +221,8 @@ def test_an_import_contract_refuses_what_breaks_it_alone(
     tmp_path: Path, contract: str, module: str, line: str, shown: str
 ) -> None:
     copy = _copy_tree(tmp_path)
-    path = copy / module
-    path.write_text(path.read_text() + f"\n{line}  # noqa\n")
-    broken = _lint_imports(copy)
-    assert broken.returncode == 1
-    for name, title in CONTRACTS.items():
-        assert f"{title} {'BROKEN' if name == contract else 'KEPT'}" in broken.stdout
+    _plant(copy / module, line)
+    broken = _broken_alone(copy, contract)
     assert shown in broken.stdout
 
 
@@ -241,11 +233,21 @@ def test_a_package_no_layer_names_breaks_the_layers(
     copy = _copy_tree(tmp_path)
     (copy / root / "leftovers").mkdir()
     (copy / root / "leftovers" / "__init__.py").write_text('"""Anything."""\n')
+    broken = _broken_alone(copy, contract)
+    assert f"{root}.leftovers" in broken.stdout
+
+
+def _plant(path: Path, line: str) -> None:
+    path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+
+
+def _broken_alone(copy: Path, contract: str) -> subprocess.CompletedProcess[str]:
+    """lint-imports on ``copy``, which must break ``contract`` and keep every other."""
     broken = _lint_imports(copy)
     assert broken.returncode == 1
     for name, title in CONTRACTS.items():
         assert f"{title} {'BROKEN' if name == contract else 'KEPT'}" in broken.stdout
-    assert f"{root}.leftovers" in broken.stdout
+    return broken
 
 
 def _copy_tree(tmp_path: Path) -> Path:

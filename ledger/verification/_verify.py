@@ -289,6 +289,7 @@ def verify_paths(
         UnusablePathError: a path does not exist or cannot be read.
     """
     policy = policy or load_policy()
+    tickets_folder = None if tickets is None else Path(tickets)
     campaign_targets, documents, findings, roots = _targets(paths)
     tasks: list[scan.FileTask] = []
     campaigns = [
@@ -298,7 +299,7 @@ def verify_paths(
     document_start = len(tasks)
     tasks.extend(scan.FileTask(d, d, True, None) for d in documents)
     beside_start = len(tasks)
-    beside = _published_beside(roots, None if tickets is None else Path(tickets)) if public else []
+    beside = _published_beside(roots, tickets_folder) if public else []
     read_beside = [(b.task, b) for b in beside if b.task is not None]
     tasks.extend(task for task, _ in read_beside)
     groups = [
@@ -318,9 +319,7 @@ def verify_paths(
         )
         artifacts += sum(1 for r in mine if r.rel not in manifest.SEAL_FILES)
     findings.extend(_derive_again(recompute, restate, results, jobs))
-    findings.extend(
-        _ticket_findings(campaigns, results, roots, None if tickets is None else Path(tickets))
-    )
+    findings.extend(_ticket_findings(campaigns, results, roots, tickets_folder))
     findings.extend(_beside_findings(results[beside_start:], read_beside, beside))
     documents_read = results[document_start:beside_start]
     artifacts += len(documents_read)

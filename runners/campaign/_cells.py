@@ -5,7 +5,6 @@ and when it ends."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from runners.campaign._stages import (
 from runners.campaign._stats import CellStats, cell_stats
 from runners.client import EndpointClient
 from runners.plan import MAX_CONTEXT_TARGET, Arm, Cell, Stage
+from runners.probes import evidence
 from runners.workload import (
     Calibration,
     Filler,
@@ -51,10 +51,6 @@ class CellOutcome:
     status: str
     """``complete``, ``incomplete`` or ``skipped`` (complete from an earlier run)."""
     stats: CellStats | None
-
-
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class CellRunner:
@@ -173,7 +169,7 @@ class CellRunner:
         path = self.state.folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         label = f"{arm.name} {stage.name} {cell.id}"
-        started_at = _utc_now()
+        started_at = evidence.utc_now()
         run = CellRun(new_origin())
         entry = await self._calibration(client, arm, stage, cell)
         calibration = Calibration.from_json(entry["calibration"])

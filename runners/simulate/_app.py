@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import random
 import time
@@ -29,6 +28,7 @@ from runners.simulate._model import (
     plan_reply,
     render_prompt,
     tokenize,
+    tokens_digest,
 )
 from runners.simulate.profile import Fault, Profile
 
@@ -222,11 +222,10 @@ class SimulatedEndpoint:
             return
         if max_tokens is None:
             max_tokens = limit - prompt_tokens
-        digest = hashlib.sha256("\x00".join(tokens).encode()).digest()
         reply = plan_reply(
             self.profile,
             body,
-            prompt_digest=digest,
+            prompt_digest=tokens_digest(tokens),
             max_tokens=max_tokens,
             thinking=thinking,
             prompt_tokens=prompt_tokens,
@@ -371,11 +370,10 @@ class SimulatedEndpoint:
         prompt_tokens = count_prompt_tokens(tokens)
         requested = body.get("max_output_tokens")
         max_tokens = requested if isinstance(requested, int) and requested > 0 else 256
-        digest = hashlib.sha256("\x00".join(tokens).encode()).digest()
         reply = plan_reply(
             self.profile,
             chat,
-            prompt_digest=digest,
+            prompt_digest=tokens_digest(tokens),
             max_tokens=max_tokens,
             thinking=False,
             prompt_tokens=prompt_tokens,

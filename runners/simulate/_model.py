@@ -61,6 +61,12 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+def tokens_digest(tokens: list[str]) -> bytes:
+    """What a reply is drawn from: the prompt's tokens, NUL-joined and hashed, so the same
+    prompt gets the same reply."""
+    return hashlib.sha256("\x00".join(tokens).encode()).digest()
+
+
 def count_prompt_tokens(tokens: list[str]) -> int:
     """Prompt tokens as the server reports them in ``usage``."""
     return len(tokens) + ASSISTANT_PRIMING_TOKENS
