@@ -36,6 +36,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import httpx
@@ -238,14 +239,18 @@ def open_loop(url: str, rate: float, seconds: float) -> tuple[float, dict[str, f
         for i in range(stage.measured(cell))
     ]
     run = CellRun(new_origin())
+    records: list[dict[str, Any]] = []
 
     async def go() -> None:
         async with EndpointClient(url, concurrency=cell.concurrency) as client:
-            await run_cell(client, arm, stage, cell, prompts, run, lambda record: None)
+            await run_cell(
+                client, arm, stage, cell, prompts.__getitem__, range(len(prompts)), run,
+                records.append,
+            )  # fmt: skip
 
     asyncio.run(go())
-    sent = sorted(r["sent_ns"] for r in run.records)
-    return (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9), lateness(run.records)
+    sent = sorted(r["sent_ns"] for r in records)
+    return (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9), lateness(records)
 
 
 def _server(events: int) -> tuple[subprocess.Popen[bytes], str]:

@@ -170,7 +170,7 @@ CODES: dict[str, tuple[Severity, str]] = {
         "error",
         (
             "a cell run that the campaign's run-manifest.json does not list (a copy would be "
-            "pooled with the cell it copies)"
+            "pooled with the cell it copies), or a part of one that no cell run lists"
         ),
     ),
     "not-published": (

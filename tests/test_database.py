@@ -19,6 +19,7 @@ from ledger.database import build
 from ledger.formats.jsonio import write_json
 from ledger.formats.outputs import OutputExists
 from ledger.imports import import_files
+from tests import cells
 from tests.conftest import DATA, ROOT, CliRun, forge_seal, verify_json
 
 DATED = "2026-12-01-dated-arm"
@@ -284,10 +285,10 @@ def test_a_cell_set_aside_by_a_resumed_run_is_not_pooled_with_its_rerun(
     query = "SELECT arm, stage, cell, n FROM cells ORDER BY ALL"
     before = build([campaign]).query(query)
     cell = next(campaign.glob("linux/capacity/*.json"))
-    document = json.loads(cell.read_text())
+    document = cells.load(cell)
     document.update(status="incomplete", reason="interrupted by SIGINT")
     document["requests"] = document["requests"][:2]
-    write_json(cell.with_name(cell.stem + ".interrupted-1.json"), document)
+    cells.save(cell.with_name(cell.stem + ".interrupted-1.json"), document, split=[2])
     forge_seal(campaign)
     db = build([campaign])
     assert db.query(query) == before
@@ -431,7 +432,13 @@ def test_a_cell_run_its_run_manifest_does_not_list_is_a_finding(
     copies = [cell.with_name("ctx8-c8-nothink.json"), cell.with_name("ctx9-c9-nothink.json")]
     set_aside = cell.with_name(cell.stem + ".interrupted-1.json")
     for copy in (*copies, set_aside):
-        shutil.copyfile(cell, copy)
+        # A whole copy: the cell run and its parts, each under the copy's name.
+        header = json.loads(cell.read_text())
+        for part in header["parts"]:
+            renamed = part["path"].replace(cell.stem + ".part-", copy.stem + ".part-")
+            shutil.copyfile(campaign / part["path"], campaign / renamed)
+            part["path"] = renamed
+        copy.write_text(json.dumps(header))
     code, _, err = cli("seal", str(campaign), "--reseal-after-review")
     assert code == 0, err
     status, report = verify_json(cli, campaign)
@@ -439,6 +446,8 @@ def test_a_cell_run_its_run_manifest_does_not_list_is_a_finding(
     assert status == 1
     assert sorted(errors) == [("run-unlisted", str(copy)) for copy in copies]
     for copy in copies:
+        for part in json.loads(copy.read_text())["parts"]:
+            (campaign / part["path"]).unlink()
         copy.unlink()
     code, _, err = cli("seal", str(campaign), "--reseal-after-review")
     status, report = verify_json(cli, campaign)
@@ -468,12 +477,13 @@ def test_a_cell_run_duckdb_cannot_read_is_one_line_without_reader_advice(
     campaign = tmp_path / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, campaign)
     cell = min(campaign.glob("linux/capacity/*.json"))
-    document = json.loads(cell.read_text())
+    document = cells.load(cell)
     document["requests"][0]["sent_ns"] = "soon"
-    cell.write_text(json.dumps(document))
+    cells.save(cell, document)
+    part = campaign / cells.where(cell, document, 0)[0]
     status, _, err = cli("sql", "--from", str(campaign), "SELECT count(*) FROM requests")
     assert status != 0 and err.count("\n") == 1
-    assert f'{cell}#/requests/0/sent_ns: "soon" is not a whole number' in err
+    assert f'{part}: line 1 at /sent_ns: "soon" is not a whole number' in err
     assert "auto_detect" not in err and "ledger verify names every artifact" in err
 
 
@@ -557,7 +567,7 @@ def test_verify_and_the_database_share_one_definition_of_a_valid_record(
     campaign = tmp_path / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, campaign)
     rel = "linux/capacity/ctx256-c1-nothink.json"
-    document = json.loads((campaign / rel).read_bytes())
+    document = cells.load(campaign / rel)
     record = document["requests"][3]
     if field in ("completion_tokens", "prompt_tokens"):
         record["usage"][field] = value
@@ -565,7 +575,14 @@ def test_verify_and_the_database_share_one_definition_of_a_valid_record(
         document["cell"][field] = value
     else:
         record[field] = value
-    (campaign / rel).write_text(json.dumps(document))
+    cells.save(campaign / rel, document)
+    if pointer.startswith("/requests/3"):
+        # The record is line 4 of a part, its pointer one into the line.
+        rel, line = cells.where(campaign / rel, document, 3)
+        pointer = pointer.removeprefix("/requests/3")
+        at = f": line {line} at {pointer}"
+    else:
+        at = f"#{pointer}"
     status, report = verify_json(cli, campaign)
     invalid = [f for f in report["findings"] if f["code"] == "schema-invalid"]
     assert status == 1
@@ -580,7 +597,7 @@ def test_verify_and_the_database_share_one_definition_of_a_valid_record(
         assert rel in err and "ledger verify names every artifact that breaks its schema" in err
         if value < 1:
             least = 1 if field == "concurrency" else 0
-            assert f"{rel}#{pointer}: {value} is less than the minimum of {least}" in err
+            assert f"{rel}{at}: {value} is less than the minimum of {least}" in err
     assert not (campaign / "derived").exists()
 
 
@@ -644,14 +661,15 @@ def test_a_count_of_another_json_type_is_refused_as_verify_refuses_it(
     campaign = tmp_path / two_arm_campaign.name
     shutil.copytree(two_arm_campaign, campaign)
     rel = "linux/capacity/ctx256-c1-nothink.json"
-    document = json.loads((campaign / rel).read_bytes())
+    document = cells.load(campaign / rel)
     document["requests"][0]["usage"]["prompt_tokens"] = value
-    (campaign / rel).write_text(json.dumps(document))
+    cells.save(campaign / rel, document)
+    part, line = cells.where(campaign / rel, document, 0)
     status, report = verify_json(cli, campaign)
-    assert [f["pointer"] for f in report["findings"] if f["code"] == "schema-invalid"] == [
-        "/requests/0/usage/prompt_tokens"
-    ]
+    assert [
+        (f["path"], f["pointer"]) for f in report["findings"] if f["code"] == "schema-invalid"
+    ] == [(f"{campaign}/{part}", "/usage/prompt_tokens")]
     status, out, err = cli("sql", "SELECT count(*) FROM requests", "--from", str(campaign))
     assert (status, out) == (1, "")
     shown = json.dumps(value)
-    assert f"{rel}#/requests/0/usage/prompt_tokens: {shown} is not a whole number" in err
+    assert f"{part}: line {line} at /usage/prompt_tokens: {shown} is not a whole number" in err

@@ -19,6 +19,7 @@ from ledger.evidence.manifest import seal
 from ledger.formats.jsonio import write_json
 from ledger.formats.schema import read_document
 from ledger.hashing import sha256_file
+from tests import cells
 from tests.conftest import SEEDS, CliRun, forge_seal, verify_json
 
 SEED_METRICS = {
@@ -370,9 +371,10 @@ def test_a_reference_made_to_follow_an_unsealed_edit_names_both_digests(
     path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     rel = "linux/capacity/ctx256-c1-nothink.json"
     sealed = sha256_file(campaign / rel)[0]
-    cell = json.loads((campaign / rel).read_bytes())
+    cell = cells.load(campaign / rel)
+    sealed_part = sha256_file(campaign / cells.where(campaign / rel, cell, 0)[0])[0]
     cell["requests"][0]["end_ns"] += 1
-    (campaign / rel).write_text(json.dumps(cell))
+    cells.save(campaign / rel, cell)
     edited = sha256_file(campaign / rel)[0]
     document = json.loads(path.read_text())
     for row in document["rows"]:
@@ -383,8 +385,14 @@ def test_a_reference_made_to_follow_an_unsealed_edit_names_both_digests(
     status, report = verify_json(cli, campaign)
     assert status == 1
     mismatches = [f["message"] for f in report["findings"] if f["code"] == "reference-mismatch"]
-    assert mismatches and all(
+    # The cell run's own reference to its edited part was made to follow the edit too.
+    part = cells.where(campaign / rel, cell, 0)[0]
+    ours = [m for m in mismatches if m.startswith(f"reference to {rel!r}")]
+    assert ours and all(
         m == f"reference to {rel!r} says sha256 {edited}, the manifest lists {sealed} "
         f"(and the file has {edited})"
-        for m in mismatches
+        for m in ours
     ), mismatches
+    now = sha256_file(campaign / part)[0]
+    said = f"reference to {part!r} says sha256 {now}, the manifest lists {sealed_part}"
+    assert [m for m in mismatches if m not in ours] == [f"{said} (and the file has {now})"]

@@ -15,6 +15,7 @@ from ledger.errors import InvalidArtifact
 from ledger.hashing import sha256_file
 from ledger.promotion import comparison_failures
 from ledger.promotion.policy import load_policy
+from tests import cells
 from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
 
 # The candidate decodes ten times slower: its 8 tokens alone take 20 ms, over the SLO's
@@ -114,7 +115,7 @@ def test_goodput_and_the_sustainable_rate_are_derived_from_the_records(
         rows = stage[role]["rows"]
         assert [r["rate"] for r in rows] == [10.0, 30.0]
         for row in rows:
-            cell = json.loads((campaign / arm / "load" / f"{row['cell']}.json").read_text())
+            cell = cells.load(campaign / arm / "load" / f"{row['cell']}.json")
             measured = [r for r in cell["requests"] if not r["warmup"]]
             assert row["requests"] == len(measured)
             assert row["good"] == _good(cell, 12, 500)

@@ -19,6 +19,7 @@ from ledger.evidence import manifest
 from ledger.formats.jsonio import read_json, write_json
 from ledger.formats.outputs import Changes, OutputExists
 from ledger.hashing import sha256_file
+from tests import cells
 from tests.conftest import ROOT, TWO_ARMS_PLAN, CliRun, forge_seal, verify_json
 
 PUBLISHED = "2026-11-29-simulated-example"
@@ -99,9 +100,9 @@ def test_tampered_raw_campaign_is_not_derived_decided_or_published(
     raw: Path, tmp_path: Path, cli: CliRun
 ) -> None:
     cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
-    document = read_json(cell)
+    document = cells.load(cell)
     document["requests"][3]["end_ns"] -= 1_000_000
-    write_json(cell, document)
+    cells.save(cell, document)
     before = _files(raw)
     for argv in (
         ["derive", str(raw), "--baseline", "windows", "--candidate", "linux", "--differs", "os"],
@@ -121,9 +122,9 @@ def test_a_resumed_run_refuses_a_cell_changed_since_its_seal(
     plan = tmp_path / "plan.toml"
     plan.write_text(TWO_ARMS_PLAN)
     cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
-    document = read_json(cell)
+    document = cells.load(cell)
     document["requests"][1]["end_ns"] += 1_000_000_000
-    write_json(cell, document)
+    cells.save(cell, document)
     before = _files(raw)
     status, _, err = cli("run", str(plan), "--raw-dir", str(raw.parent), "--resume")
     assert status == 1
@@ -523,12 +524,13 @@ def test_seal_withhold_moves_a_present_file_beside_the_campaign(
 
 
 def test_a_failed_db_build_leaves_no_file(raw: Path, tmp_path: Path, cli: CliRun) -> None:
-    cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.json"
+    cell = raw / "linux" / "capacity" / "ctx256-c1-nothink.part-0001.jsonl"
     good = cell.read_bytes()
-    cell.write_bytes(good.replace(b'"requests": [', b'"requests": [}', 1))
+    cell.write_bytes(b"}" + good)
     target = tmp_path / "ledger.duckdb"
     status, _, err = cli("db", "build", str(raw), "--db", str(target))
     assert status == 1, err
+    assert "not the part its cell run lists (its digest differs)" in err
     assert not target.exists() and not list(tmp_path.glob(".ledger.duckdb*"))
     cell.write_bytes(good)
     assert cli("db", "build", str(raw), "--db", str(target))[0] == 0

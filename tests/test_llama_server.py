@@ -18,6 +18,7 @@ import pytest
 
 from ledger.formats.jsonio import read_json
 from ledger.measures.arrivals import sweep_rate
+from tests import cells
 from tests.conftest import CliRun, run_plan_text, verify_json
 from tests.llama_server import LlamaBuild, LlamaServer
 
@@ -62,7 +63,7 @@ parallel = {parallel}
 
 
 def _cells(campaign: Path) -> list[dict[str, Any]]:
-    return [read_json(p) for p in sorted(campaign.glob("*/*/ctx*.json"))]
+    return [cells.load(p) for p in sorted(campaign.glob("*/*/ctx*.json"))]
 
 
 def test_capacity_and_endurance_every_request_and_calibration_succeeds(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger.evidence import manifest
+from tests import cells
 from tests.conftest import TWO_ARMS_PLAN, CliRun, verify_json
 from tests.private_sigstore import PrivateSigstore
 
@@ -31,11 +32,11 @@ def _launder(folder: Path) -> str:
     """The attack of the issue: a raw cell's numbers edited, its digest updated in the run
     manifest, the seal deleted. Returns the edited cell's path."""
     rel = "linux/capacity/ctx256-c1-nothink.json"
-    cell = json.loads((folder / rel).read_bytes())
+    cell = cells.load(folder / rel)
     for record in cell["requests"]:
         record["end_ns"] = record["end_ns"] // 2 + record["sent_ns"] // 2
-    data = json.dumps(cell).encode()
-    (folder / rel).write_bytes(data)
+    cells.save(folder / rel, cell)
+    data = (folder / rel).read_bytes()
     run = json.loads((folder / "run-manifest.json").read_bytes())
     for entry in run["cells"]:
         if entry["artifact"]["path"] == rel:

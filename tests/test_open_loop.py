@@ -20,12 +20,14 @@ import pytest
 
 from ledger.database import build
 from ledger.errors import InvalidArtifact
+from ledger.formats.cell_records import completed
 from ledger.hashing import sha256_file
 from ledger.measures.arrivals import Arrivals, lateness, offsets_ns, sweep_rate
 from runners.campaign._stages import CellRun, Prompt, new_origin, run_cell
 from runners.client import EndpointClient
 from runners.plan import parse_plan, rate_name
 from runners.simulate.serve import SimulatorProcess
+from tests import cells as cell_files
 from tests.conftest import CliRun, forge_seal, run_plan_text, verify_json
 
 Start = Callable[..., SimulatorProcess]
@@ -214,10 +216,13 @@ def test_a_load_stage_runs_on_its_schedule_and_verifies(tmp_path: Path, cli: Cli
     status, report = verify_json(cli, folder)
     assert status == 0, report["findings"]
     for path in sorted(folder.glob("*/load/*.json")):
-        document = json.loads(path.read_text())
+        document = cell_files.load(path)
         cell, arrival = document["cell"], document["cell"]["arrival"]
         offsets = offsets_ns(Arrivals.from_json(arrival), cell["id"])
-        measured = [r for r in document["requests"] if not r["warmup"]]
+        # In the order they ended; due in the order of their indexes.
+        measured = sorted(
+            (r for r in document["requests"] if not r["warmup"]), key=lambda r: r["index"]
+        )
         assert cell["requests"] == len(measured) == len(offsets) > 20
         assert [r["scheduled_ns"] for r in measured] == [arrival["start_ns"] + o for o in offsets]
         # Each request's task starts before it is due, and still waits for its time.
@@ -237,7 +242,7 @@ def test_a_load_stage_runs_on_its_schedule_and_verifies(tmp_path: Path, cli: Cli
     for row in rows:
         # The rate achieved is the sends' own (how close it comes to the schedule's is the
         # accuracy test's, run alone: here other tests share the cores).
-        document = json.loads((folder / row["arm"] / "load" / f"{row['cell']}.json").read_text())
+        document = cell_files.load(folder / row["arm"] / "load" / f"{row['cell']}.json")
         sent = [r["sent_ns"] for r in document["requests"] if not r["warmup"]]
         achieved = (len(sent) - 1) / ((max(sent) - min(sent)) / 1e9)
         assert row["achieved_rate_rps"] == pytest.approx(achieved, rel=1e-12)
@@ -269,13 +274,17 @@ def test_latency_from_the_due_time_shows_a_stall_that_the_send_time_hides(
         for i in range(stage.measured(cell))
     ]
     run = CellRun(new_origin())
+    records: list[dict[str, Any]] = []
 
     async def go() -> None:
         async with EndpointClient(sim.base_url, concurrency=cell.concurrency) as client:
-            await run_cell(client, arm_, stage, cell, prompts, run, lambda record: None)
+            await run_cell(
+                client, arm_, stage, cell, prompts.__getitem__, range(len(prompts)), run,
+                lambda record: records.append(completed(record)),
+            )  # fmt: skip
 
     asyncio.run(go())
-    records = run.records
+    records.sort(key=lambda r: r["index"])
     assert len(records) == len(prompts) and all(r["error"] is None for r in records)
     from_send = [(r["end_ns"] - r["sent_ns"]) / 1e9 for r in records]
     from_due = [(r["end_ns"] - r["scheduled_ns"]) / 1e9 for r in records]
@@ -325,7 +334,7 @@ def test_the_open_loop_holds_its_cap_its_order_and_its_lead(
         await asyncio.sleep(0.02)
         in_flight -= 1
 
-    asyncio.run(stages._open_loop(prompts, offsets, 2, run, lambda p: None, one))
+    asyncio.run(stages._open_loop(range(12), 0, offsets, 2, run, prompts.__getitem__, one))
     assert peak == 2
     assert [index for index, _, _ in calls] == list(range(12))
     assert all(called >= due for _, due, called in calls)
@@ -346,7 +355,7 @@ def test_200_requests_per_second_for_10_s_keep_their_schedule(tmp_path: Path) ->
     ]
     plan += '[[stages]]\nkind = "load"\ncontext_target = 256\nrate = 200\nduration_s = 10\nmax_tokens = 4\n'
     _, folder = run_plan_text(plan, tmp_path)
-    document = json.loads(next(folder.glob("base/load/*.json")).read_text())
+    document = cell_files.load(next(folder.glob("base/load/*.json")))
     measured = [r for r in document["requests"] if not r["warmup"]]
     assert all(r["error"] is None for r in measured)
     due = [r["scheduled_ns"] for r in measured]
@@ -560,7 +569,7 @@ def test_a_sweep_runs_its_probes_then_the_same_rates_on_every_arm(
     assert len({(s["synchronous_rps"], s["ceiling_rps"]) for s in sweeps}) == 1
     first = sweeps[0]
     probes = [
-        json.loads((folder / "base/sweep" / f"{c}.json").read_text())
+        cell_files.load(folder / "base/sweep" / f"{c}.json")
         for c in ("ctx256-c1-nothink", "ctx256-c8-nothink")
     ]
     for probe, rate in zip(probes, (first["synchronous_rps"], first["ceiling_rps"]), strict=True):
@@ -585,9 +594,9 @@ def test_a_sweep_runs_its_probes_then_the_same_rates_on_every_arm(
     assert again.complete and {o.status for o in again.cells} == {"skipped"}
     # A probe edited after the rates were chosen from it: every rate cell says otherwise.
     probe = folder / "base/sweep/ctx256-c1-nothink.json"
-    document = json.loads(probe.read_text())
+    document = cell_files.load(probe)
     document["requests"][-1]["end_ns"] += 1_000_000_000
-    probe.write_text(json.dumps(document))
+    cell_files.save(probe, document)
     manifest = json.loads((folder / "run-manifest.json").read_text())
     for entry in manifest["cells"]:
         if entry["artifact"] and entry["artifact"]["path"] == "base/sweep/ctx256-c1-nothink.json":
@@ -715,6 +724,39 @@ def test_a_stall_does_not_let_a_later_request_out_first(monkeypatch: pytest.Monk
         order.append(prompt.index)
         await asyncio.sleep(0.005)
 
-    asyncio.run(stages._open_loop(prompts, offsets, 2, run, lambda p: None, one))
+    asyncio.run(stages._open_loop(range(12), 0, offsets, 2, run, prompts.__getitem__, one))
     assert jump[0]  # the stall happened where it was meant to
     assert order == list(range(12))
+
+
+def test_a_sender_behind_its_schedule_holds_a_bounded_backlog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Requests due every 1 ms, two in flight, each held until the schedule is long past:
+    the sender makes at most two plus the backlog's requests ahead, never one per request
+    due, and every request still goes out, in order, none before it was due."""
+    from runners.campaign import _stages as stages
+
+    monkeypatch.setattr(stages, "BACKLOG", 3)
+    prompts = [Prompt(i, False, [], "0" * 64) for i in range(40)]
+    offsets = [i * 1_000_000 for i in range(40)]
+    run = CellRun(new_origin())
+    made: list[int] = []
+    sent: list[tuple[int, int, int]] = []
+    most = 0
+
+    def prepare(index: int) -> Prompt:
+        made.append(index)
+        return prompts[index]
+
+    async def one(prompt: Prompt, due: int) -> None:
+        nonlocal most
+        most = max(most, len(made) - len(sent))
+        sent.append((prompt.index, due, stages.time.perf_counter_ns() - run.origin_ns))
+        await asyncio.sleep(0.01)  # ten times the gap: the sender falls behind
+
+    asyncio.run(stages._open_loop(range(40), 0, offsets, 2, run, prepare, one))
+    assert [index for index, _, _ in sent] == list(range(40))
+    assert all(at >= due for _, due, at in sent)
+    # At most the two in flight and the three waiting were ever made ahead of a send.
+    assert most <= 2 + 3

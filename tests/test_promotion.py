@@ -24,6 +24,7 @@ from ledger.promotion.policy import Approver, load_policy
 from runners.campaign import run_plan
 from runners.campaign.progress import LogProgress
 from runners.plan import parse_plan
+from tests import cells
 from tests.components import SHIM_ENV, NvmlShim, Podman
 from tests.conftest import CliRun, built_once, forge_seal, verify_json
 from tests.private_sigstore import PrivateSigstore
@@ -189,10 +190,13 @@ def _forge(campaign: Path, rel: str, edit: Any) -> None:
     """Edits an artifact the way a careful forger would: the run manifest's reference to it
     gets the new digest, and the folder is re-sealed, so every digest agrees."""
     path = campaign / rel
-    document = json.loads(path.read_text())
+    document = cells.load(path)
     edit(document)
-    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
-    path.write_bytes(data)
+    if document.get("schema") == cells.CELL_RUN_V2:
+        cells.save(path, document)  # its parts too, as listed, each digest with it
+    else:
+        path.write_bytes((json.dumps(document, indent=2, sort_keys=True) + "\n").encode())
+    data = path.read_bytes()
     run_path = campaign / "run-manifest.json"
     run = json.loads(run_path.read_text())
     for entry in [*run["evidence"], *run["cells"]]:
@@ -803,7 +807,7 @@ def _first_measured(d: dict[str, Any]) -> dict[str, Any]:
 def test_unmatched_ab_refused_for_each_match_reason(
     campaign: Path, policy_file: Path, cli: CliRun, edit: Any, reason: str
 ) -> None:
-    baseline = json.loads((campaign / "baseline" / CELL).read_text())
+    baseline = cells.load(campaign / "baseline" / CELL)
     _forge(campaign, f"candidate/{CELL}", lambda d: edit(d, baseline))
     derive_into(
         campaign, "baseline", "candidate", differs=["engine", "simulated_profile"], replace=True

@@ -20,6 +20,7 @@ from ledger.publication import _publish as publish_module
 from ledger.publication._publish import PublishError, publish
 from ledger.sanitizer._sanitizer import Sanitizer, load_rules, rules_file
 from ledger.signatures import _intoto as intoto
+from tests import cells
 from tests.conftest import CliRun, forge_seal, verify_json
 
 SECRETS = {
@@ -77,8 +78,8 @@ def test_publish_removes_every_secret_and_keeps_digests_linked(
     status, out, err = cli("publish", str(raw), "--out", str(tmp_path / "public"))
     assert status == 0, err
     public = tmp_path / "public" / raw.name
-    # run-plan, workload and run manifests, six cells, the log.
-    assert out.startswith(f"published {public}: 10 artifacts")
+    # run-plan, workload and run manifests, six cells and their six parts, the log.
+    assert out.startswith(f"published {public}: 16 artifacts")
     blob = _everything(public)
     for secret in SECRETS.values():
         assert secret.encode() not in blob, secret
@@ -92,6 +93,9 @@ def test_publish_removes_every_secret_and_keeps_digests_linked(
     run_manifest = read_json(public / "run-manifest.json")
     for cell in run_manifest["cells"]:
         assert cell["artifact"]["sha256"] == sha256_file(public / cell["artifact"]["path"])[0]
+        # And each cell run's parts, hashed before the cell run that lists them.
+        for part in read_json(public / cell["artifact"]["path"])["parts"]:
+            assert part["sha256"] == sha256_file(public / part["path"])[0]
     statement = read_json(public / intoto.STATEMENT_NAME)
     subjects = intoto.subjects_of(statement)
     assert subjects is not None and set(subjects) >= {"serve.log", "manifest.json", "run-plan.json"}
@@ -301,7 +305,7 @@ def _grown(raw: Path, folder: Path, copies: int) -> Path:
     about 400 KB, resealed."""
     target = folder / raw.name
     shutil.copytree(raw, target)
-    cell = read_json(next(raw.glob("*/capacity/*.json")))
+    cell = cells.load(next(raw.glob("*/capacity/*.json")))
     cell["requests"] = cell["requests"] * (1 + 400_000 // len(str(cell["requests"])))
     (target / "extra").mkdir()
     for i in range(copies):
@@ -324,7 +328,7 @@ def test_publish_holds_one_file_at_a_time_not_the_campaign(raw: Path, tmp_path: 
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
-        assert published.artifacts == 10 + copies
+        assert published.artifacts == 16 + copies
     # Holding every parsed document, as publish did, the second peak was 1.7 times the
     # first (each parsed copy holds about 1.7 MB); one file at a time, they are equal.
     assert peaks[1] < 1.1 * peaks[0], peaks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
 import signal
@@ -19,6 +20,8 @@ from runners.campaign import run_plan
 from runners.campaign._folder import _first_difference
 from runners.campaign.progress import LogProgress
 from runners.plan import load_plan
+from tests import cells
+from tests import cells as cell_files
 from tests.conftest import ROOT, CliRun, verify_json
 
 SECRET = "sk-anvil-test-3141592653"
@@ -80,8 +83,11 @@ def test_run_writes_a_verifiable_raw_campaign(tmp_path: Path, key: str, cli: Cli
     assert names == [
         "SHA256SUMS",
         "linux/capacity/ctx256-c2-nothink.json",
+        "linux/capacity/ctx256-c2-nothink.part-0001.jsonl",
         "linux/capacity/ctx512-c2-nothink.json",
+        "linux/capacity/ctx512-c2-nothink.part-0001.jsonl",
         "linux/endurance/ctx256-c1-nothink.json",
+        "linux/endurance/ctx256-c1-nothink.part-0001.jsonl",
         "manifest.json",
         "run-manifest.json",
         "run-plan.json",
@@ -93,9 +99,12 @@ def test_run_writes_a_verifiable_raw_campaign(tmp_path: Path, key: str, cli: Cli
     assert key.encode() not in _all_bytes(folder)
     assert key not in out + err
 
-    cell = read_document(folder / "linux/capacity/ctx512-c2-nothink.json")
+    cell = cells.load(folder / "linux/capacity/ctx512-c2-nothink.json")
     assert cell["status"] == "complete"
+    assert cell["records"] == 5 and len(cell["parts"]) == 1
+    # In the order they ended: the warm-up first, alone.
     assert [r["warmup"] for r in cell["requests"]] == [True, False, False, False, False]
+    assert sorted(r["index"] for r in cell["requests"]) == [0, 1, 2, 3, 4]
     assert all(r["output_as_requested"] for r in cell["requests"])
     assert cell["identity"]["os"] == "linux"
     assert cell["identity"]["simulated_profile"]["decode_tok_s"] == 400.0
@@ -107,11 +116,23 @@ def test_run_writes_a_verifiable_raw_campaign(tmp_path: Path, key: str, cli: Cli
     workload = read_document(folder / "workload-manifest.json")
     entry = next(c for c in workload["cells"] if c["cell"] == "ctx512-c2-nothink")
     assert 0.98 * 512 <= entry["calibration"]["prompt_tokens"] <= 512
-    for prompt, record in zip(entry["prompts"], cell["requests"], strict=True):
-        assert prompt["sha256"] == record["prompt_sha256"]
-        assert prompt["prompt_tokens"] == {"linux": record["usage"]["prompt_tokens"]}
+    # One digest over the prompts' digests in index order: the records' own.
+    ordered = sorted(cell["requests"], key=lambda r: r["index"])
+    assert entry["prompts"] == {
+        "count": 5,
+        "warmup": 1,
+        "bytes": entry["prompts"]["bytes"],  # held below
+        "sha256": hashlib.sha256(
+            b"".join(r["prompt_sha256"].encode() + b"\n" for r in ordered)
+        ).hexdigest(),
+    }
+    # Each prompt holds the calibrated filler at least (a word is a byte or more).
+    assert entry["prompts"]["bytes"] >= 5 * entry["calibration"]["filler_words"] > 0
+    assert entry["prompt_tokens"] == {
+        "linux": {"requests": 5, "total": sum(r["usage"]["prompt_tokens"] for r in ordered)}
+    }
 
-    endurance = read_document(folder / "linux/endurance/ctx256-c1-nothink.json")
+    endurance = cells.load(folder / "linux/endurance/ctx256-c1-nothink.json")
     assert all(r["output_as_requested"] is None for r in endurance["requests"])
 
     status, report = verify_json(cli, folder)
@@ -174,7 +195,7 @@ def test_unreachable_endpoint_records_connect_errors(tmp_path: Path, cli: CliRun
     )
     status, out, _ = cli("run", str(plan), "--raw-dir", str(tmp_path))
     assert status == 0  # failed requests are evidence, the run itself completed
-    cell = read_document(tmp_path / "2026-11-29-down/gone/endurance/ctx64-c1-nothink.json")
+    cell = cells.load(tmp_path / "2026-11-29-down/gone/endurance/ctx64-c1-nothink.json")
     assert [r["error"]["class"] for r in cell["requests"]] == ["connect", "connect"]
     workload = read_document(tmp_path / "2026-11-29-down/workload-manifest.json")
     assert workload["cells"][0]["calibration"]["status"] == "failed"
@@ -228,16 +249,28 @@ def test_interrupt_then_resume(
     interrupted = read_document(second)
     assert interrupted["status"] == "incomplete"
     assert interrupted["reason"] == reason
+    # Every request that ended before the signal is on disk: in the parts the cell lists,
+    # or (after SIGKILL) in the one it was writing.
+    part = folder / "linux/capacity/ctx512-c2-nothink.part-0001.jsonl"
+    # Every whole line (a kill in the middle of one leaves it cut short, and it goes).
+    before = [x for x in part.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
+    assert 1 <= len(before) < 5
     if signum != signal.SIGKILL:
-        # Finished requests are kept; the run manifest and the seal say where it stopped.
-        assert 1 <= len(interrupted["requests"]) < 5
+        assert interrupted["records"] == len(before)
+        assert [p["path"] for p in interrupted["parts"]] == [part.relative_to(folder).as_posix()]
         run_manifest = read_document(folder / "run-manifest.json")
         assert run_manifest["complete"] is False
         assert [c["status"] for c in run_manifest["cells"]] == ["complete", "incomplete", "pending"]
         code, report = verify_json(cli, folder)
         assert code == 0
         assert {f["code"] for f in report["findings"]} == {"run-incomplete"}
+        assert (f"{second}", "/status") in {(f["path"], f["pointer"]) for f in report["findings"]}
         assert "--resume" in err.decode()
+    else:
+        # Killed: the part it was writing is not listed yet, and a line may be cut short.
+        assert interrupted["parts"] == [] and interrupted["records"] == 0
+        with open(part, "ab") as stream:
+            stream.write(b'{"index": 4, "warmup": fal')
 
     # What a SIGKILL during an atomic write leaves: a temporary file, never an artifact.
     stale = second.parent / f".{second.name}.k1l2m3.tmp"
@@ -247,23 +280,165 @@ def test_interrupt_then_resume(
     assert resumed.returncode == 0, err.decode()
     assert first.read_bytes() == first_bytes  # not redone
     assert not stale.exists()
-    assert read_document(second)["status"] == "complete"
-    kept = folder / "linux/capacity/ctx512-c2-nothink.interrupted-1.json"
-    assert read_document(kept)["reason"] == reason
+    finished = read_document(second)
+    assert finished["status"] == "complete"
+    # The cell went on from its records: those finished before are kept as they were, the
+    # rest were sent once each, and a line cut short is gone.
+    records = cells.load(second)["requests"]
+    assert sorted(r["index"] for r in records) == [0, 1, 2, 3, 4]
+    lines = b"".join((folder / p["path"]).read_bytes() for p in finished["parts"])
+    assert lines.startswith(b"".join(before))
+    (resumption,) = finished["resumed"]
+    assert resumption["records"] == len(before)
+    assert resumption["clock_ns"] == max(r["end_ns"] for r in records[: len(before)])
+    # Requests of the resumed run are timed on the cell's clock after those before it.
+    assert all(r["sent_ns"] >= resumption["clock_ns"] for r in records[len(before) :])
+    assert finished["metrics"]["available"] is False
+    assert "resumed" in finished["metrics"]["reason"]
+    assert not list(folder.rglob("*.interrupted-*"))
     run_manifest = read_document(folder / "run-manifest.json")
     assert run_manifest["complete"] is True
-    assert run_manifest["cells"][1]["interrupted"][0]["path"] == kept.relative_to(folder).as_posix()
     code, report = verify_json(cli, folder)
-    assert code == 0
-    # Only the kept attempt is incomplete.
-    assert [(f["code"], f["path"].split("/")[-1]) for f in report["findings"]] == [
-        ("run-incomplete", "ctx512-c2-nothink.interrupted-1.json")
-    ]
+    assert (code, report["findings"]) == (0, [])
     assert SECRET.encode() not in _all_bytes(folder)
     # The closing table: the cell finished before the signal is not run again.
     assert re.search(rb"linux +capacity +ctx256-c2-nothink +skipped", out), out.decode()
     assert re.search(rb"linux +capacity +ctx512-c2-nothink +complete +4/4", out), out.decode()
     assert re.search(rb"linux +endurance +ctx256-c1-nothink +complete +3/3", out), out.decode()
+
+
+def test_a_cell_taken_up_again_after_its_seal_and_what_is_refused(
+    tmp_path: Path, cli: CliRun, key: str
+) -> None:
+    """A cell interrupted, sealed, then written again by a run killed before it sealed
+    (its file rewritten, marked running): the next --resume goes on with it. Its file
+    made to say complete instead, or a workload manifest of the earlier format, is
+    refused."""
+    import shutil
+
+    from ledger.formats.jsonio import read_json, write_json
+
+    plan = _write_plan(tmp_path, decode=40.0)
+    raw = tmp_path / "raw"
+    folder = raw / "2026-11-29-run-test"
+    second = folder / "linux/capacity/ctx512-c2-nothink.json"
+    process = _start(plan, raw)
+    _wait_for(second)
+    time.sleep(0.9)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert read_document(second)["status"] == "incomplete"
+    copies = {}
+    for name in ("complete", "workload", "twice"):
+        copies[name] = tmp_path / name / "raw"
+        shutil.copytree(raw, copies[name])
+    # What a second run killed before it sealed leaves: the cell's file rewritten.
+    header = read_json(second)
+    header["reason"] = "running"
+    write_json(second, header)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(raw), "--resume")
+    assert status == 0, err
+    assert read_document(second)["status"] == "complete"
+    assert verify_json(cli, folder)[1]["findings"] == []
+
+    forged = copies["complete"] / folder.name / second.relative_to(folder)
+    header = read_json(forged)
+    header.update(status="complete", reason=None)
+    write_json(forged, header)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(copies["complete"]), "--resume")
+    assert status == 1
+    assert "linux/capacity/ctx512-c2-nothink.json (changed)" in err
+
+    # A record written twice into the part a run was writing (no digest holds it yet).
+    twice = copies["twice"] / folder.name
+    listed = read_json(twice / second.relative_to(folder))["parts"]
+    first_line = (twice / listed[0]["path"]).read_bytes().splitlines(keepends=True)[0]
+    (twice / listed[0]["path"].replace("part-0001", f"part-{len(listed) + 1:04d}")).write_bytes(
+        first_line
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(copies["twice"]), "--resume")
+    assert status == 1, err
+    assert err.splitlines()[-1] == (
+        "error: cannot resume linux/capacity/ctx512-c2-nothink.json: request 0 is recorded twice"
+    )
+
+    workload = copies["workload"] / folder.name / "workload-manifest.json"
+    earlier = read_json(workload)
+    earlier.update(schema="anvil-serving.workload-manifest/v1", cells=[])
+    write_json(workload, earlier)
+    status, _, err = cli("run", str(plan), "--raw-dir", str(copies["workload"]), "--resume")
+    assert status == 1 and err.count("\n") == 1, err
+    assert "is anvil-serving.workload-manifest/v1, written by an earlier anvil-ledger" in err
+
+
+LOAD_PLAN = """
+campaign_id = "2026-12-03-load-resume"
+seed = 9
+[[arms]]
+name = "base"
+[arms.simulated]
+decode_tok_s = 400.0
+[[stages]]
+kind = "load"
+context_target = 128
+rate = 20
+requests = 40
+max_tokens = 8
+controlled_output = true
+warmup = 1
+"""
+
+
+def test_an_open_loop_cell_killed_and_resumed_keeps_its_schedule(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """SIGKILL two seconds into a 2-second schedule of 40 requests: those that ended are
+    kept, the rest go out at their own due times on the clock the resumed run sets, and
+    the cell verifies whole: every due time the schedule's, its lateness its records'."""
+    from ledger.measures.arrivals import Arrivals, lateness, offsets_ns
+
+    plan = tmp_path / "load.toml"
+    plan.write_text(LOAD_PLAN)
+    raw = tmp_path / "raw"
+    folder = raw / "2026-12-03-load-resume"
+    header = folder / "base/load/ctx128-r20-nothink.json"
+    part = header.with_name("ctx128-r20-nothink.part-0001.jsonl")
+    process = _start(plan, raw)
+    _wait_for(part)
+    deadline = time.monotonic() + 30
+    while len(part.read_bytes().splitlines()) < 12:
+        assert time.monotonic() < deadline, "the cell never got going"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    # Every whole line (a kill in the middle of one leaves it cut short, and it goes).
+    before = [x for x in part.read_bytes().splitlines(keepends=True) if x.endswith(b"\n")]
+    assert 12 <= len(before) < 41
+    resumed = _start(plan, raw, "--resume")
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err.decode()
+    # The closing table counts the requests of both runs, read back from the parts.
+    assert re.search(rb"base +load +ctx128-r20-nothink +complete +40/40", out), out.decode()
+    document = cells.load(header)
+    records = document["requests"]
+    assert sorted(r["index"] for r in records) == list(range(41))
+    assert b"".join((folder / p["path"]).read_bytes() for p in document["parts"]).startswith(
+        b"".join(before)
+    )
+    arrival = document["cell"]["arrival"]
+    offsets = offsets_ns(Arrivals.from_json(arrival), document["cell"]["id"])
+    for record in records:
+        if not record["warmup"]:
+            assert record["scheduled_ns"] == arrival["start_ns"] + offsets[record["index"] - 1]
+            assert record["sent_ns"] >= record["scheduled_ns"]
+    assert arrival["lateness"] == lateness(records)
+    (resumption,) = document["resumed"]
+    assert resumption["records"] == len(before)
+    # The resumed run's clock: the first request not on disk was due as it started.
+    first = min(r["index"] for r in records[len(before) :])
+    assert resumption["clock_ns"] == arrival["start_ns"] + offsets[first - 1]
+    code, report = verify_json(cli, folder)
+    assert (code, report["findings"]) == (0, [])
 
 
 def test_progress_lines_when_not_a_terminal(tmp_path: Path, key: str) -> None:
@@ -298,27 +473,30 @@ def test_two_arms_get_the_same_prompts(tmp_path: Path, cli: CliRun, simulator: A
     assert status == 0, err
     folder = tmp_path / "2026-11-29-ab"
     for cell_id in ("ctx300-c1-nothink", "ctx300-c1-think"):
-        cells = {
-            arm: read_document(folder / arm / "capacity" / f"{cell_id}.json")
+        runs = {
+            arm: cell_files.load(folder / arm / "capacity" / f"{cell_id}.json")
             for arm in ("baseline", "candidate")
         }
-        digests = {arm: [r["prompt_sha256"] for r in c["requests"]] for arm, c in cells.items()}
+        digests = {
+            arm: [r["prompt_sha256"] for r in sorted(c["requests"], key=lambda r: r["index"])]
+            for arm, c in runs.items()
+        }
         assert digests["baseline"] == digests["candidate"]
         assert len(set(digests["baseline"])) == 3
-        for cell in cells.values():
+        for cell in runs.values():
             assert cell["metrics"]["prefix_cache"]["hits"] == 0
             assert all(r["output_as_requested"] for r in cell["requests"])
-            channels = {r["chunk_channels"] for r in cell["requests"]}
-            assert channels == ({"r" * 8 + "c" * 4} if cell_id.endswith("-think") else {"c" * 12})
-        assert cells["candidate"]["endpoint"]["base_url"] == external.base_url
-        assert "simulated_profile" not in cells["candidate"]["identity"]
-        assert cells["candidate"]["identity"] == {"variable": "decode rate"}
+            channels = {r["channel_runs"] for r in cell["requests"]}
+            assert channels == ({"r8c4"} if cell_id.endswith("-think") else {"c12"})
+        assert runs["candidate"]["endpoint"]["base_url"] == external.base_url
+        assert "simulated_profile" not in runs["candidate"]["identity"]
+        assert runs["candidate"]["identity"] == {"variable": "decode rate"}
     workload = read_document(folder / "workload-manifest.json")
     for entry in workload["cells"]:
         assert entry["calibration"]["arm"] == "baseline"
-        for prompt in entry["prompts"]:
-            assert set(prompt["prompt_tokens"]) == {"baseline", "candidate"}
-            assert len(set(prompt["prompt_tokens"].values())) == 1
+        assert set(entry["prompt_tokens"]) == {"baseline", "candidate"}
+        # Both servers counted the same prompt tokens, as they were sent the same prompts.
+        assert len({(t["requests"], t["total"]) for t in entry["prompt_tokens"].values()}) == 1
     assert verify_json(cli, folder)[0] == 0
 
 
@@ -442,7 +620,7 @@ def test_a_server_that_reports_negative_usage_fails_those_requests(
     status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
     assert status == 0, err
     folder = tmp_path / "raw" / "2026-11-29-bad-usage"
-    cell = read_document(folder / "a" / "capacity" / "ctx256-c2-nothink.json")
+    cell = cells.load(folder / "a" / "capacity" / "ctx256-c2-nothink.json")
     failed = [r for r in cell["requests"] if r["error"] is not None]
     assert failed and len(failed) < len(cell["requests"])
     for record in failed:

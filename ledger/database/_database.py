@@ -26,13 +26,14 @@ from typing import Any, Literal, Self
 
 import attrs
 import duckdb
+import orjson
 
 from ledger.database import _record_bounds as record_bounds
 from ledger.database import sql
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.evidence import tree
 from ledger.evidence.manifest import BUNDLE_SUFFIX
-from ledger.formats import columns, jsonio
+from ledger.formats import cell_records, columns, jsonio
 from ledger.formats.outputs import OutputExists, new_file, new_folder
 from ledger.hashing import sha256_file
 
@@ -298,6 +299,9 @@ class _Sources:
     fast: dict[str, str] = attrs.Factory(dict)
     """file -> sha256 of the runs DuckDB may read from their text."""
     imported: list[tuple[str, str, str]] = attrs.Factory(list)
+    parts: list[tuple[str, str, str, str, str]] = attrs.Factory(list)
+    """(part file, its cell run's file, campaign id, part path, listed sha256) of each
+    ``cell-run/v2``'s parts, in their order."""
     artifacts: list[tuple[Any, ...]] = attrs.Factory(list)
     gates: list[tuple[Any, ...]] = attrs.Factory(list)
     decisions: list[tuple[Any, ...]] = attrs.Factory(list)
@@ -466,10 +470,15 @@ def _read_small(path: Path) -> Any:
 
 
 def _campaign(
-    folder: Path, files: dict[str, str], schemas: dict[str, tuple[str, Any]], sources: _Sources
+    folder: Path,
+    files: dict[str, str],
+    schemas: dict[str, tuple[str, Any]],
+    sources: _Sources,
+    parts: dict[str, str],
 ) -> None:
-    """Loads one campaign's artifacts: ``files`` are its JSON files (path -> rel), and
-    ``schemas`` the sniffed schema of every file of the build."""
+    """Loads one campaign's artifacts: ``files`` are its JSON files (path -> rel),
+    ``schemas`` the sniffed schema of every file of the build, ``parts`` its cell runs'
+    parts as its listing holds them (rel -> path)."""
     name = folder.resolve().name  # once: a resolve reads every part of the path
     for path in sorted(files):
         if path not in schemas:
@@ -493,6 +502,8 @@ def _campaign(
             digest = sources.fast.get(path) or sha256_file(path)[0]
             target = sources.cell_runs if kind == "cell-run" else sources.imported
             target.append((path, rel, digest))
+            if schema == cell_records.CELL_RUN_V2:
+                _parts(parts, path, rel, name, sources)
         elif kind == "manifest":
             document = _read_small(Path(path))
             if isinstance(document, dict):
@@ -508,6 +519,99 @@ def _campaign(
                     )
         elif kind == "benchmark-decision-summary":
             _summary(_read_small(Path(path)), sources)
+
+
+def _parts(
+    parts: dict[str, str], path: str, cell_rel: str, campaign: str, sources: _Sources
+) -> None:
+    """A v2 cell run's parts, as it lists them, each read where the campaign's listing
+    found it (never a path the cell run names outside its campaign).
+
+    Raises:
+        DatabaseError: it lists a part that is not a file of its campaign.
+    """
+    document = _read_small(Path(path))
+    listed = document.get("parts") if isinstance(document, dict) else None
+    for number, part in enumerate(listed if isinstance(listed, list) else (), 1):
+        rel = part.get("path") if isinstance(part, dict) else None
+        digest = part.get("sha256") if isinstance(part, dict) else None
+        if (
+            not isinstance(rel, str)
+            or not isinstance(digest, str)
+            or rel not in parts
+            or not cell_records.own_part(cell_rel, number, rel)
+        ):
+            shown = json.dumps(rel)[:80] if isinstance(rel, str) else "a part without a path"
+            raise DatabaseError(
+                f"{path}: lists {shown}, which is not its part {number} in its campaign (a "
+                "regular file beside it); run ledger verify"
+            )
+        sources.parts.append((parts[rel], path, campaign, rel, digest))
+
+
+def _load_parts(
+    con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, str, str, str]]
+) -> None:
+    """Each part of a v2 cell run as one row holding its records (``requests``), as a v1
+    cell run holds them, keyed by its cell run's file. Read here a part at a time, checked
+    against the digest its cell run lists and for values DuckDB would convert, and handed
+    to ``json_transform`` in batches: memory is that of a batch, not of the cell.
+
+    Raises:
+        DatabaseError: a part is missing, is not the one listed, or holds a record that is
+            no JSON object or a value of another type than its field's.
+    """
+    fields = {"requests": columns.CELL_RUN_FIELDS["requests"]}
+    names = columns.read_json_columns(fields)
+    con.execute(
+        f"CREATE TEMP TABLE cell_part_files (requests {names['requests']}, filename VARCHAR, "
+        "artifact VARCHAR, campaign_id VARCHAR)"
+    )
+    check = columns.checker(fields)
+    batch: list[tuple[str, str, str, str]] = []
+    size = 0
+    for file, header, campaign, rel, listed in parts:
+        try:
+            with open(file, "rb") as stream:
+                data = stream.read(jsonio.MAX_JSON_BYTES + 1)
+        except OSError as e:
+            raise DatabaseError(f"{file}: {e.strerror or e}; run ledger verify") from None
+        if hashlib.sha256(data).hexdigest() != listed:
+            raise DatabaseError(
+                f"{campaign}/{rel}: not the part its cell run lists (its digest differs); run "
+                "ledger verify"
+            )
+        text = b'{"requests":[' + b",".join(data.splitlines()) + b"]}"
+        try:
+            document = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise DatabaseError(
+                f"{campaign}/{rel}: a line is not one JSON object; ledger verify names it"
+            ) from None
+        if not check(document):
+            found = columns.mistyped(document, fields)
+            where = (
+                "a line is no record"
+                if found is None
+                else f"{_in_part(found[0])}: {json.dumps(found[1])[:40]} is not {found[2]}"
+            )
+            raise DatabaseError(
+                f"{file}: {where} ({cell_records.CELL_RUN_V2}); ledger verify names every "
+                "artifact that breaks its schema"
+            )
+        batch.append((text.decode("utf-8"), header, rel, campaign))
+        size += len(text)
+        if size >= _TRANSFORM_BATCH:
+            _transform(con, "cell_part_files", fields, batch)
+            batch, size = [], 0
+    _transform(con, "cell_part_files", fields, batch)
+
+
+def _in_part(pointer: str) -> str:
+    """``/requests/4/usage/prompt_tokens`` of a part's records -> ``line 5 at
+    /usage/prompt_tokens``."""
+    _, _, index, *inner = pointer.split("/", 3)
+    return f"line {int(index) + 1}" + (f" at /{inner[0]}" if inner else "")
 
 
 def _summary(document: Any, sources: _Sources) -> None:
@@ -609,7 +713,9 @@ def _load_runs(
     )
 
 
-def _refuse_out_of_bounds(con: duckdb.DuckDBPyConnection, table: str, kind: str) -> None:
+def _refuse_out_of_bounds(
+    con: duckdb.DuckDBPyConnection, table: str, kind: str, *, version: int = 1
+) -> None:
     """Refuses a loaded run with a number its schema's bounds exclude (a negative token
     count): verify calls it ``schema-invalid``, so nothing is computed from it here.
 
@@ -618,8 +724,16 @@ def _refuse_out_of_bounds(con: duckdb.DuckDBPyConnection, table: str, kind: str)
     """
     from ledger.formats.schema import SchemaId, load_schema
 
-    schema_id = SchemaId(kind, 1)
-    found = record_bounds.bounds(columns.RUN_FIELDS[kind], load_schema(schema_id))
+    schema_id = SchemaId(kind, version)
+    if version == 1:
+        found = record_bounds.bounds(columns.RUN_FIELDS[kind], load_schema(schema_id))
+    else:
+        # A part is a list of v2 records: the bounds of the record's schema, as items.
+        record = load_schema(schema_id)["$defs"]["record"]
+        found = record_bounds.bounds(
+            {"requests": columns.RUN_FIELDS[kind]["requests"]},
+            {"properties": {"requests": {"items": record}}},
+        )
     for query, group in record_bounds.first_violation_query(table, found):
         row = con.execute(query).fetchone()
         if row is None:
@@ -628,8 +742,13 @@ def _refuse_out_of_bounds(con: duckdb.DuckDBPyConnection, table: str, kind: str)
         for bound, value in zip(group, values, strict=True):
             why = None if value is None else bound.broken(value)
             if why is not None:
+                where = (
+                    f"#{bound.pointer(index)}"
+                    if version == 1
+                    else f": {_in_part(bound.pointer(index))}"
+                )
                 raise DatabaseError(
-                    f"{campaign}/{artifact}#{bound.pointer(index)}: {why} ({schema_id}); "
+                    f"{campaign}/{artifact}{where}: {why} ({schema_id}); "
                     "ledger verify names every artifact that breaks its schema"
                 )
 
@@ -764,7 +883,7 @@ def _build(
     """Loads every path; returns the exports, which stay where they are."""
     sources = _Sources()
     loaded: dict[str, Path] = {}
-    campaigns: list[tuple[Path, dict[str, str]]] = []
+    campaigns: list[tuple[Path, dict[str, str], dict[str, str]]] = []
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
@@ -803,24 +922,29 @@ def _build(
                 for e in listing.entries
                 if e.rel.endswith(".json") and not e.rel.endswith(BUNDLE_SUFFIX)
             }
-            campaigns.append((folder, jsons))
+            held = {e.rel: e.path for e in listing.entries if cell_records.is_part(e.rel)}
+            campaigns.append((folder, jsons, held))
     # One sniff of every campaign's files: DuckDB's reader costs milliseconds per call.
-    files = [p for _, jsons in campaigns for p in jsons]
+    files = [p for _, jsons, _ in campaigns for p in jsons]
     schemas = _schemas(con, files, sources.fast, known)
-    for folder, jsons in campaigns:
-        _campaign(folder, jsons, schemas, sources)
+    for folder, jsons, held in campaigns:
+        _campaign(folder, jsons, schemas, sources, held)
     con.execute(sql.REQUEST_ROWS_DDL)
     con.execute(sql.TABLES_DDL)
     _load_runs(con, "cell_run_files", sources.cell_runs, columns.CELL_RUN_FIELDS, sources.fast)
     _load_runs(
         con, "imported_run_files", sources.imported, columns.IMPORTED_RUN_FIELDS, sources.fast
     )
+    _load_parts(con, sources.parts)
     if sources.cell_runs:
         _refuse_out_of_bounds(con, "cell_run_files", "cell-run")
+    if sources.parts:
+        _refuse_out_of_bounds(con, "cell_part_files", "cell-run", version=2)
     if sources.imported:
         _refuse_out_of_bounds(con, "imported_run_files", "imported-run")
     if sources.cell_runs:
         con.execute(sql.INSERT_CELL_RUN_ROWS)
+        con.execute(sql.INSERT_CELL_PART_ROWS)
         con.execute(sql.CELL_SETTINGS)
     else:
         con.execute(sql.CELL_SETTINGS_EMPTY)

@@ -17,6 +17,7 @@ __all__ = [
     "CELL_SETTINGS_EMPTY",
     "DESCRIPTIVE_BELOW",
     "IMPORTED_SETTINGS",
+    "INSERT_CELL_PART_ROWS",
     "INSERT_CELL_RUN_ROWS",
     "INSERT_IMPORTED_ROWS",
     "METRICS",
@@ -52,11 +53,12 @@ CREATE TABLE request_rows_loaded (
 #   server_prompt_ms         the server's prompt processing time
 #   server_decode_tok_s      the server's generated tokens / its generation seconds
 SET_ASIDE = r"\.interrupted-[0-9]+\.json$"
-"""A cell a resumed run set aside (``<cell>.interrupted-N.json``): kept as evidence of the
-interruption, hashed and checked by verify, but not rows of the cell, which ran again
-whole; pooled with the rerun, its requests would be counted twice."""
+"""A cell a resumed run set aside (``<cell>.interrupted-N.json``, with its parts): kept as
+evidence of the interruption, hashed and checked by verify, but not rows of the cell,
+which ran again whole; pooled with the rerun, its requests would be counted twice. (A
+resumed run goes on with a cell it can read; one it cannot, or a v1 one, it sets aside.)"""
 
-INSERT_CELL_RUN_ROWS = f"""
+_CELL_RUN_ROWS = """
 INSERT INTO request_rows_loaded
 SELECT
     c.campaign_id, c.arm, c.stage.name, c.stage.kind, c.cell.id,
@@ -79,9 +81,20 @@ SELECT
          THEN r.server_timings.predicted_n / (r.server_timings.predicted_ms / 1e3)
     END,
     r.scheduled_ns
+"""
+
+INSERT_CELL_RUN_ROWS = f"""{_CELL_RUN_ROWS}
 FROM cell_run_files AS c, unnest(c.requests) AS u(r)
 WHERE NOT regexp_matches(c.artifact, '{SET_ASIDE}')
 """
+
+INSERT_CELL_PART_ROWS = f"""{_CELL_RUN_ROWS}
+FROM cell_run_files AS c
+JOIN cell_part_files AS p ON p.filename = c.filename,
+unnest(p.requests) AS u(r)
+WHERE NOT regexp_matches(c.artifact, '{SET_ASIDE}')
+"""
+"""A ``cell-run/v2``'s rows: its parts' records, with its own settings."""
 
 INSERT_IMPORTED_ROWS = """
 INSERT INTO request_rows_loaded

@@ -14,7 +14,7 @@ from ledger.formats import schema
 from ledger.formats.jsonio import json_pointer
 from ledger.formats.models import BenchmarkDecisionSummary, structure
 from ledger.hashing import is_hex_digest
-from ledger.measures import functional
+from ledger.measures import arrivals, functional
 
 __all__ = [
     "CHANGE_TOLERANCE",
@@ -232,9 +232,11 @@ def check_document(document: Any, *, may_reference: bool = True) -> DocumentResu
                 found.extend(check_comparison(headline, "/headline_results"))
     elif not found and schema_id.kind == "ab-comparison":
         found.extend(check_ab_comparison(document))
-    elif not found and schema_id.kind == "cell-run":
+    elif not found and schema_id.kind == "cell-run" and schema_id.version == 1:
+        # A v2 cell run's records are in its parts: read where its folder is known.
         found.extend(runs.check_cell_run(document))
-        sweep = runs.sweep_cell(document)
+        if document["stage"]["kind"] == "sweep":
+            sweep = runs.sweep_cell(document, arrivals.completed_rate(document["requests"]))
     elif not found and schema_id.kind == "run-manifest":
         found.extend(runs.check_run_manifest(document))
     elif not found and schema_id.kind == "functional-gate":

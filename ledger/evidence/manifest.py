@@ -375,6 +375,7 @@ SEALED_FOLDERS = ("derived",)
 SEALED_SCHEMAS = frozenset(
     {
         "anvil-serving.cell-run/v1",
+        "anvil-serving.cell-run/v2",
         "anvil-serving.imported-run/v1",
         "anvil-serving.ab-comparison/v1",
     }

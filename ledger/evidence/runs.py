@@ -1,4 +1,5 @@
-"""Checks of raw run documents (``cell-run/v1``, ``run-manifest/v1``) on their own.
+"""Checks of raw run documents (``cell-run/v1`` and ``v2``, ``run-manifest/v1``) on their
+own; a v2 cell run with the parts that hold its records.
 
 A request record must agree with itself: times in order (sent, headers, first token,
 last token, end), one channel letter per chunk time, counts that match, and flags that
@@ -8,19 +9,27 @@ runner, and nothing derived from it can be trusted.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from collections.abc import Sequence
+import stat
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from ledger.errors import InvalidArtifact
 from ledger.findings import Issue
+from ledger.formats import cell_records, jsonio, schema
 from ledger.measures import arrivals
 
 __all__ = [
     "Owner",
+    "PartsCheck",
     "SweepCell",
+    "check_cell_parts",
     "check_cell_run",
     "check_run_manifest",
     "check_sweeps",
@@ -36,17 +45,39 @@ _RATE_CELL = re.compile(r"-r[0-9]+(?:_[0-9]+)?-(?:think|nothink)$")
 _ORDER = ("sent_ns", "headers_ns", "first_token_ns", "last_token_ns", "end_ns")
 
 
+def _times_issue(record: dict[str, Any], base: str) -> Issue | None:
+    """The first of a record's times (sent, headers, first token, last token, end) that
+    comes before the one it follows."""
+    times = [(name, record[name]) for name in _ORDER if record[name] is not None]
+    for (earlier, a), (later, b) in itertools.pairwise(times):
+        if b < a:
+            return Issue(
+                "record-inconsistent", f"{base}/{later}", f"{later} {b} is before {earlier} {a}"
+            )
+    return None
+
+
+def _usage_issue(record: dict[str, Any], chunks: int, base: str) -> Issue | None:
+    """A usage_mismatch flag that does not say what usage and the chunk count say."""
+    usage = record["usage"] or {}
+    completion = usage.get("completion_tokens")
+    expected = None if completion is None else completion != chunks
+    if record["usage_mismatch"] == expected:
+        return None
+    return Issue(
+        "record-inconsistent",
+        f"{base}/usage_mismatch",
+        f"usage_mismatch is {record['usage_mismatch']} but usage says {completion} "
+        f"completion tokens and the stream had {chunks}",
+    )
+
+
 def _record_issues(record: dict[str, Any], base: str) -> list[Issue]:
-    found = []
+    found = [i for i in (_times_issue(record, base),) if i is not None]
 
     def bad(field: str, message: str) -> None:
         found.append(Issue("record-inconsistent", f"{base}/{field}", message))
 
-    times = [(name, record[name]) for name in _ORDER if record[name] is not None]
-    for (earlier, a), (later, b) in itertools.pairwise(times):
-        if b < a:
-            bad(later, f"{later} {b} is before {earlier} {a}")
-            break
     chunks = record["chunks_ns"]
     if len(record["chunk_channels"]) != len(chunks):
         bad("chunk_channels", f"{len(record['chunk_channels'])} channels for {len(chunks)} chunks")
@@ -59,16 +90,41 @@ def _record_issues(record: dict[str, Any], base: str) -> list[Issue]:
     content = record["first_content_ns"]
     if content is not None and content not in chunks:
         bad("first_content_ns", "first_content_ns is not the time of any chunk")
-    usage = record["usage"] or {}
-    completion = usage.get("completion_tokens")
-    expected = None if completion is None else completion != len(chunks)
-    if record["usage_mismatch"] != expected:
-        bad(
-            "usage_mismatch",
-            f"usage_mismatch is {record['usage_mismatch']} but usage says {completion} "
-            f"completion tokens and the stream had {len(chunks)}",
-        )
-    return found
+    usage = _usage_issue(record, len(chunks), base)
+    return found if usage is None else [*found, usage]
+
+
+def _record_issues_v2(record: dict[str, Any], base: str) -> list[Issue]:
+    """:func:`_record_issues` of a v2 record, whose chunk times are compact."""
+    found = [i for i in (_times_issue(record, base),) if i is not None]
+
+    def bad(field: str, message: str) -> None:
+        found.append(Issue("record-inconsistent", f"{base}/{field}", message))
+
+    first = record["first_token_ns"]
+    try:
+        offsets = cell_records.decode_chunks(record["chunks_us"])
+    except ValueError as e:
+        bad("chunks_us", f"not chunk times: {e}")
+        return found
+    if first is None:
+        if record["chunks_us"] or record["channel_runs"]:
+            bad("chunks_us", "chunk times without a first token time")
+            return found
+        offsets = []
+    channels = cell_records.channel_count(record["channel_runs"])
+    if channels != len(offsets):
+        bad("channel_runs", f"{channels} channels for {len(offsets)} chunk times")
+    last = record["last_token_ns"]
+    if offsets and (last is None or cell_records.offset_us(first, last) != offsets[-1]):
+        bad("last_token_ns", "first/last token times differ from the first/last chunk times")
+    content = record["first_content_ns"]
+    if content is not None and (
+        first is None or cell_records.offset_us(first, content) not in set(offsets)
+    ):
+        bad("first_content_ns", "first_content_ns is not the time of any chunk")
+    usage = _usage_issue(record, len(offsets), base)
+    return found if usage is None else [*found, usage]
 
 
 def check_cell_run(document: dict[str, Any]) -> list[Issue]:
@@ -103,64 +159,71 @@ def check_cell_run(document: dict[str, Any]) -> list[Issue]:
     return found
 
 
+def _arrival_issue(cell: dict[str, Any]) -> tuple[bool, Issue | None]:
+    """Whether a cell is open-loop, and the issue when its arrival settings say otherwise."""
+    # A cell named for a rate (a load stage's, a sweep's) is open-loop; any other is not.
+    load = _RATE_CELL.search(cell["id"]) is not None
+    if load == ("arrival" in cell):
+        return load, None
+    return load, Issue(
+        "record-inconsistent",
+        "/cell",
+        "an open-loop cell without its arrival settings"
+        if load
+        else "arrival settings on a closed-loop cell",
+    )
+
+
+def _due_issue(record: dict[str, Any], load: bool, base: str) -> Issue | None:
+    """A due time where it does not belong, or missing, or after its request was sent."""
+    due = record.get("scheduled_ns")
+    if due is None:
+        if load and not record["warmup"]:
+            return Issue(
+                "record-inconsistent",
+                base,
+                "a measured request of an open-loop cell without its due time",
+            )
+    elif not load or record["warmup"]:
+        return Issue(
+            "record-inconsistent",
+            f"{base}/scheduled_ns",
+            "a due time on a request that was never due (a warm-up, or a closed loop)",
+        )
+    elif record["sent_ns"] < due:
+        return Issue(
+            "record-inconsistent",
+            f"{base}/sent_ns",
+            f"sent at {record['sent_ns']}, before it was due at {due}",
+        )
+    return None
+
+
 def _open_loop_issues(document: dict[str, Any]) -> list[Issue]:
     """Due times where they belong: on the measured requests of a load cell, each at or
     before its send; and a load cell's arrival settings in place."""
-    cell = document["cell"]
-    # A cell named for a rate (a load stage's, a sweep's) is open-loop; any other is not.
-    load = _RATE_CELL.search(cell["id"]) is not None
-    if load != ("arrival" in cell):
-        return [
-            Issue(
-                "record-inconsistent",
-                "/cell",
-                "an open-loop cell without its arrival settings"
-                if load
-                else "arrival settings on a closed-loop cell",
-            )
-        ]
+    load, issue = _arrival_issue(document["cell"])
+    if issue is not None:
+        return [issue]
     found = []
     for position, record in enumerate(document["requests"]):
-        due = record.get("scheduled_ns")
-        if due is None:
-            if load and not record["warmup"]:
-                found.append(
-                    Issue(
-                        "record-inconsistent",
-                        f"/requests/{position}",
-                        "a measured request of an open-loop cell without its due time",
-                    )
-                )
-        elif not load or record["warmup"]:
-            found.append(
-                Issue(
-                    "record-inconsistent",
-                    f"/requests/{position}/scheduled_ns",
-                    "a due time on a request that was never due (a warm-up, or a closed loop)",
-                )
-            )
-        elif record["sent_ns"] < due:
-            found.append(
-                Issue(
-                    "record-inconsistent",
-                    f"/requests/{position}/sent_ns",
-                    f"sent at {record['sent_ns']}, before it was due at {due}",
-                )
-            )
+        due_issue = _due_issue(record, load, f"/requests/{position}")
+        if due_issue is not None:
+            found.append(due_issue)
     if load:
         found.extend(_schedule_issues(document))
     return found
 
 
-def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
-    """An open-loop cell against the schedule its settings give, and its stated lateness
-    against its records."""
+def _schedule(document: dict[str, Any]) -> tuple[Sequence[int] | None, list[Issue]]:
+    """An open-loop cell's schedule as its settings give it (None when none follows), and
+    how the settings disagree with themselves."""
     cell = document["cell"]
     stated = cell["arrival"]
     try:
-        offsets = arrivals.offsets_ns(arrivals.Arrivals.from_json(stated), cell["id"])
+        offsets = arrivals.schedule_ns(arrivals.Arrivals.from_json(stated), cell["id"])
     except ValueError as e:
-        return [Issue("schedule-mismatch", "/cell/arrival", f"no schedule follows: {e}")]
+        return None, [Issue("schedule-mismatch", "/cell/arrival", f"no schedule follows: {e}")]
     found = []
     if cell["requests"] != len(offsets):
         found.append(
@@ -204,35 +267,275 @@ def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
                 f"concurrency {cell['concurrency']}, but at most {cap} were in flight",
             )
         )
-    # Measured request i (after the warm-ups) was due at offset i: an interrupted cell
-    # lacks the requests cancelled in flight, so the index decides, not the order.
-    for position, record in enumerate(document["requests"]):
-        if record["warmup"] or record.get("scheduled_ns") is None:
-            continue
-        order = record["index"] - cell["warmup"]
-        expected = stated["start_ns"] + offsets[order] if 0 <= order < len(offsets) else None
-        if record["scheduled_ns"] != expected:
-            found.append(
-                Issue(
-                    "schedule-mismatch",
-                    f"/requests/{position}/scheduled_ns",
-                    f"due at {record['scheduled_ns']}, but the schedule of the cell's settings "
-                    f"says {expected}",
-                )
-            )
-            break
+    return offsets, found
+
+
+def _off_schedule(
+    record: dict[str, Any], cell: dict[str, Any], offsets: Sequence[int], base: str
+) -> Issue | None:
+    """A measured request's due time against the schedule: measured request i (after the
+    warm-ups) was due at offset i. An interrupted cell lacks the requests cancelled in
+    flight, so the index decides, not the order."""
+    if record["warmup"] or record.get("scheduled_ns") is None:
+        return None
+    order = record["index"] - cell["warmup"]
+    start = cell["arrival"]["start_ns"]
+    expected = start + offsets[order] if 0 <= order < len(offsets) else None
+    if record["scheduled_ns"] == expected:
+        return None
+    return Issue(
+        "schedule-mismatch",
+        f"{base}/scheduled_ns",
+        f"due at {record['scheduled_ns']}, but the schedule of the cell's settings says {expected}",
+    )
+
+
+def _lateness_issues(cell: dict[str, Any], recomputed: dict[str, Any]) -> list[Issue]:
     # The threshold is the ledger's, not the document's: raising it would clear the flag.
-    recomputed = arrivals.lateness(document["requests"])
-    for key, value in recomputed.items():
-        if stated["lateness"][key] != value:
-            found.append(
+    stated = cell["arrival"]["lateness"]
+    return [
+        Issue(
+            "derived-mismatch",
+            f"/cell/arrival/lateness/{key}",
+            f"{key} is {stated[key]}, the records give {value}",
+        )
+        for key, value in recomputed.items()
+        if stated[key] != value
+    ]
+
+
+def _schedule_issues(document: dict[str, Any]) -> list[Issue]:
+    """An open-loop cell against the schedule its settings give, and its stated lateness
+    against its records."""
+    offsets, found = _schedule(document)
+    if offsets is None:
+        return found
+    for position, record in enumerate(document["requests"]):
+        issue = _off_schedule(record, document["cell"], offsets, f"/requests/{position}")
+        if issue is not None:
+            found.append(issue)
+            break
+    found.extend(_lateness_issues(document["cell"], arrivals.lateness(document["requests"])))
+    return found
+
+
+@attrs.frozen
+class PartsCheck:
+    """What reading a v2 cell run's parts found."""
+
+    issues: tuple[Issue, ...]
+    """About the cell run itself."""
+    elsewhere: tuple[tuple[str, Issue], ...]
+    """About its parts, by path: a record's pointer is into its line."""
+    completed_rps: float
+    """Its successful measured requests per second (a sweep's probes are checked on it)."""
+
+
+@functools.cache
+def _record_validator() -> Any:
+    return schema.subschema_validator(schema.SchemaId("cell-run", 2), "record")
+
+
+def check_cell_parts(document: dict[str, Any], root: Path, rel: str, max_bytes: int) -> PartsCheck:
+    """A schema-valid ``cell-run/v2`` document at ``rel`` with its parts (``root``: the
+    campaign folder), read one line at a time: each part its own and of the size listed,
+    each record against its schema and itself, the cell's counts, due times and lateness
+    against its records."""
+    return _PartsReading(document, root, rel, max_bytes).check()
+
+
+class _PartsReading:
+    """One pass over a v2 cell run's parts, keeping a few bytes a record: which indexes
+    were seen, each measured request's lateness, the successful ones' span."""
+
+    def __init__(self, document: dict[str, Any], root: Path, rel: str, max_bytes: int) -> None:
+        self.document = document
+        self.rel = rel
+        self.cell = document["cell"]
+        self.root = root
+        self.max_bytes = max_bytes
+        self.found: list[Issue] = []
+        self.elsewhere: list[tuple[str, Issue]] = []
+        self.load, self.arrival_issue = _arrival_issue(self.cell)
+        self.offsets: Sequence[int] | None = None
+        self.seen = bytearray(self.cell["warmup"] + self.cell["requests"])
+        self.late = array("d")
+        self.records = self.measured = self.done = 0
+        self.first_sent = self.last_end = 0
+        self.off_schedule = False
+
+    def check(self) -> PartsCheck:
+        if self.document["status"] != "complete":
+            reason = self.document["reason"]
+            self.found.append(
+                Issue("run-incomplete", "/status", f"the cell is incomplete: {reason}")
+            )
+        if self.arrival_issue is not None:
+            self.found.append(self.arrival_issue)
+        elif self.load:
+            self.offsets, schedule_issues = _schedule(self.document)
+            self.found.extend(schedule_issues)
+        for number, part in enumerate(self.document["parts"]):
+            self._part(number, part)
+        self._totals()
+        span = (self.last_end - self.first_sent) / 1e9
+        rate = round(self.done / span, 6) if self.done and span > 0 else 0.0
+        return PartsCheck(tuple(self.found), tuple(self.elsewhere), rate)
+
+    def _part(self, number: int, part: dict[str, Any]) -> None:
+        rel = part["path"]
+        if not cell_records.own_part(self.rel, number + 1, rel):
+            wanted = cell_records.part_rel(self.rel, number + 1)
+            self.found.append(
                 Issue(
-                    "derived-mismatch",
-                    f"/cell/arrival/lateness/{key}",
-                    f"{key} is {stated['lateness'][key]}, the records give {value}",
+                    "record-inconsistent",
+                    f"/parts/{number}/path",
+                    f"{rel} is not this cell run's part {number + 1} ({wanted})",
                 )
             )
-    return found
+            return
+        try:
+            size = (self.root / rel).stat().st_size
+        except OSError:
+            size = None  # a missing part is its reference's finding
+        if size is not None and size != part["bytes"]:
+            self.found.append(
+                Issue(
+                    "record-inconsistent",
+                    f"/parts/{number}/bytes",
+                    f"the part lists {part['bytes']} bytes, {rel} holds {size}",
+                )
+            )
+        lines = 0
+        for line, record in _part_records(self.root, rel, self.max_bytes, self.elsewhere):
+            lines += 1
+            found = [record] if isinstance(record, Issue) else self._record(record)
+            self.elsewhere.extend(
+                (rel, attrs.evolve(issue, message=f"line {line}: {issue.message}"))
+                for issue in found
+            )
+        if lines != part["requests"]:
+            self.found.append(
+                Issue(
+                    "record-inconsistent",
+                    f"/parts/{number}/requests",
+                    f"the part lists {part['requests']} records, {rel} holds {lines}",
+                )
+            )
+
+    def _record(self, record: dict[str, Any]) -> list[Issue]:
+        """The issues of one record (pointers into its line), its figures kept."""
+        self.records += 1
+        validator = _record_validator()
+        if not validator.is_valid(record):
+            # Counted as what it says it is, so that one bad record is one finding.
+            self.measured += record.get("warmup") is not True
+            errors = sorted(validator.iter_errors(record), key=lambda e: str(e))[:3]
+            return [
+                Issue(
+                    "schema-invalid",
+                    jsonio.json_pointer(list(error.instance_path)),
+                    f"{error.message} (record of cell-run/v2)",
+                )
+                for error in errors
+            ]
+        cell_records.completed(record)
+        found = [*self._index_issues(record["index"]), *_record_issues_v2(record, "")]
+        due_issue = _due_issue(record, self.load, "")
+        if due_issue is not None and self.arrival_issue is None:
+            found.append(due_issue)
+        if not record["warmup"]:
+            found.extend(self._measured(record))
+        return found
+
+    def _index_issues(self, index: int) -> list[Issue]:
+        if index >= len(self.seen):
+            said = f"request {index}, but the cell has {len(self.seen)} with its warm-ups"
+            return [Issue("record-inconsistent", "/index", said)]
+        if self.seen[index]:
+            return [Issue("record-inconsistent", "/index", f"request {index} appears twice")]
+        self.seen[index] = 1
+        return []
+
+    def _measured(self, record: dict[str, Any]) -> list[Issue]:
+        self.measured += 1
+        found = []
+        if self.offsets is not None and not self.off_schedule:
+            issue = _off_schedule(record, self.cell, self.offsets, "")
+            if issue is not None:
+                found.append(issue)
+                self.off_schedule = True
+        if record.get("scheduled_ns") is not None:
+            self.late.append((record["sent_ns"] - record["scheduled_ns"]) / 1e6)
+        if record["error"] is None:
+            sent, end = record["sent_ns"], record["end_ns"]
+            self.first_sent = sent if not self.done else min(self.first_sent, sent)
+            self.last_end = end if not self.done else max(self.last_end, end)
+            self.done += 1
+        return found
+
+    def _totals(self) -> None:
+        document, cell = self.document, self.cell
+        if self.records != document["records"]:
+            self.found.append(
+                Issue(
+                    "record-inconsistent",
+                    "/records",
+                    f"records is {document['records']}, the parts hold {self.records}",
+                )
+            )
+        if document["status"] == "complete" and self.measured != cell["requests"]:
+            self.found.append(
+                Issue(
+                    "record-inconsistent",
+                    "/parts",
+                    f"a complete cell holds {self.measured} measured requests, cell.requests "
+                    f"is {cell['requests']}",
+                )
+            )
+        # A header a run was writing when it was killed states no lateness yet.
+        if self.offsets is not None and document["reason"] != "running":
+            self.found.extend(_lateness_issues(cell, arrivals.lateness_of(self.late)))
+
+
+def _part_records(
+    root: Path, rel: str, max_bytes: int, elsewhere: list[tuple[str, Issue]]
+) -> Iterator[tuple[int, dict[str, Any] | Issue]]:
+    """A part's records by line, or the issue of a line that holds none. A part that
+    cannot be read, or is too large to, is left to its own findings (its reference)."""
+    path = root / rel
+    try:
+        status = path.lstat()
+    except OSError:
+        return  # a missing part is its reference's finding
+    if not stat.S_ISREG(status.st_mode):
+        return  # a link, a pipe: the listing's finding, never opened here
+    size = status.st_size
+    if size > max_bytes:
+        elsewhere.append(
+            (rel, Issue("json-too-large", "", f"{size} bytes is over the {max_bytes}-byte limit; "
+                        "its records were not read"))
+        )  # fmt: skip
+        return
+    try:
+        for line, text in cell_records.part_lines(path):
+            if not text.endswith(b"\n"):
+                yield line, Issue("json-syntax", "", "the line does not end (a write cut short)")
+                continue
+            try:
+                record = jsonio.parse_strict(text)
+            except InvalidArtifact as e:
+                yield line, Issue(e.code, e.pointer, str(e))
+                continue
+            if not isinstance(record, dict):
+                yield (
+                    line,
+                    Issue("schema-invalid", "", "not a JSON object (a record of cell-run/v2)"),
+                )
+                continue
+            yield line, record
+    except OSError as e:
+        elsewhere.append((rel, Issue("file-unreadable", "", f"cannot read: {e.strerror}")))
 
 
 def check_run_manifest(document: dict[str, Any]) -> list[Issue]:
@@ -273,8 +576,9 @@ class SweepCell:
     and the arm and two probe cells they came from. None for a probe cell."""
 
 
-def sweep_cell(document: dict[str, Any]) -> SweepCell | None:
-    """A sweep stage's cell, as the campaign-level check reads it; None for any other."""
+def sweep_cell(document: dict[str, Any], completed_rps: float) -> SweepCell | None:
+    """A sweep stage's cell, as the campaign-level check reads it, given its successful
+    requests per second; None for any other."""
     if document["stage"]["kind"] != "sweep":
         return None
     record = (document["cell"].get("arrival") or {}).get("sweep")
@@ -289,7 +593,7 @@ def sweep_cell(document: dict[str, Any]) -> SweepCell | None:
         document["arm"],
         document["stage"]["name"],
         document["cell"]["id"],
-        arrivals.completed_rate(document["requests"]),
+        completed_rps,
         chosen,
     )
 

@@ -16,14 +16,16 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from ledger.errors import InvalidArtifact
 from ledger.evidence.documents import FoundReference, check_document, may_reference
-from ledger.evidence.runs import Owner, SweepCell
+from ledger.evidence.runs import Owner, PartsCheck, SweepCell, check_cell_parts, sweep_cell
 from ledger.evidence.tree import identity
 from ledger.findings import Issue
 from ledger.formats import columns
+from ledger.formats.cell_records import CELL_RUN_V2
 from ledger.formats.jsonio import MAX_JSON_BYTES, parse_strict
 from ledger.formats.models import BenchmarkDecisionSummary
 from ledger.hashing import CHUNK_SIZE, sha256_stream
@@ -98,6 +100,8 @@ class FileResult(NamedTuple):
     """For a document with a string ``schema``: its ``campaign_id`` as it is, and whether
     the ledger database may load it from its text (:mod:`ledger.formats.columns`), so
     that a database built of it need not read it again."""
+    elsewhere: tuple[tuple[str, Issue], ...] = ()
+    """Findings about other files, by their names: a v2 cell run's about its parts."""
 
 
 def _read_all(fd: int, limit: int) -> bytes:
@@ -198,6 +202,13 @@ def _process_open(
         else:
             document = check_document(parsed, may_reference=may_reference(data))
             issues.extend(document.issues)
+            sweep = document.sweep
+            elsewhere: tuple[tuple[str, Issue], ...] = ()
+            if document.valid and document.schema == CELL_RUN_V2:
+                checked = _check_parts(task, parsed, max_json_bytes)
+                issues.extend(checked.issues)
+                elsewhere = tuple(checked.elsewhere)
+                sweep = sweep_cell(parsed, checked.completed_rps)
             if documents is not None and document.valid and size <= MAX_JSON_BYTES:
                 documents[task.rel] = parsed
             if task.scan_private:
@@ -215,12 +226,21 @@ def _process_open(
                 document.references,
                 document.summary,
                 document.campaign_id,
-                document.sweep,
+                sweep,
                 document.owner,
                 isinstance(parsed, dict) and "derivation" in parsed,
                 _artifact(parsed),
+                elsewhere,
             )
     return FileResult(task.rel, digest, size, tuple(issues))
+
+
+def _check_parts(task: FileTask, document: dict[str, Any], max_bytes: int) -> PartsCheck:
+    """A v2 cell run's parts, from the campaign folder its own path lies in
+    (``<arm>/<stage>/<cell>.json``), whichever name it was given."""
+    root = Path(task.path).parent.parent.parent
+    rel = f"{document['arm']}/{document['stage']['name']}/{Path(task.path).name}"
+    return check_cell_parts(document, root, rel, max_bytes)
 
 
 def _artifact(document: Any) -> tuple[Any, bool] | None:

@@ -6,9 +6,19 @@ and TOML, regular files only, outputs made visible together or not at all.
 
 from __future__ import annotations
 
-from ledger.formats import columns, jsonio, models, outputs, regular, schema, tomlio
+from ledger.formats import (
+    cell_records,
+    columns,
+    jsonio,
+    models,
+    outputs,
+    regular,
+    schema,
+    tomlio,
+)
 
 __all__ = [
+    "cell_records",
     "columns",
     "jsonio",
     "models",

@@ -37,6 +37,7 @@ __all__ = [
     "read_document",
     "schema_of",
     "schema_root",
+    "subschema_validator",
     "validate",
     "write_document",
 ]
@@ -128,6 +129,15 @@ def _validator(schema_id: SchemaId) -> Any:
     schema = load_schema(schema_id)
     registry = jsonschema_rs.Registry([(s.urn, load_schema(s)) for s in known_schemas()])
     return jsonschema_rs.validator_for(schema, registry=registry)
+
+
+@functools.cache
+def subschema_validator(schema_id: SchemaId, name: str) -> Any:
+    """A validator of one of a schema's ``$defs`` (a cell run's record)."""
+    registry = jsonschema_rs.Registry([(s.urn, load_schema(s)) for s in known_schemas()])
+    return jsonschema_rs.validator_for(
+        {"$ref": f"{schema_id.urn}#/$defs/{name}"}, registry=registry
+    )
 
 
 @attrs.frozen

@@ -19,7 +19,7 @@ import attrs
 from ledger.errors import InvalidArtifact, SchemaError
 from ledger.evidence import manifest, runs, tree
 from ledger.findings import Issue
-from ledger.formats import jsonio
+from ledger.formats import cell_records, jsonio
 from ledger.formats.schema import read_document
 from ledger.imports import IMPORTED_SCHEMA
 from ledger.measures import functional, verdicts
@@ -301,17 +301,25 @@ def _workload_gates(evidence: Evidence, arm: str) -> list[GateResult]:
         cells = by_stage.get(stage, [])
         requests = completed = 0
         incomplete = count - sum(1 for _, d in cells if d["status"] == "complete")
+        unreadable = 0
         for _, document in cells:
-            measured = [r for r in document["requests"] if not r["warmup"]]
-            requests += len(measured)
-            completed += sum(1 for r in measured if r["error"] is None)
+            try:
+                for record in cell_records.records(evidence.folder, document):
+                    if not record["warmup"]:
+                        requests += 1
+                        completed += record["error"] is None
+            except (InvalidArtifact, KeyError):
+                # A part missing or broken: verify names it; its cell passes no gate.
+                unreadable += 1
         failed = requests - completed
-        passed = incomplete == 0 and failed == 0 and requests > 0
+        passed = incomplete == 0 and unreadable == 0 and failed == 0 and requests > 0
         detail = (
             f"{count} cell{'s' if count != 1 else ''}, {completed}/{requests} requests completed"
         )
         if incomplete:
             detail += f", {incomplete} cell{'s' if incomplete != 1 else ''} not complete"
+        if unreadable:
+            detail += f", the records of {unreadable} unreadable"
         gates.append(
             GateResult(
                 arm,

@@ -74,12 +74,16 @@ def _order(references: dict[str, list[str]], paths: list[str]) -> list[str]:
     return done
 
 
-def _rewrite_references(value: Any, digests: dict[str, str]) -> Any:
+def _rewrite_references(value: Any, digests: dict[str, tuple[str, int]]) -> Any:
+    """``value`` with each reference's digest, and its size where it states one (a cell
+    run's parts), the published file's."""
     if isinstance(value, dict):
         out = {k: _rewrite_references(v, digests) for k, v in value.items()}
         ref_path = out.get("path")
         if isinstance(ref_path, str) and isinstance(out.get("sha256"), str) and ref_path in digests:
-            out["sha256"] = digests[ref_path]
+            out["sha256"], size = digests[ref_path]
+            if type(out.get("bytes")) is int:
+                out["bytes"] = size
         return out
     if isinstance(value, list):
         return [_rewrite_references(v, digests) for v in value]
@@ -129,7 +133,7 @@ def publish(
     # campaign: the first reads each file for its digest, its kind and its references;
     # the second, children before parents, sanitizes it and writes it out.
     read = _read_all(sanitizer, entries)
-    digests: dict[str, str] = {}
+    digests: dict[str, tuple[str, int]] = {}
     map_file = Changes()
     mapped = False
     try:
@@ -146,7 +150,7 @@ def publish(
                         {
                             "path": rel,
                             "raw_sha256": read.digests[rel],
-                            "public_sha256": digests[rel],
+                            "public_sha256": digests[rel][0],
                         }
                         for rel in sorted(digests)
                     ],
@@ -245,10 +249,15 @@ def _read_all(sanitizer: Sanitizer, entries: dict[str, tree.Entry]) -> _Read:
 
 
 def _write_sanitized(
-    sanitizer: Sanitizer, work: Path, entry: tree.Entry, read: _Read, digests: dict[str, str]
-) -> str:
+    sanitizer: Sanitizer,
+    work: Path,
+    entry: tree.Entry,
+    read: _Read,
+    digests: dict[str, tuple[str, int]],
+) -> tuple[str, int]:
     """The second pass, for one file: sanitized, its references re-hashed to the published
-    digests of the files it names (written before it), written; its published digest."""
+    digests of the files it names (written before it), written; its published digest and
+    size."""
     rel = entry.rel
     data = Path(entry.path).read_bytes()
     if sha256_bytes(data) != read.digests[rel]:
@@ -258,7 +267,7 @@ def _write_sanitized(
     destination = inside(work, rel)
     destination.parent.mkdir(parents=True, exist_ok=True)
     jsonio.write_atomic(destination, public, replace=False)
-    return sha256_bytes(public)
+    return sha256_bytes(public), len(public)
 
 
 def _seal_publication(
@@ -267,7 +276,7 @@ def _seal_publication(
     sanitizer: Sanitizer,
     raw_seal: Manifest,
     review: Review | None,
-    digests: dict[str, str],
+    digests: dict[str, tuple[str, int]],
 ) -> None:
     """The in-toto statement and the seal of the publication, written together."""
     rules = sanitizer.rules
@@ -343,7 +352,7 @@ def _decode(rel: str, data: bytes) -> str:
 
 
 def _sanitized(
-    sanitizer: Sanitizer, rel: str, kind: str, data: bytes, digests: dict[str, str]
+    sanitizer: Sanitizer, rel: str, kind: str, data: bytes, digests: dict[str, tuple[str, int]]
 ) -> bytes:
     """The public bytes of one file, rescanned (fail closed); ``digests`` holds the public
     digests of the files it references (written before it), put in place of their raw

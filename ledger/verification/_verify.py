@@ -11,7 +11,7 @@ import itertools
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -22,7 +22,7 @@ from ledger.database.sql import SET_ASIDE
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError, printable
 from ledger.evidence import gate, manifest, runs, scan, tree
 from ledger.findings import CODES, Finding, Issue
-from ledger.formats import jsonio
+from ledger.formats import cell_records, jsonio
 from ledger.formats.models import Manifest
 from ledger.formats.regular import kind_of
 from ledger.formats.schema import SchemaId, read_document
@@ -400,6 +400,7 @@ def _document_findings(results: Sequence[scan.FileResult]) -> list[Finding]:
     findings: list[Finding] = []
     for result in results:
         findings.extend(Finding.of(result.rel, i) for i in result.issues)
+        findings.extend(Finding.of(rel, i) for rel, i in result.elsewhere)
         summary = result.summary
         if summary is not None:
             findings.extend(
@@ -621,7 +622,7 @@ def _check_campaign(
     present = {r.rel: r.sha256 for r in results if r.sha256 is not None}
     known = listed if loaded is not None else present
     _check_seal(campaign, loaded, by_rel, known, listed, present, add)
-    _check_runs(campaign, by_rel, results, add)
+    _check_runs(campaign, by_rel, results, withheld, add)
     _check_contents(
         campaign,
         folder_name,
@@ -662,6 +663,8 @@ def _check_files(campaign: _Campaign, results: Sequence[scan.FileResult], add: _
     for result in results:
         for issue in result.issues:
             add(result.rel, issue)
+        for rel, issue in result.elsewhere:
+            add(rel, issue)
 
 
 def _check_listing(
@@ -774,6 +777,7 @@ def _check_runs(
     campaign: _Campaign,
     by_rel: dict[str, scan.FileResult],
     results: Sequence[scan.FileResult],
+    withheld: Mapping[str, str | None],
     add: _Add,
 ) -> None:
     """The runs: each cell run listed by the run manifest, the run manifest against the
@@ -786,6 +790,16 @@ def _check_runs(
                 "",
                 f"a cell run that {promotion.RUN_MANIFEST} does not list: the database would "
                 "pool its requests with the listed cell's",
+            ),
+        )
+    for rel in _unlisted_parts(results, withheld):
+        add(
+            rel,
+            Issue(
+                "run-unlisted",
+                "",
+                "a part of a cell run that no cell run lists (one a killed run was writing, "
+                "or a stray): its records are read by nothing",
             ),
         )
     for issue in _run_manifest_issues(campaign.folder, by_rel):
@@ -902,6 +916,21 @@ def _unlisted_runs(
     ]
 
 
+def _unlisted_parts(
+    results: Sequence[scan.FileResult], withheld: Mapping[str, str | None]
+) -> list[str]:
+    """Parts of cell runs that no cell run lists; the parts of a cell run declared
+    withheld are its own, listed by it where it is."""
+    listed = {ref.path for r in results if _is_kind(r.schema, "cell-run") for ref in r.references}
+    return [
+        r.rel
+        for r in results
+        if cell_records.is_part(r.rel)
+        and r.rel not in listed
+        and cell_records.PART_NAME.sub(".json", r.rel) not in withheld
+    ]
+
+
 def _run_manifest_issues(folder: Path, by_rel: dict[str, scan.FileResult]) -> list[Issue]:
     """A run manifest against the plan and the artifacts it lists (what decide and gate
     read it for: which arm, stage and cell each artifact is)."""
@@ -925,7 +954,9 @@ def _run_manifest_issues(folder: Path, by_rel: dict[str, scan.FileResult]) -> li
 
 
 def _intact(result: scan.FileResult) -> bool:
-    return result.parsed and not any(CODES[i.code][0] == "error" for i in result.issues)
+    return result.parsed and not any(
+        CODES[i.code][0] == "error" for i in (*result.issues, *(i for _, i in result.elsewhere))
+    )
 
 
 def _is_kind(schema: str | None, kind: str) -> bool:

@@ -3,16 +3,21 @@
 Layout of ``RAW_DIR/<campaign_id>/``::
 
     run-plan.json              the plan as run (anvil-serving.run-plan/v1)
-    workload-manifest.json     prompt digests and actual prompt tokens per cell and arm
-    <arm>/<stage>/<cell>.json  one cell's per-request records (anvil-serving.cell-run/v1)
+    workload-manifest.json     per cell: calibration, one digest over its prompts' digests,
+                               each arm's prompt tokens (anvil-serving.workload-manifest/v2)
+    <arm>/<stage>/<cell>.json  one cell's settings and its parts (anvil-serving.cell-run/v2)
+    <arm>/<stage>/<cell>.part-0001.jsonl, ...
+                               its request records, a line each, as the requests ended
     run-manifest.json          every cell's status and digest (anvil-serving.run-manifest/v1)
     manifest.json, SHA256SUMS  the seal, as ``ledger seal`` writes it
 
-A cell's file is written, marked incomplete, before its first request, and replaced when it
-ends; every write is atomic. A run stopped by SIGINT or SIGTERM rewrites the cell with the
-requests it finished, still marked incomplete; one stopped by SIGKILL leaves the placeholder.
-``--resume`` keeps every complete cell, moves an incomplete one aside as
-``<cell>.interrupted-<n>.json`` (evidence is never deleted) and runs it again.
+A cell's file is written, marked incomplete, before its first request; its records go to
+its parts as they end (``_records.py``), and the file is rewritten atomically as each part
+closes and when the cell ends. A run stopped by SIGINT or SIGTERM closes the open part and
+rewrites the cell, still marked incomplete; one stopped by SIGKILL leaves the records
+written and the part it was writing. ``--resume`` keeps every complete cell and goes on
+with an incomplete one from its records; one it cannot read (or a v1 one) is moved aside as
+``<cell>.interrupted-<n>.json`` (evidence is never deleted) and runs again.
 """
 
 from __future__ import annotations

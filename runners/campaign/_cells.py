@@ -5,17 +5,20 @@ and when it ends."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from ledger import __version__
 from ledger.errors import RunnerError
+from ledger.formats.cell_records import CELL_RUN_V2
 from ledger.formats.schema import write_document
-from ledger.measures.arrivals import lateness
+from ledger.measures.arrivals import lateness, schedule_ns
 from runners.campaign._folder import WORKLOAD_NAME, CampaignFolder
+from runners.campaign._records import CellParts
 from runners.campaign._stages import (
     CellRun,
     Prompt,
@@ -37,7 +40,7 @@ from runners.workload import (
     prompt_digest,
 )
 
-CELL_SCHEMA = "anvil-serving.cell-run/v1"
+CELL_SCHEMA = CELL_RUN_V2
 TRANSPORT = "httpx over aiohttp (httpx-aiohttp), raw-bytes SSE parsing"
 
 
@@ -129,18 +132,8 @@ class CellRunner:
             hint_words=hint,
             max_words=self.context_limits.get(arm.name, MAX_CONTEXT_TARGET),
         )
-        prompts = []
-        for index in range(stage.warmup + stage.measured(cell)):
-            messages = self._messages(calibration, cell, index)
-            prompts.append(
-                {
-                    "index": index,
-                    "warmup": index < stage.warmup,
-                    "sha256": prompt_digest(messages),
-                    "bytes": len(prompt_bytes(messages)),
-                    "prompt_tokens": {},
-                }
-            )
+        prompts = self._prompts_digest(calibration, cell, stage.warmup + stage.measured(cell))
+        prompts["warmup"] = stage.warmup
         entry = {
             "stage": stage.name,
             "cell": cell.id,
@@ -148,10 +141,22 @@ class CellRunner:
             "thinking": cell.thinking,
             "calibration": calibration.to_json(),
             "prompts": prompts,
+            "prompt_tokens": {},
         }
         self.state.workload[key] = entry
         self.state.write_workload()
         return entry
+
+    def _prompts_digest(self, calibration: Calibration, cell: Cell, count: int) -> dict[str, Any]:
+        """The ``prompts`` of a cell's workload entry: its prompts built one at a time and
+        let go, so that a cell of a million requests is never in memory."""
+        digest = hashlib.sha256()
+        size = 0
+        for index in range(count):
+            messages = self._messages(calibration, cell, index)
+            digest.update(prompt_digest(messages).encode() + b"\n")
+            size += len(prompt_bytes(messages))
+        return {"count": count, "warmup": 0, "bytes": size, "sha256": digest.hexdigest()}
 
     def _messages(self, calibration: Calibration, cell: Cell, index: int) -> list[dict[str, str]]:
         return build_messages(
@@ -169,44 +174,133 @@ class CellRunner:
         path = self.state.folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         label = f"{arm.name} {stage.name} {cell.id}"
-        started_at = evidence.utc_now()
-        run = CellRun(new_origin())
         entry = await self._calibration(client, arm, stage, cell)
         calibration = Calibration.from_json(entry["calibration"])
-        prompts = []
-        for spec in entry["prompts"]:
-            messages = self._messages(calibration, cell, spec["index"])
-            if prompt_digest(messages) != spec["sha256"]:
-                raise RunnerError(
-                    f"{WORKLOAD_NAME}: prompt {spec['index']} of {cell.id} no longer has its "
-                    "recorded digest"
-                )
-            prompts.append(Prompt(spec["index"], spec["warmup"], messages, spec["sha256"]))
+        total = entry["prompts"]["count"]
+        if self._prompts_digest(calibration, cell, total)["sha256"] != entry["prompts"]["sha256"]:
+            raise RunnerError(
+                f"{WORKLOAD_NAME}: the prompts of {cell.id} no longer have their recorded digest"
+            )
+
+        def prompt(index: int) -> Prompt:
+            messages = self._messages(calibration, cell, index)
+            return Prompt(index, index < stage.warmup, messages, prompt_digest(messages))
+
+        earlier = self.state.resumable.get(key)
+        run = CellRun(new_origin())
+        resumed: list[dict[str, Any]] = []
+        started_at = evidence.utc_now()
+        if earlier is not None:
+            started_at = earlier["started_at"]
+            resumed = list(earlier.get("resumed", ()))
+            run.resumed = True
 
         def document(status: str, reason: str | None) -> dict[str, Any]:
-            return self._cell_document(arm, stage, cell, run, entry, started_at, status, reason)
+            header = self._cell_document(arm, stage, cell, run, entry, started_at, status, reason)
+            header["parts"] = parts.listed
+            header["records"] = parts.records
+            if resumed:
+                header["resumed"] = resumed
+            return header
 
+        parts = CellParts(
+            self.state.folder, rel, lambda: write_document(path, document("incomplete", "running"))
+        )
+        done = bytearray(total)
+        self.state.progress.start_cell(label, total)
+        if earlier is not None:
+            parts.reopen(earlier["parts"])
+            resumed.append(self._take_up(parts, earlier, stage, cell, run, done))
         write_document(path, document("incomplete", "running"))
         self.state.cells[key] = "incomplete"
-        self.state.progress.start_cell(label, len(prompts))
+
+        def on_record(record: dict[str, Any]) -> None:
+            parts.append(record)
+            self.state.progress.request_done(record)
+
+        todo = (index for index in range(total) if not done[index])
         try:
-            await run_cell(client, arm, stage, cell, prompts, run, self.state.progress.request_done)
+            await run_cell(client, arm, stage, cell, prompt, todo, run, on_record)
         except asyncio.CancelledError:
-            write_document(path, document("incomplete", f"interrupted by {self.stopped_by()}"))
-            self.state.progress.end_cell(label, cell_stats(run.records), "incomplete")
-            self.outcomes.append(
-                CellOutcome(arm.name, stage.name, cell.id, "incomplete", cell_stats(run.records))
-            )
+            self._note_clock(resumed, run)
+            parts.close_part()
+            header = document("incomplete", f"interrupted by {self.stopped_by()}")
+            self._finish(header, parts)
+            write_document(path, header)
+            stats = cell_stats(parts.on_disk(header))
+            self.state.progress.end_cell(label, stats, "incomplete")
+            self.outcomes.append(CellOutcome(arm.name, stage.name, cell.id, "incomplete", stats))
             raise
-        write_document(path, document("complete", None))
+        except BaseException:
+            parts.abandon()
+            raise
+        self._note_clock(resumed, run)
+        parts.close_part()
+        header = document("complete", None)
+        self._finish(header, parts)
+        write_document(path, header)
         self.state.cells[key] = "complete"
-        for record in run.records:
-            tokens = (record.get("usage") or {}).get("prompt_tokens")
-            entry["prompts"][record["index"]]["prompt_tokens"][arm.name] = tokens
+        stats = cell_stats(parts.on_disk(header))
+        entry["prompt_tokens"][arm.name] = _prompt_tokens(parts.on_disk(header))
         self.state.write_workload()
-        stats = cell_stats(run.records)
         self.state.progress.end_cell(label, stats, "complete")
         self.outcomes.append(CellOutcome(arm.name, stage.name, cell.id, "complete", stats))
+
+    def _take_up(
+        self,
+        parts: CellParts,
+        earlier: dict[str, Any],
+        stage: Stage,
+        cell: Cell,
+        run: CellRun,
+        done: bytearray,
+    ) -> dict[str, Any]:
+        """What an interrupted run left of a cell: each request on disk marked done and
+        counted, the clock set to go on after the last, and an open loop's schedule start
+        found again from the due times recorded (the cell's file, written before the
+        schedule started, says none if the run was killed before a part closed). Returns
+        the cell's ``resumed`` entry.
+
+        Raises:
+            RunnerError: a record is of a request the cell does not have.
+        """
+        arrivals = stage.arrivals(cell)
+        offsets = schedule_ns(arrivals, cell.id) if arrivals is not None else None
+        last_end = count = 0
+        for record in parts.on_disk(earlier):
+            index = record["index"]
+            if not 0 <= index < len(done):
+                raise RunnerError(f"cannot resume {parts.cell_rel}: a record of request {index}")
+            if done[index]:
+                raise RunnerError(
+                    f"cannot resume {parts.cell_rel}: request {index} is recorded twice"
+                )
+            done[index] = 1
+            last_end = max(last_end, record["end_ns"] or record["sent_ns"])
+            count += 1
+            due = record.get("scheduled_ns")
+            if offsets is not None and due is not None and not record["warmup"]:
+                run.schedule_start_ns = due - offsets[index - stage.warmup]
+            self.state.progress.counted(record)
+        # The clock goes on from the last record; an open loop sets it again so that its
+        # schedule still holds.
+        run.origin_ns -= last_end
+        run.clock_ns = last_end
+        return {"at": evidence.utc_now(), "records": count, "clock_ns": last_end}
+
+    @staticmethod
+    def _note_clock(resumed: list[dict[str, Any]], run: CellRun) -> None:
+        """A resumed open loop set its clock again: the entry says where it starts."""
+        if resumed and run.clock_ns is not None:
+            resumed[-1]["clock_ns"] = run.clock_ns
+
+    @staticmethod
+    def _finish(header: dict[str, Any], parts: CellParts) -> None:
+        """What a cell's header states of all its records once they are on disk: an open
+        loop's lateness."""
+        arrival = header["cell"].get("arrival")
+        if arrival is not None:
+            arrival["lateness"] = lateness(parts.on_disk(header))
 
     def _cell_document(
         self,
@@ -264,14 +358,13 @@ class CellRunner:
                 "prompt_tokens": calibration["prompt_tokens"],
             },
             "metrics": run.metrics or None,
-            "requests": list(run.records),
         }
         arrivals = stage.arrivals(cell)
         if arrivals is not None:
             document["cell"]["arrival"] = {
                 **arrivals.to_json(),
                 "start_ns": run.schedule_start_ns or 0,
-                "lateness": lateness(run.records),
+                "lateness": lateness(()),
             }
             sweep = self.state.sweeps.get(stage.name)
             if sweep is not None:
@@ -284,3 +377,15 @@ class CellRunner:
                     "of": stage.sweep_rates,
                 }
         return document
+
+
+def _prompt_tokens(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """An arm's ``prompt_tokens`` of a cell in the workload manifest: the requests whose
+    server reported ``usage.prompt_tokens``, and their sum."""
+    requests = total = 0
+    for record in records:
+        counted = (record.get("usage") or {}).get("prompt_tokens")
+        if counted is not None:
+            requests += 1
+            total += counted
+    return {"requests": requests, "total": total}

@@ -13,6 +13,8 @@ import orjson
 from ledger import __version__
 from ledger.errors import InvalidArtifact, RunnerError, SchemaError
 from ledger.evidence import manifest
+from ledger.formats.cell_records import CELL_RUN_V2, records
+from ledger.formats.models import ReviewedChange
 from ledger.formats.outputs import OutputExists
 from ledger.formats.schema import read_document, write_document
 from ledger.hashing import sha256_file
@@ -25,7 +27,7 @@ from runners.workload import TOLERANCE
 PLAN_NAME = "run-plan.json"
 WORKLOAD_NAME = "workload-manifest.json"
 RUN_MANIFEST_NAME = "run-manifest.json"
-WORKLOAD_SCHEMA = "anvil-serving.workload-manifest/v1"
+WORKLOAD_SCHEMA = "anvil-serving.workload-manifest/v2"
 RUN_MANIFEST_SCHEMA = "anvil-serving.run-manifest/v1"
 
 
@@ -85,6 +87,8 @@ class CampaignFolder:
         """(arm, stage, cell) -> complete, incomplete or pending."""
         self.sweeps: dict[str, dict[str, Any]] = {}
         self.interrupted_files: dict[tuple[str, str, str], list[str]] = {}
+        self.resumable: dict[tuple[str, str, str], dict[str, Any]] = {}
+        """(arm, stage, cell) -> the header of a cell an interrupted run left, to go on with."""
         self.evidence: dict[tuple[str, str], str] = {}
         """(arm, evidence stage) -> complete, incomplete or pending."""
         self.before: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
@@ -114,7 +118,11 @@ class CampaignFolder:
                 return None
             if document.get("status") != "complete":
                 return None
-            measured.append((cell.id, completed_rate(document["requests"])))
+            try:
+                rate = completed_rate(records(self.folder, document))
+            except InvalidArtifact:
+                return None
+            measured.append((cell.id, rate))
         (sync_id, synchronous), (burst_id, ceiling) = measured
         # No probe answered: there is no rate to sweep, only a failed measurement to keep.
         cells = stage.sweep_cells(synchronous, ceiling) if synchronous > 0 else []
@@ -187,7 +195,14 @@ class CampaignFolder:
             manifest.seal(self.folder, check=False, jobs=1)
         workload_path = self.folder / WORKLOAD_NAME
         if workload_path.exists():
-            for entry in self._read(workload_path)["cells"]:
+            workload = self._read(workload_path)
+            if workload["schema"] != WORKLOAD_SCHEMA:
+                raise RunnerError(
+                    f"cannot resume: {workload_path} is {workload['schema']}, written by an "
+                    "earlier anvil-ledger; its cells stay as they are, evidence of their own. "
+                    "Start the plan again in another --raw-dir"
+                )
+            for entry in workload["cells"]:
                 self.workload[(entry["stage"], entry["cell"])] = entry
         for arm in self.plan.arms:
             for stage in self.plan.stages:
@@ -206,7 +221,7 @@ class CampaignFolder:
         changed = [
             c
             for c in manifest.changes_since_seal(self.folder, jobs=1)
-            if c.change != "added" and c.path not in own
+            if c.change != "added" and c.path not in own and not self._resumable_header(c)
         ]
         if changed:
             shown = ", ".join(f"{c.path} ({c.change})" for c in changed[:8])
@@ -216,6 +231,18 @@ class CampaignFolder:
                 "'ledger seal --reseal-after-review' before resuming",
                 changed,
             )
+
+    def _resumable_header(self, change: ReviewedChange) -> bool:
+        """Whether a file changed since the seal is the header of a cell that a run was
+        writing: a run rewrites it from the plan and from its parts, each of which must
+        still be as it was sealed (checked when the cell is taken up again)."""
+        if change.change != "changed" or not change.path.endswith(".json"):
+            return False
+        try:
+            document = read_document(self.folder / change.path)
+        except (OSError, InvalidArtifact, SchemaError):
+            return False
+        return document.get("schema") == CELL_RUN_V2 and document.get("status") != "complete"
 
     def _recover_evidence(self, arm: Arm, step: EvidenceStage) -> None:
         path = self.folder / evidence.artifact_path(arm, step)
@@ -258,16 +285,26 @@ class CampaignFolder:
             self.cells[key] = "pending"
             return
         try:
-            status = read_document(path).get("status")
+            document: dict[str, Any] | None = read_document(path)
         except (OSError, InvalidArtifact, SchemaError):
-            status = "unreadable"
-        if status == "complete":
+            document = None
+        if document is not None and document.get("status") == "complete":
             self.cells[key] = "complete"
             return
+        if document is not None and document.get("schema") == CELL_RUN_V2:
+            # Its finished records stay where they are; the run goes on from them.
+            self.resumable[key] = document
+            self.cells[key] = "pending"
+            return
         # Kept as evidence of the interruption; the cell runs again.
-        aside = path.with_name(f"{cell.id}.interrupted-{len(earlier) + 1}.json")
+        number = len(earlier) + 1
+        aside = path.with_name(f"{cell.id}.interrupted-{number}.json")
         os.replace(path, aside)
         self.interrupted_files[key].append(aside.relative_to(self.folder).as_posix())
+        for part in sorted(path.parent.glob(f"{cell.id}.part-*.jsonl")):
+            os.replace(
+                part, part.with_name(part.name.replace(".part-", f".interrupted-{number}.part-"))
+            )
         self.cells[key] = "pending"
 
     def write_workload(self) -> None:

@@ -7,20 +7,23 @@ one ends) or open-loop (load: each request is due at its time on a schedule comp
 front, sent then whatever the others are doing, and recorded with that due time, so a
 late sender shows as lateness instead of hiding the queueing a user would have seen). The
 server's counters are scraped just before the measured requests and just after them.
+Prompts are built as their requests go out, and records leave as they end: the runner
+holds no more of a cell than its requests in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
 import httpx
 
-from ledger.measures.arrivals import offsets_ns
+from ledger.measures.arrivals import MAX_IN_FLIGHT, schedule_ns
 from runners.campaign._metrics import prefix_cache_delta, scrape
 from runners.client import CHAT_PATH, HEADERS, STREAMING, EndpointClient
 from runners.plan import Arm, Cell, Stage
@@ -77,14 +80,25 @@ def output_as_requested(record: dict[str, Any], stage: Stage) -> bool | None:
 
 @attrs.define
 class CellRun:
-    """What a cell produced so far; read after a cancellation too."""
+    """What a cell's run knows while it runs; its records go to disk as they come."""
 
     origin_ns: int
-    records: list[dict[str, Any]] = attrs.Factory(list)
+    """The clock reading its record times are relative to."""
     metrics: dict[str, Any] = attrs.Factory(dict)
     schedule_start_ns: int | None = None
-    """Where an open-loop schedule's offset 0 lies on the cell clock."""
+    """Where an open-loop schedule's offset 0 lies on the cell clock (found again from the
+    due times recorded, when a run resumes the cell)."""
+    clock_ns: int | None = None
+    """Where a resumed run's clock starts on the cell clock, once it is set."""
+    resumed: bool = False
+    """Whether the run goes on with a cell an earlier run left (its server counters before
+    the interruption are not this run's)."""
 
+
+BACKLOG = 1024
+"""Requests made and waiting for a slot at most, beyond those in flight: a sender behind
+its schedule held every request due meanwhile, built, in memory (600 MiB after a minute
+behind at 1,000 requests per second)."""
 
 SPIN_NS = 2_000_000
 """How long before its due time an open-loop request's task starts: the loop's timers wake
@@ -96,11 +110,13 @@ async def run_cell(
     arm: Arm,
     stage: Stage,
     cell: Cell,
-    prompts: list[Prompt],
+    prompts: Callable[[int], Prompt],
+    todo: Iterable[int],
     run: CellRun,
     on_record: Callable[[dict[str, Any]], None],
 ) -> None:
-    """Sends every prompt of the cell; appends a record per request to ``run.records``."""
+    """Sends the prompts of the indexes ``todo`` (ascending: warm-ups first), handing each
+    request's record to ``on_record`` as it ends."""
 
     def prepared(prompt: Prompt) -> httpx.Request:
         return client.chat_request(request_body(arm, stage, cell, prompt.messages))
@@ -117,55 +133,88 @@ async def run_cell(
         if scheduled_ns is not None:
             record["scheduled_ns"] = scheduled_ns
         record["output_as_requested"] = output_as_requested(record, stage)
-        run.records.append(record)
         on_record(record)
 
-    for prompt in (p for p in prompts if p.warmup):
-        await one(prompt)
+    indexes = iter(todo)
+    queue: Iterator[int] = indexes
+    for index in indexes:
+        if index >= stage.warmup:
+            queue = itertools.chain((index,), indexes)
+            break
+        await one(prompts(index))
     before = await scrape(client)
-    queue = [p for p in prompts if not p.warmup]
     arrivals = stage.arrivals(cell)
     prepared_requests: dict[int, httpx.Request] = {}
     if arrivals is not None:
 
-        def prepare(prompt: Prompt) -> None:
-            prepared_requests[prompt.index] = prepared(prompt)
+        def prepare(index: int) -> Prompt:
+            prompt = prompts(index)
+            prepared_requests[index] = prepared(prompt)
+            return prompt
 
-        offsets = offsets_ns(arrivals, cell.id)
-        await _open_loop(queue, offsets, arrivals.max_in_flight, run, prepare, one)
+        offsets = schedule_ns(arrivals, cell.id)
+        await _open_loop(queue, stage.warmup, offsets, arrivals.max_in_flight, run, prepare, one)
     else:
-        queue.reverse()
 
         async def worker() -> None:
-            while queue:
-                await one(queue.pop())
+            for index in queue:
+                await one(prompts(index))
 
-        await asyncio.gather(*(worker() for _ in range(min(cell.concurrency, len(queue)))))
+        await asyncio.gather(*(worker() for _ in range(cell.concurrency)))
     after = await scrape(client)
-    run.metrics = metrics_record(before, after)
-    run.records.sort(key=lambda r: (not r["warmup"], r["index"]))
+    run.metrics = (
+        metrics_record(before, after)
+        if not run.resumed
+        else metrics_record(
+            "the cell was resumed: the server's counters before the interruption are not "
+            "this run's",
+            after,
+        )
+    )
 
 
 async def _open_loop(
-    prompts: list[Prompt],
-    offsets: list[int],
+    queue: Iterable[int],
+    warmup: int,
+    offsets: Sequence[int],
     max_in_flight: int | None,
     run: CellRun,
-    prepare: Callable[[Prompt], None],
+    prepare: Callable[[int], Prompt],
     one: Callable[[Prompt, int], Awaitable[None]],
 ) -> None:
-    """Sends each prompt at its due time, on its own task. A request due while
+    """Sends each request at its due time, on its own task. A request due while
     ``max_in_flight`` are outstanding waits for a slot and is sent late, never dropped.
 
     Each task starts shortly before its request is due and sends it itself: a task started
     at the due time would first wait for everything else the event loop had to run. Each
-    request is built before it is due, and the garbage collector is paused while the
-    schedule runs: a collection of a busy client's objects stops the event loop for tens
-    of milliseconds, and every request due meanwhile would go out late."""
+    request is built before it is due, and the objects alive when the schedule starts are
+    frozen out of the garbage collector's walks: a collection of a busy client's objects
+    stopped the event loop for tens of milliseconds, and every request due meanwhile went
+    out late. (Pausing the collector instead held every response's reference cycles until
+    the cell ended: 20 KB a request, gigabytes in an hour-long cell.)
+
+    A resumed cell keeps its schedule: the run's clock is set so that the first request
+    still to send is due now, and the rest follow at their offsets."""
     slots = asyncio.Semaphore(max_in_flight) if max_in_flight else None
+    outstanding = (max_in_flight or MAX_IN_FLIGHT) + BACKLOG
+    pending = iter(queue)
+    first = next(pending, None)
+    if first is None:
+        return
+    pending = itertools.chain((first,), pending)
+    # Everything alive now (the client, the schedule) is moved out of the collector's
+    # reach: a collection then walks only what the requests made since, which streaming
+    # their records keeps small, instead of stopping the loop for tens of milliseconds.
+    gc.collect()
+    gc.freeze()
     # The first request is due a little after now, so it is not late by construction.
-    start = time.perf_counter_ns() + SPIN_NS
-    run.schedule_start_ns = start - run.origin_ns
+    now = time.perf_counter_ns() + SPIN_NS
+    if run.schedule_start_ns is None:
+        run.schedule_start_ns = now - run.origin_ns
+    else:
+        run.origin_ns = now - (run.schedule_start_ns + offsets[first - warmup])
+        run.clock_ns = now - run.origin_ns
+    start = run.origin_ns + run.schedule_start_ns
     tasks: set[asyncio.Task[None]] = set()
 
     async def send(
@@ -186,13 +235,15 @@ async def _open_loop(
             if slots is not None:
                 slots.release()
 
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         before: asyncio.Event | None = None
-        for prompt, offset in zip(prompts, offsets, strict=True):
-            due = start + offset
-            prepare(prompt)
+        for index in pending:
+            while len(tasks) >= outstanding:
+                # Behind its schedule: the requests already late wait for a slot in order
+                # whatever is made next, so the next is made once one of them is done.
+                await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            due = start + offsets[index - warmup]
+            prompt = prepare(index)
             wait = due - SPIN_NS - time.perf_counter_ns()
             if wait > 0:
                 await asyncio.sleep(wait / 1e9)
@@ -208,8 +259,7 @@ async def _open_loop(
             task.cancel()
         raise
     finally:
-        if collecting:
-            gc.enable()
+        gc.unfreeze()
 
 
 def metrics_record(before: dict[str, float] | str, after: dict[str, float] | str) -> dict[str, Any]:

@@ -29,6 +29,9 @@ class Progress(Protocol):
     def request_done(self, record: dict[str, Any]) -> None:
         """One request finished (successful or not)."""
 
+    def counted(self, record: dict[str, Any]) -> None:
+        """A request an interrupted run finished, read back from disk: counted, not shown."""
+
     def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
         """The cell ended; ``stats`` is None when it was skipped."""
 
@@ -116,6 +119,9 @@ class LogProgress:
         self._total = total
         self._print(f"{label}: {total} requests")
 
+    def counted(self, record: dict[str, Any]) -> None:
+        self._counts.add(record)
+
     def request_done(self, record: dict[str, Any]) -> None:
         counts = self._counts
         counts.add(record)
@@ -166,6 +172,9 @@ class RichProgress:
     def start_cell(self, label: str, total: int) -> None:
         self._counts = _Counts()
         self._task = self._bar.add_task(label, total=total, detail="")
+
+    def counted(self, record: dict[str, Any]) -> None:
+        self._counts.add(record)
 
     def request_done(self, record: dict[str, Any]) -> None:
         counts = self._counts

@@ -25,6 +25,7 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport
 
+from ledger.formats.cell_records import DEFAULTS, encode_channels, encode_chunks
 from runners.client._sse import SSEParser
 
 ERROR_CLASSES = (
@@ -39,6 +40,7 @@ ERROR_CLASSES = (
     "context-exceeded",
     "stream-error",
     "client-error",
+    "overlong-stream",
 )
 """Every error class a request record can carry."""
 
@@ -90,6 +92,33 @@ class Deadlines:
     """Request sent to end of stream."""
 
 
+DEFAULT_MAX_TOKENS = 32768
+"""The reply length a stream is bounded by when its request sets no ``max_tokens``."""
+
+
+@attrs.frozen
+class StreamBound:
+    """How much of one stream a request takes before it is cut as ``overlong-stream``: a
+    server that streams past its ``max_tokens`` would otherwise fill memory and the cell's
+    records for as long as the total deadline lasts."""
+
+    chunks: int
+    """Token-bearing chunks: twice ``max_tokens``, and 16 more (a correct server sends at
+    most one per token)."""
+    bytes: int
+    """Bytes of the response body: 16 KiB per token of ``max_tokens`` and 64 more (a
+    chunk with the top-20 log-probabilities of its token is about 5 KiB)."""
+
+    @classmethod
+    def for_max_tokens(cls, max_tokens: Any) -> StreamBound:
+        tokens = max_tokens if type(max_tokens) is int and max_tokens > 0 else DEFAULT_MAX_TOKENS
+        return cls(chunks=2 * tokens + 16, bytes=(tokens + 64) * (16 << 10))
+
+
+_BOUND = "anvil_ledger.stream_bound"
+"""Where a built request carries its stream's bound."""
+
+
 @attrs.define
 class RequestRecord:
     """What one request did. Times are integer nanoseconds from the caller's origin."""
@@ -137,19 +166,20 @@ class RequestRecord:
             self.error = {"class": error_class, "status": status, "message": message[:_MAX_MESSAGE]}
 
     def to_json(self) -> dict[str, Any]:
-        """The per-request record of a cell artifact (the caller adds index and prompt)."""
+        """The per-request record of a cell artifact (the caller adds index and prompt), as
+        a part's line holds it: chunk times compact, fields at their defaults left out
+        (:data:`ledger.formats.cell_records.DEFAULTS`)."""
         completion = self.usage.get("completion_tokens") if self.usage else None
         text = self.text
-        return {
+        record = {
             "sent_ns": self.sent_ns,
             "headers_ns": self.headers_ns,
             "first_token_ns": self.first_token_ns,
             "first_content_ns": self.first_content_ns,
             "last_token_ns": self.last_token_ns,
             "end_ns": self.end_ns,
-            "chunks_ns": self.chunks_ns,
-            "chunk_channels": "".join(self.chunk_channels),
-            "chunk_tokens": self.chunk_tokens,
+            "chunks_us": encode_chunks(self.first_token_ns, self.chunks_ns),
+            "channel_runs": encode_channels("".join(self.chunk_channels)),
             "usage": self.usage,
             "usage_mismatch": None if completion is None else completion != self.chunk_tokens,
             "finish_reason": self.finish_reason,
@@ -163,6 +193,7 @@ class RequestRecord:
             "resent": self.resent,
             "server_timings": self.server_timings,
         }
+        return {k: v for k, v in record.items() if k not in DEFAULTS or v != DEFAULTS[k]}
 
 
 CHAT_PATH = "/chat/completions"
@@ -546,7 +577,10 @@ class EndpointClient:
         """The streaming request of :meth:`chat`, built ahead (an open-loop sender builds
         it before the request is due, so serialising it is not part of its lateness)."""
         payload = orjson.dumps({**body, **STREAMING})
-        return self._client.build_request("POST", self.base_url + CHAT_PATH, content=payload)
+        request = self._client.build_request("POST", self.base_url + CHAT_PATH, content=payload)
+        limit = body.get("max_tokens", body.get("max_completion_tokens"))
+        request.extensions[_BOUND] = StreamBound.for_max_tokens(limit)
+        return request
 
     async def chat(self, body: dict[str, Any] | httpx.Request, *, origin_ns: int) -> RequestRecord:
         """Streams one chat completion; never raises for anything the server does.
@@ -574,7 +608,8 @@ class EndpointClient:
                     if response.status_code >= 400:
                         await self._http_error(response, record)
                     else:
-                        await self._consume(response, record, origin_ns, timer, total_at)
+                        bound = request.extensions.get(_BOUND) or StreamBound.for_max_tokens(None)
+                        await self._consume(response, record, origin_ns, timer, total_at, bound)
                 finally:
                     await response.aclose()
         except TimeoutError:
@@ -620,6 +655,7 @@ class EndpointClient:
         origin_ns: int,
         timer: asyncio.Timeout,
         total_at: float,
+        bound: StreamBound,
     ) -> None:
         loop = asyncio.get_running_loop()
         idle_s = self.deadlines.idle_s
@@ -627,8 +663,16 @@ class EndpointClient:
         state = _StreamState(record, origin_ns)
         loads = orjson.loads
         clock = time.perf_counter_ns
+        received = 0
         async for raw in response.aiter_raw():
             now = clock()
+            received += len(raw)
+            if received > bound.bytes:
+                record.fail(
+                    "overlong-stream",
+                    f"the response passed {bound.bytes} bytes, the bound of its max_tokens; cut",
+                )
+                return
             payloads = parser.feed(raw)
             if not payloads:
                 continue
@@ -644,6 +688,18 @@ class EndpointClient:
                     return
                 state.event(event, now)
                 if record.error is not None:
+                    return
+                if len(record.chunks_ns) > bound.chunks:
+                    # The chunks up to the bound are kept: how the stream went, not all of it.
+                    del record.chunks_ns[bound.chunks :], record.chunk_channels[bound.chunks :]
+                    record.last_token_ns = record.chunks_ns[-1]
+                    if (record.first_content_ns or 0) > record.last_token_ns:
+                        record.first_content_ns = None
+                    record.fail(
+                        "overlong-stream",
+                        f"more than {bound.chunks} token-bearing chunks, the bound of its "
+                        "max_tokens; cut",
+                    )
                     return
             timer.reschedule(min(total_at, loop.time() + idle_s))
         if record.finish_reason is None:
