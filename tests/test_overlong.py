@@ -67,6 +67,16 @@ class HostileServer:
                 finish = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n'
                 conn.sendall(TOKEN * count + finish + b"data: [DONE]\n\n")
                 return
+            if self.mode == "reasoning-then-content":
+                # 23 reasoning tokens, then one event with a reasoning and a content token:
+                # the 25th chunk, content, is the first past the bound of max_tokens 4.
+                think = b'data: {"choices":[{"index":0,"delta":{"reasoning_content":"r"}}]}\n\n'
+                both = (
+                    b'data: {"choices":[{"index":0,"delta":'
+                    b'{"reasoning_content":"r","content":"c"}}]}\n\n'
+                )
+                conn.sendall(think * 23 + both + TOKEN * 100)
+                return
             if self.mode == "bytes":
                 conn.sendall(b'data: {"c": "')
             block = TOKEN * 64 if self.mode == "chunks" else b"x" * 65536
@@ -184,3 +194,15 @@ def test_a_run_against_it_records_the_class_and_verifies(
     status, report = verify_json(cli, folder)
     assert status == 0, report["findings"]
     assert "0/3" in out
+
+
+@pytest.mark.parametrize("hostile", ["reasoning-then-content"], indirect=True)
+def test_content_past_the_bound_is_not_the_record_s_first_content(
+    hostile: HostileServer,
+) -> None:
+    """The cut keeps 24 reasoning chunks: no content was kept, so the record has no time
+    to first content (TTFT), though content came in the same event as the last one kept."""
+    record = _chat(hostile.base_url, 4)
+    assert record.error is not None and record.error["class"] == "overlong-stream"
+    assert "".join(record.chunk_channels) == "r" * 24
+    assert record.first_token_ns is not None and record.first_content_ns is None

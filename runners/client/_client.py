@@ -693,8 +693,8 @@ class EndpointClient:
                     # The chunks up to the bound are kept: how the stream went, not all of it.
                     del record.chunks_ns[bound.chunks :], record.chunk_channels[bound.chunks :]
                     record.last_token_ns = record.chunks_ns[-1]
-                    if (record.first_content_ns or 0) > record.last_token_ns:
-                        record.first_content_ns = None
+                    if "c" not in record.chunk_channels:
+                        record.first_content_ns = None  # its content came past the bound
                     record.fail(
                         "overlong-stream",
                         f"more than {bound.chunks} token-bearing chunks, the bound of its "
