@@ -248,6 +248,14 @@ def _edited(campaign: Path, edit: Callable[[dict[str, Any]], None]) -> dict[str,
     return document
 
 
+def _edited_header(campaign: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """The cell run's own file edited, its parts as they are, every digest made to agree."""
+    header = json.loads((campaign / CELL).read_text())
+    edit(header)
+    (campaign / CELL).write_text(json.dumps(header))
+    _reseal(campaign, CELL)
+
+
 def _first_measured(document: dict[str, Any]) -> dict[str, Any]:
     return next(r for r in document["requests"] if not r["warmup"])
 
@@ -391,10 +399,7 @@ def test_a_complete_cell_short_of_its_requests_is_held(campaign: Path, cli: CliR
 def test_the_header_s_counts_are_held_to_its_parts(
     campaign: Path, cli: CliRun, edit: Callable[[dict[str, Any]], None], pointer: str, said: str
 ) -> None:
-    header = json.loads((campaign / CELL).read_text())
-    edit(header)
-    (campaign / CELL).write_text(json.dumps(header))
-    _reseal(campaign, CELL)
+    _edited_header(campaign, edit)
     found = _findings(cli, campaign)
     assert {(c, p, at) for c, p, at, _ in found} == {("record-inconsistent", CELL, pointer)}
     assert all(said in m for *_, m in found)
@@ -636,10 +641,7 @@ def test_a_part_listed_is_the_cell_run_s_own_and_of_its_size(
     campaign: Path, cli: CliRun, edit: Callable[[dict[str, Any]], None], pointer: str, said: str
 ) -> None:
     """Another cell's part listed as this one's would have its records counted twice."""
-    header = json.loads((campaign / CELL).read_text())
-    edit(header)
-    (campaign / CELL).write_text(json.dumps(header))
-    _reseal(campaign, CELL)
+    _edited_header(campaign, edit)
     found = {(c, p, at) for c, p, at, m in _findings(cli, campaign) if said in m}
     assert ("record-inconsistent", CELL, pointer) in found
 

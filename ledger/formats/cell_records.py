@@ -43,6 +43,7 @@ __all__ = [
     "parse_line",
     "part_lines",
     "part_rel",
+    "read_record",
     "records",
 ]
 
@@ -85,9 +86,10 @@ def is_part(rel: str) -> bool:
     return PART_NAME.search(rel) is not None
 
 
-def _microseconds(offset_ns: int) -> int:
-    # Half up, the same way every time: a chunk and first_content_ns round alike.
-    return (offset_ns + 500) // 1000
+def offset_us(first_token_ns: int, at_ns: int) -> int:
+    """A time's microseconds after the first token, rounded half up the same way every
+    time: a chunk and ``first_content_ns`` round alike."""
+    return (at_ns - first_token_ns + 500) // 1000
 
 
 DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -141,7 +143,7 @@ def encode_chunks(first_token_ns: int | None, chunks_ns: list[int]) -> str:
     previous = 0
     window: list[int] = []
     for at in chunks_ns[1:]:
-        offset = _microseconds(at - first_token_ns)
+        offset = offset_us(first_token_ns, at)
         if offset < previous:
             raise ValueError("chunk times are not in order")
         gap = offset - previous
@@ -162,16 +164,17 @@ def decode_chunks(chunks_us: str) -> list[int]:
             end, or a gap is negative (no encoder of ordered times writes one).
     """
     offsets = [0]
-    value = scale = span = at = 0
+    value = span = at = 0
+    scale = 1
     window: list[int] = []
     for character in chunks_us:
         digit = _VALUE.get(character)
         if digit is None:
             raise ValueError(f"{character!r} is not a digit of chunk times")
-        value += digit * (scale or 1)
+        value += digit * scale
         if character in _MORE:
-            span += 31 * (scale or 1)
-            scale = (scale or 1) * 31
+            span += 31 * scale
+            scale *= 31
             if scale > 31**13:
                 raise ValueError("a chunk time's number is longer than 64 bits")
             continue
@@ -184,15 +187,11 @@ def decode_chunks(chunks_us: str) -> list[int]:
             del window[0]
         at += gap
         offsets.append(at)
-        value = scale = span = 0
-    if scale:
+        value = span = 0
+        scale = 1
+    if scale > 1:
         raise ValueError("the last chunk time's number is cut short")
     return offsets
-
-
-def offset_us(first_token_ns: int, at_ns: int) -> int:
-    """A time's microseconds after the first token, rounded as chunk times are."""
-    return _microseconds(at_ns - first_token_ns)
 
 
 def encode_channels(letters: str) -> str:
@@ -271,6 +270,15 @@ def parse_line(line: bytes, where: str) -> dict[str, Any]:
     return record
 
 
+def read_record(line: bytes, where: str) -> dict[str, Any]:
+    """A part's line as readers take it: parsed, held to its schema, its defaults put in.
+
+    Raises:
+        InvalidArtifact: the line is no record, or one that breaks its schema.
+    """
+    return completed(checked(parse_line(line, where), where))
+
+
 def records(folder: Path, document: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A cell run's records in the order it holds them: v1's ``requests``; v2's parts
     (``folder`` is the campaign's), line by line, each :func:`completed`.
@@ -287,7 +295,7 @@ def records(folder: Path, document: dict[str, Any]) -> Iterator[dict[str, Any]]:
         try:
             for number, line in part_lines(folder / rel):
                 digest.update(line)
-                yield completed(checked(parse_line(line, f"{rel}:{number}"), f"{rel}:{number}"))
+                yield read_record(line, f"{rel}:{number}")
         except OSError as e:
             raise InvalidArtifact(f"{rel}: cannot be read: {e.strerror or e}") from None
         if digest.hexdigest() != part["sha256"]:

@@ -18,11 +18,10 @@ from ledger.errors import InvalidArtifact, RunnerError
 from ledger.formats.cell_records import (
     PART_MAX_BYTES,
     PART_NAME,
-    checked,
-    completed,
     parse_line,
     part_lines,
     part_rel,
+    read_record,
     records,
 )
 
@@ -181,7 +180,6 @@ class CellParts:
                 self._stream.flush()
                 rel = self._open_rel()
                 for number, line in part_lines(self.folder / rel):
-                    where = f"{rel}:{number}"
-                    yield completed(checked(parse_line(line, where), where))
+                    yield read_record(line, f"{rel}:{number}")
         except InvalidArtifact as e:
             raise RunnerError(f"cannot go on with {self.cell_rel}: {e}") from None
