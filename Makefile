@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The accuracy tests compare the client's clock with the server's to 2 ms, so they run on
+# The accuracy tests compare the client's clock with the server's to 1 ms, so they run on
 # their own before the parallel suite rather than beside it.
 test: lint
 	$(BIN)/python -m pytest -m accuracy
