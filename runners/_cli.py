@@ -11,14 +11,12 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ledger.cli import REVIEW_HELP, is_folder
+from ledger.cli import REVIEW_HELP, exit_statuses, is_folder
 from ledger.errors import UsageError
 
 if TYPE_CHECKING:
-    from runners.campaign import CellOutcome
     from runners.publication import SigningSetup
 
 _SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
@@ -31,11 +29,24 @@ def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run a plan's workload and evidence stages against its endpoints",
         description="Measure every arm x stage x cell of PLAN.toml and write the raw "
-        "campaign folder DIR/<campaign_id>/. Exit 0 when every cell completed (failed "
-        "requests are evidence, not errors), 1 on an error, 130/143 when interrupted.",
+        "campaign folder DIR/<campaign_id>/.",
+        epilog=exit_statuses(
+            ok="every cell completed with at least its stage's min_success successful "
+            "requests (default 1; failed requests are evidence, recorded either way)",
+            refused="a cell fell short (one line names it), or an error (a changed plan on "
+            "--resume, an unset API key variable)",
+            unusable="a missing or malformed plan, a context target beyond what the endpoint "
+            "or the plan allows",
+            stopped="the complete cells are kept (finish with --resume)",
+        ),
     )
-    run.add_argument("plan", metavar="PLAN.toml")
-    run.add_argument("--raw-dir", required=True, metavar="DIR", help="where raw campaigns go")
+    run.add_argument("plan", metavar="PLAN.toml", help="the run plan (a run-plan/v1 TOML file)")
+    run.add_argument(
+        "--raw-dir",
+        required=True,
+        metavar="DIR",
+        help="where raw campaigns go (the run writes DIR/<campaign_id>/)",
+    )
     run.add_argument(
         "--resume",
         action="store_true",
@@ -51,7 +62,15 @@ def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="serve the simulated OpenAI-compatible endpoint on 127.0.0.1",
         description="A real HTTP server with a timing model, prefix cache, limits and "
-        "seeded fault injection: /v1/models, /v1/chat/completions, /metrics, /sim/requests.",
+        "seeded fault injection: /v1/models, /v1/chat/completions, /metrics, /sim/requests. "
+        "It serves until a signal stops it.",
+        epilog=exit_statuses(
+            ok=None,
+            refused=None,
+            unusable="a port in use, a missing or malformed --profile",
+            stopped="the server shut down",
+            writes_stdout=False,
+        ),
     )
     simulate.add_argument("--port", type=_port, required=True, help="TCP port on 127.0.0.1")
     simulate.add_argument("--profile", metavar="FILE", help="a TOML profile (default: built in)")
@@ -78,8 +97,14 @@ def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
         "into statement.sigstore.json (a DSSE bundle). Needs the network and an identity: "
         "--identity-token, or the ambient OIDC credential of a CI job (GitHub Actions: "
         "'id-token: write').",
+        epilog=exit_statuses(
+            ok="signed",
+            refused="nothing to sign, the seal does not hold, or signing failed (no "
+            "ambient OIDC credential)",
+            unusable="a missing folder, an identity token or --trust-config that cannot be used",
+        ),
     )
-    sign.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    sign.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the published campaign folder")
     _add_signing_options(sign)
     sign.add_argument(
         "--replace",
@@ -122,10 +147,21 @@ def register_approve(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Writes approvals/<arm>-<digest>.json naming the exact summary that "
         "would authorize promotion (every other rule of the policy must hold), and signs it "
         "(keyless, ambient OIDC) unless --no-sign. Then run 'ledger decide' again.",
+        epilog=exit_statuses(
+            ok="the record is written (and signed, unless --no-sign)",
+            refused="the seal does not hold, the campaign is not approvable, or signing failed",
+            unusable="a missing folder, a malformed --policy, an arm the campaign lacks",
+        ),
     )
-    approve.add_argument("campaign", metavar="CAMPAIGN_DIR")
-    approve.add_argument("--policy", metavar="FILE")
-    approve.add_argument("--candidate", metavar="ARM")
+    approve.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the campaign folder")
+    approve.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a promotion-policy/v1 TOML file (default: the policy shipped with ledger)",
+    )
+    approve.add_argument(
+        "--candidate", metavar="ARM", help="the arm to approve (default: from the A/B)"
+    )
     approve.add_argument("--note", help="a sentence recorded in the approval")
     approve.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
     approve.add_argument(
@@ -170,8 +206,12 @@ def register_demo(commands: Any, common: argparse.ArgumentParser) -> None:
         help="the whole pipeline on the embedded simulated endpoint (run, derive, decide, "
         "publish, ticket, report, verify)",
         description="Needs no GPU and no server. Writes DIR/raw, DIR/private, DIR/public and "
-        "DIR/tickets; prints the decision, its reasons and where the report is. Exit 0 when "
-        "the publication verifies.",
+        "DIR/tickets; prints the decision, its reasons and where the report is.",
+        epilog=exit_statuses(
+            ok="the publication verifies",
+            refused="it does not, or a step failed",
+            unusable="an --out that is not a new or empty folder",
+        ),
     )
     demo.add_argument("--out", required=True, metavar="DIR", help="an empty or new folder")
     demo.set_defaults(func=_demo)
@@ -194,15 +234,29 @@ def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
         help="audit a published campaign (folder or URL): signature, subjects, every check",
         description="Fetch a published campaign (folder, or http(s) with size caps and no "
         "redirect to another host), verify the statement's sigstore bundle offline, check "
-        "every subject digest against the files, then run every verify check. Exit 0 "
-        "passed, 1 failed, 2 unusable input.",
+        "every subject digest against the files, then run every verify check.",
+        epilog=exit_statuses(
+            ok="passed",
+            refused="failed (each problem on a line)",
+            unusable="a missing folder, a URL that cannot be fetched or a fetch past its "
+            "limits, a bundle or trusted root that does not parse, a --tickets that is not "
+            "a folder",
+        ),
     )
-    audit.add_argument("source", metavar="DIR|URL")
-    audit.add_argument("--identity", required=True)
-    audit.add_argument("--issuer", required=True)
+    audit.add_argument(
+        "source", metavar="DIR|URL", help="a published campaign's folder, or its http(s) URL"
+    )
+    audit.add_argument(
+        "--identity", required=True, help="the certificate identity that must have signed it"
+    )
+    audit.add_argument("--issuer", required=True, help="its OIDC issuer URL")
     roots = audit.add_mutually_exclusive_group()
-    roots.add_argument("--trusted-root", metavar="FILE")
-    roots.add_argument("--staging", action="store_true")
+    roots.add_argument(
+        "--trusted-root",
+        metavar="FILE",
+        help="a trusted_root.json to pin (default: sigstore's production root, pinned in ledger)",
+    )
+    roots.add_argument("--staging", action="store_true", help="the pinned staging root")
     audit.add_argument(
         "--tickets",
         metavar="DIR",
@@ -290,44 +344,14 @@ def _audit(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _print_cells(cells: Sequence[CellOutcome]) -> None:
-    """The closing table; the server's own clock beside ours where any cell has it."""
-    if not cells:
-        return
-    server = any(c.stats is not None and c.stats.server_decode_tok_s is not None for c in cells)
-    header = ["arm", "stage", "cell", "status", "ok/n", "TTFT ms", "decode tok/s", "E2E ms"]
-    header += ["tok/s", *(("first token - server prompt ms", "server decode tok/s") * server)]
-    rows = [header]
-    for outcome in cells:
-        stats = outcome.stats
-        row = [outcome.arm, outcome.stage, outcome.cell, outcome.status]
-        if stats is None:
-            row += ["-"] * (len(header) - len(row))
-        else:
-            row.append(f"{stats.requests - stats.failed}/{stats.requests}")
-            row += map(_fmt, (stats.ttft_ms, stats.decode_tok_s, stats.e2e_ms))
-            row.append(_fmt(stats.throughput_tok_s))
-            if server:
-                row += map(_fmt, (stats.server_gap_ms, stats.server_decode_tok_s))
-        rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
-
-
 def _run(args: argparse.Namespace) -> int:
-    from runners.campaign import run_plan
+    from runners.campaign import run_plan, success_shortfall
+    from runners.campaign.closing import closing_table
     from runners.plan import load_plan
 
     plan = load_plan(args.plan)
     result = run_plan(plan, args.raw_dir, resume=args.resume)
-    _print_cells(result.cells)
+    sys.stdout.write(closing_table(result.cells))
     print(f"raw campaign: {result.folder}", file=sys.stderr)
     if result.interrupted is not None:
         print(
@@ -336,7 +360,10 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return _SIGNAL_STATUS.get(result.interrupted, 1)
-    return 0 if result.complete else 1
+    shortfall = success_shortfall(result.cells)
+    if shortfall is not None:
+        print(f"ledger run: {shortfall}", file=sys.stderr)
+    return 0 if result.complete and shortfall is None else 1
 
 
 def _simulate(args: argparse.Namespace) -> int:

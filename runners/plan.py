@@ -9,6 +9,7 @@ environment variable that holds it.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import math
 import re
 from collections.abc import Sequence
@@ -33,10 +34,13 @@ from ledger.measures.arrivals import (
 from runners.client import Deadlines, url_problem
 from runners.simulate.profile import Profile, load_profile
 from runners.workload import PREFIX_MODES
+from runners.workload.sharegpt import Dataset
 
 __all__ = [
+    "APIS",
     "CODING_TASKS",
     "CONTEXT_FAMILIES",
+    "DEFAULT_MIN_SUCCESS",
     "DEFAULT_RESERVE_MIB",
     "DEFAULT_THINKING",
     "EVIDENCE_KINDS",
@@ -90,6 +94,11 @@ DEFAULT_THINKING = {
 """How thinking is switched unless an arm says otherwise (SGLang's and vLLM's chat
 template argument)."""
 DEFAULT_RESERVE_MIB = 3072
+APIS = ("chat", "completions")
+"""What an arm's workload stages stream (``api``)."""
+DEFAULT_MIN_SUCCESS = 1
+"""Successful measured requests each cell of a workload stage needs unless its stage says
+otherwise: a cell where nothing succeeded measured nothing (``ledger run`` exits 1)."""
 MAX_REQUESTS = 1_000_000
 """Requests per cell: a million at 1 ms each is already a quarter of an hour."""
 MAX_RATE = 100_000.0
@@ -124,6 +133,13 @@ class Cell:
         return f"ctx{self.context_target}-{load}-{mode}"
 
 
+def _spread(length: int, ratio: float, draw: int) -> int:
+    """A length uniform in ``[L * (1 - r), L * (1 + r)]`` (at least 1), from 64 random bits."""
+    low = max(1, int(length * (1 - ratio)))
+    high = max(low, int(length * (1 + ratio)))
+    return low + draw % (high - low + 1)
+
+
 def rate_name(rate: float) -> str:
     """A rate as a cell name spells it: 200 -> ``200``, 2.5 -> ``2_5``."""
     text = f"{rate:.6f}".rstrip("0").rstrip(".")
@@ -141,6 +157,8 @@ class Stage:
     """Measured requests per cell; None in a load stage scheduled by ``duration_s``."""
     max_tokens: int
     controlled_output: bool
+    """ignore_eos and min_tokens = max_tokens on every request; true unless the plan says
+    false, as a matched A/B needs every request to end by length at max_tokens."""
     warmup: int
     temperature: float
     seed: int
@@ -149,6 +167,28 @@ class Stage:
     max_in_flight."""
     sweep_rates: int | None = None
     """A sweep's number of rates between its synchronous rate and its ceiling."""
+    min_success: int = DEFAULT_MIN_SUCCESS
+    """Successful measured requests each cell must have for the run to succeed."""
+    range_ratio: float = 0.0
+    """Spread of each request's lengths, as vLLM's ``--random-range-ratio``: a request's
+    prompt tokens and max_tokens are drawn, each, from ``[L * (1 - r), L * (1 + r)]`` around
+    the cell's context target and the stage's max_tokens (``ledger bench``)."""
+
+    dataset: Dataset | None = None
+    """Prompts from a file (``ledger bench --dataset-name sharegpt``) rather than filler
+    text sized to the context target, which is then the longest prompt the file admits."""
+
+    def lengths(self, cell: Cell, index: int) -> tuple[int, int]:
+        """Request ``index``'s prompt tokens (aimed at) and max_tokens."""
+        if self.dataset is not None:
+            chosen = self.dataset.prompts[index]
+            return chosen.tokens, chosen.max_tokens
+        if not self.range_ratio:
+            return cell.context_target, self.max_tokens
+        digest = hashlib.sha256(f"{self.seed}:{cell.id}:{index}:lengths".encode()).digest()
+        prompt = _spread(cell.context_target, self.range_ratio, int.from_bytes(digest[:8]))
+        output = _spread(self.max_tokens, self.range_ratio, int.from_bytes(digest[8:16]))
+        return prompt, output
 
     def arrivals(self, cell: Cell) -> Arrivals | None:
         """The open-loop schedule settings of a load cell; None for a closed-loop one."""
@@ -192,6 +232,14 @@ class Stage:
             out["arrival"] = dict(self.arrival)
         if self.sweep_rates is not None:
             out["rates"] = self.sweep_rates
+        if self.range_ratio:
+            out["range_ratio"] = self.range_ratio
+        if self.dataset is not None:
+            out["dataset"] = self.dataset.to_json()
+        if self.min_success != DEFAULT_MIN_SUCCESS:
+            # Only when set: a plan that leaves it out records what it did before the key
+            # existed, so its run can still be resumed.
+            out["min_success"] = self.min_success
         return out
 
     def sweep_cells(self, synchronous_rps: float, ceiling_rps: float) -> list[tuple[Cell, int]]:
@@ -264,6 +312,10 @@ class Arm:
     """NVML indices of the cards the arm's server uses; None: every card."""
     thinking: dict[str, dict[str, Any]] = attrs.field(factory=lambda: dict(DEFAULT_THINKING))
     """Request fields that switch thinking ``enabled`` and ``disabled`` on this server."""
+    api: str = "chat"
+    """What the workload stages stream: ``chat`` (``/chat/completions``, the server's chat
+    template applied) or ``completions`` (``/completions``, the prompt as it is: what
+    vLLM's ``bench serve`` sends by default). Functional gates always use chat."""
 
     def thinking_fields(self, enabled: bool) -> dict[str, Any]:
         """The fields to merge into a request for that thinking mode."""
@@ -282,7 +334,7 @@ class Arm:
             "container": self.container.to_json() if self.container else None,
             "gpus": list(self.gpus) if self.gpus is not None else None,
             "thinking": self.thinking,
-        }
+        } | ({"api": self.api} if self.api != "chat" else {})
 
 
 @attrs.frozen
@@ -451,6 +503,9 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         raise reader.error("gpus", f"expected distinct card indices (0, 1, ...), got {gpus!r}")
     container = _container(source, index, reader.get("container", (dict,), None))
     thinking = _thinking(source, index, reader.get("thinking", (dict,), None))
+    api = reader.get("api", (str,), "chat", "chat or completions")
+    if api not in APIS:
+        raise reader.error("api", f"expected chat or completions, got {api!r}")
     reader.finish()
     return Arm(
         name,
@@ -463,6 +518,7 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         container,
         tuple(gpus) if gpus is not None else None,
         thinking,
+        api,
     )
 
 
@@ -590,10 +646,10 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
     if kind in EVIDENCE_KINDS:
         return _evidence_stage(reader, kind)
     name = reader.name("name") if "name" in reader.table else kind
-    if kind == "load":
-        return _load_stage(reader, name, seed)
-    if kind == "sweep":
-        return _sweep_stage(reader, name, seed)
+    minimum = reader.get("min_success", (int,), DEFAULT_MIN_SUCCESS, "a whole number of requests")
+    if kind in ("load", "sweep"):
+        built = (_load_stage if kind == "load" else _sweep_stage)(reader, name, seed)
+        return _with_min_success(reader, built, minimum)
     if kind == "capacity":
         key = "context_targets"
         targets = reader.int_list(key)
@@ -626,9 +682,33 @@ def _stage(source: str, index: int, table: Any, seed: int) -> Stage | EvidenceSt
         for c in dict.fromkeys(concurrency)
         for th in thinking
     )
-    return Stage(
+    stage = Stage(
         name, kind, cells, requests, max_tokens, controlled, warmup, temperature, stage_seed
     )
+    return _with_min_success(reader, stage, minimum)
+
+
+def _with_min_success(reader: _Reader, stage: Stage, minimum: int) -> Stage:
+    """The stage with its ``min_success``, refused where a cell could never meet it."""
+    if minimum < 0:
+        raise reader.error("min_success", f"must be 0 or more, got {minimum}")
+    if minimum <= DEFAULT_MIN_SUCCESS:
+        # Every cell sends a request at least: only a larger minimum can be out of reach
+        # (and an open loop's count costs its schedule).
+        return attrs.evolve(stage, min_success=minimum)
+    counts = [(f"cell {cell.id}", stage.measured(cell)) for cell in stage.cells]
+    if stage.sweep_rates is not None and stage.arrival is not None:
+        rate_requests = stage.arrival["requests"]
+        if rate_requests is not None:
+            counts.append(("each rate cell", rate_requests))
+    for where, count in counts:
+        if minimum > count:
+            raise reader.error(
+                "min_success",
+                f"{minimum} is more than the {count} measured requests of {where}; "
+                "it could never be met",
+            )
+    return attrs.evolve(stage, min_success=minimum)
 
 
 def _sampling(reader: _Reader, seed: int) -> tuple[int, bool, int, float, int]:
@@ -638,7 +718,7 @@ def _sampling(reader: _Reader, seed: int) -> tuple[int, bool, int, float, int]:
         raise reader.error(
             "max_tokens", f"{max_tokens} is more than {MAX_CONTEXT_TARGET:,}; a typo?"
         )
-    controlled = reader.get("controlled_output", (bool,), False, "true or false")
+    controlled = reader.get("controlled_output", (bool,), True, "true or false")
     warmup = reader.get("warmup", (int,), 0, "a whole number")
     if not 0 <= warmup <= MAX_REQUESTS:
         raise reader.error("warmup", f"must be 0 to {MAX_REQUESTS:,}, got {warmup}")

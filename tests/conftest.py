@@ -12,7 +12,7 @@ from ledger.cli._main import main
 from runners.simulate.profile import Profile
 from runners.simulate.serve import SimulatorProcess
 from tests.components import nvml_shim, podman  # noqa: F401 - fixtures
-from tests.llama_server import llama_build  # noqa: F401 - fixture
+from tests.llama_server import llama_build, llama_server  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = Path(__file__).resolve().parent / "assets"

@@ -381,3 +381,13 @@ def llama_build() -> LlamaBuild:
         return build()
     except BuildFailed as e:
         pytest.fail(f"llama-server could not be built: {e}")
+
+
+@pytest.fixture(scope="module")
+def llama_server(
+    llama_build: LlamaBuild, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    """One llama-server with four slots for a test module, its log in a temporary folder."""
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with LlamaServer(llama_build, parallel=4, log=log) as running:
+        yield running

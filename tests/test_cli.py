@@ -131,7 +131,8 @@ def test_a_bad_ledger_jobs_is_refused_in_one_line_where_jobs_are_used(
 
 @pytest.mark.parametrize("value", ["", "3"])
 def test_ledger_jobs_sets_the_default(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    from ledger.cli._main import _jobs_of, _parser
+    from ledger.cli._jobs import jobs_of as _jobs_of
+    from ledger.cli._main import _parser
 
     monkeypatch.setenv("LEDGER_JOBS", value)
     assert _jobs_of(_parser(plugins=False).parse_args(["verify", "x"])) == (int(value or 0) or None)

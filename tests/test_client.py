@@ -11,7 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from runners.client._client import Deadlines, EndpointClient, RequestRecord, _StreamState
+from runners.client._client import (
+    COMPLETIONS_PATH,
+    Deadlines,
+    EndpointClient,
+    RequestRecord,
+    _StreamState,
+)
 from runners.simulate.serve import SimulatorProcess
 
 Start = Callable[..., SimulatorProcess]
@@ -126,6 +132,8 @@ def test_connection_refused_is_connect() -> None:
     assert record.error is not None
     assert record.error["class"] == "connect"
     assert record.headers_ns is None
+    # The address refused is in the evidence: `ledger run`'s failing line quotes it.
+    assert f"127.0.0.1:{port}" in record.error["message"]
 
 
 def test_silent_server_hits_the_first_byte_deadline() -> None:
@@ -276,3 +284,38 @@ def test_a_usage_of_counts_is_recorded() -> None:
     assert record.error is None
     assert record.usage == {"prompt_tokens": 0, "completion_tokens": 2**63 - 1,
                             "reasoning_tokens": 7}  # fmt: skip
+
+
+def test_a_completions_chunks_text_is_content() -> None:
+    record = RequestRecord(sent_ns=0)
+    state = _StreamState(record, 0)
+    chunk = {"id": "cmpl-1", "object": "text_completion"}
+    state.event({**chunk, "choices": [{"index": 0, "text": "Hello", "finish_reason": None}]}, 10)
+    state.event({**chunk, "choices": [{"index": 0, "text": " world", "finish_reason": None}]}, 20)
+    # The last chunk carries the finish reason and no text: not a token.
+    state.event({**chunk, "choices": [{"index": 0, "text": "", "finish_reason": "length"}]}, 30)
+    state.event({**chunk, "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}, 40)
+    assert record.error is None and record.response_id == "cmpl-1"
+    assert record.text == "Hello world" and record.chunk_channels == ["c", "c"]
+    assert record.chunks_ns == [10, 20] and record.first_content_ns == 10
+    assert record.last_token_ns == 20 and record.finish_reason == "length"
+    assert record.usage == {"prompt_tokens": 4, "completion_tokens": 2}
+
+
+def test_the_simulated_completions_api_streams_text(simulator: Start) -> None:
+    sim = simulator(decode_tok_s=1000.0)
+    body = {
+        "model": "anvil-sim",
+        "prompt": "Summarize: caches keep prefixes warm.",
+        "max_tokens": 7,
+    }
+
+    async def run() -> RequestRecord:
+        async with EndpointClient(sim.base_url, concurrency=1, deadlines=FAST) as client:
+            request = client.chat_request(body, COMPLETIONS_PATH)
+            return await client.chat(request, origin_ns=time.perf_counter_ns())
+
+    record = asyncio.run(run())
+    assert record.error is None and record.finish_reason == "length"
+    assert record.usage is not None and record.usage["completion_tokens"] == 7
+    assert "".join(record.chunk_channels) == "c" * 7 and record.text

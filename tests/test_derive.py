@@ -20,7 +20,7 @@ from ledger.formats.jsonio import write_json
 from ledger.formats.schema import read_document
 from ledger.hashing import sha256_file
 from tests import cells
-from tests.conftest import SEEDS, CliRun, forge_seal, verify_json
+from tests.conftest import SEEDS, CliRun, forge_seal, run_plan_text, verify_json
 
 SEED_METRICS = {
     "decode_tok_s_p50",
@@ -274,8 +274,8 @@ def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.Monke
     closed: list[bool] = []
     real_build = derive.build
 
-    def tracking(folders: Any) -> Any:
-        db = real_build(folders)
+    def tracking(folders: Any, **options: Any) -> Any:
+        db = real_build(folders, **options)
         real_close = db.close
 
         def close() -> None:
@@ -396,3 +396,50 @@ def test_a_reference_made_to_follow_an_unsealed_edit_names_both_digests(
     now = sha256_file(campaign / part)[0]
     said = f"reference to {part!r} says sha256 {now}, the manifest lists {sealed_part}"
     assert [m for m in mismatches if m not in ours] == [f"{said} (and the file has {now})"]
+
+
+NOTHING_PLAN = """
+campaign_id = "2026-11-29-nothing"
+[[arms]]
+name = "baseline"
+[arms.simulated]
+decode_tok_s = 2000.0
+[[arms]]
+name = "candidate"
+[arms.simulated]
+decode_tok_s = 2000.0
+faults = [{kind = "status", status = 503, rate = 1.0}]
+[[stages]]
+kind = "endurance"
+context_target = 64
+requests = 3
+max_tokens = 4
+controlled_output = false
+"""
+
+
+def test_an_arm_where_nothing_succeeded_is_the_first_reason_derive_gives(
+    tmp_path: Path, cli: CliRun
+) -> None:
+    """Every request of the candidate was refused: the comparison is not matched, and the
+    first reason says that nothing succeeded, before what follows from it (no prompt
+    tokens counted) or what is true anyway (output uncontrolled)."""
+    _, folder = run_plan_text(NOTHING_PLAN, tmp_path / "raw")
+    status, out, err = cli(
+        "derive", str(folder), "--baseline", "baseline", "--candidate", "candidate",
+        "--differs", "simulated_profile",
+    )  # fmt: skip
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("not matched (")
+    assert lines[2] == "  endurance/ctx64-c1-nothink: 0 of 3 requests succeeded on candidate"
+    assert "  endurance/ctx64-c1-nothink: output uncontrolled on candidate" in lines[3:]
+    derived = read_document(folder / "derived/ab-comparison-baseline-vs-candidate.json")
+    assert derived["matched"] is False
+    assert derived["match_failures"][0] == {
+        "rule": "requests-succeeded",
+        "reason": "endurance/ctx64-c1-nothink: 0 of 3 requests succeeded on candidate",
+    }
+    # Verify derives it again to the same reasons.
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]

@@ -134,6 +134,9 @@ def test_a_matched_pair_has_no_failures() -> None:
            "capacity/c1: cache reuse differs (prefix-cache hit rate 0.900 vs 0.100)")]),
         ({"identity": '{"engine": "x", "os": "linux"}'}, {"identity": '{"engine": "y"}'}, (0, 0, 0),
          [("identity", "capacity/c1: identities differ in undeclared engine, os")]),
+        ({}, {"n": 4, "failed": 4}, (0, 0, 0),
+         [("requests-succeeded", "capacity/c1: 0 of 4 requests succeeded on cand")]),
+        ({"n": 10, "failed": 9}, {}, (0, 0, 0), []),  # one success is something to compare
     ],
 )  # fmt: skip
 def test_each_match_rule(
@@ -403,6 +406,22 @@ def test_every_pair_is_judged_and_a_cell_without_evidence_rows_passes() -> None:
     assert [(f["rule"], f["reason"].split(":")[0]) for f in found] == [
         ("prompt-digests", "capacity/c1"),
         ("prompt-tokens", "capacity/c2"),
+    ]
+
+
+def test_an_arm_where_nothing_succeeded_is_the_first_reason() -> None:
+    # A refused port: every request failed on both arms, so their prompt tokens agree
+    # (none) and the one other reason left, an uncontrolled output, says nothing of it.
+    pairs = [
+        (_row(), _row(controlled_output=False)),
+        (_row(cell="c2", n=3, failed=3), _row(cell="c2", n=3, failed=3, controlled_output=False)),
+    ]
+    found = derive._match_failures({}, ("b", "c"), pairs, ())
+    assert [(f["rule"], f["reason"]) for f in found] == [
+        ("requests-succeeded", "capacity/c2: 0 of 3 requests succeeded on b"),
+        ("requests-succeeded", "capacity/c2: 0 of 3 requests succeeded on c"),
+        ("controlled-output", "capacity/c1: output uncontrolled on c"),
+        ("controlled-output", "capacity/c2: output uncontrolled on c"),
     ]
 
 

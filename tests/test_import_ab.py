@@ -110,8 +110,21 @@ def test_two_vllm_runs_with_one_changed_flag_are_a_matched_ab(tmp_path: Path, cl
     assert low < -10.0 < high
     decode = row["metrics"]["decode_tok_s_p50"]["change_percent"]
     assert decode == pytest.approx(100 / 0.9 - 100, rel=1e-9)
-    # The tools time the first chunk of any channel: compared as such, never as TTFT.
-    assert set(row["metrics"]) == {"decode_tok_s_p50", "e2e_p50_ms", "first_token_p50_ms"}
+    # The tools time the first chunk of any channel: compared as such, never as TTFT. vLLM
+    # 0.15 records each request's start, so throughput is compared too: output tokens over
+    # the first start to the last end.
+    assert set(row["metrics"]) == {
+        "decode_tok_s_p50",
+        "e2e_p50_ms",
+        "first_token_p50_ms",
+        "throughput_tok_s",
+    }
+    stated = json.loads(VLLM.read_text())
+    starts, ttfts, itls = stated["start_times"], stated["ttfts"], stated["itls"]
+    ends = [s + t + sum(g) for s, t, g in zip(starts, ttfts, itls, strict=True)]
+    span = max(ends) - min(starts)
+    throughput = row["metrics"]["throughput_tok_s"]
+    assert throughput["baseline"] == pytest.approx(stated["total_output_tokens"] / span, 1e-9)
     first = row["metrics"]["first_token_p50_ms"]
     assert first["baseline"] == pytest.approx(json.loads(VLLM.read_text())["median_ttft_ms"])
     assert first["change_percent"] == pytest.approx(-10.0, rel=1e-9)

@@ -10,7 +10,6 @@ timings (recorded beside ours), and its chat template has a thinking switch.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +29,8 @@ THINK_MARKUP = "<think>\n\n</think>\n\n"
 
 
 @pytest.fixture(scope="module")
-def server(
-    llama_build: LlamaBuild, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LlamaServer]:
-    log = tmp_path_factory.mktemp("llama") / "server.log"
-    with LlamaServer(llama_build, parallel=4, log=log) as running:
-        yield running
+def server(llama_server: LlamaServer) -> LlamaServer:
+    return llama_server
 
 
 def _head(campaign_id: str, seed: int, *, prefix: str = "shared") -> str:

@@ -176,7 +176,14 @@ PLANTED = [
         "runners.campaign._campaign -> runners.client._sse",
     ),
     # A lower layer imports a higher one.
-    ("layers", "ledger/formats/schema.py", "import ledger.measures", "ledger.formats.schema"),
+    # (From below formats: every package above it imports formats, so formats importing
+    # one of them would be a cycle too.)
+    (
+        "layers",
+        "ledger/exit_status.py",
+        "import ledger.formats",
+        "ledger.exit_status -> ledger.formats",
+    ),
     (
         "runner layers",
         "runners/client/_client.py",

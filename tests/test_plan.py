@@ -83,6 +83,9 @@ def _plan(**overrides: Any) -> dict[str, Any]:
     return plan
 
 
+_LOAD = {"kind": "load", "context_target": 64, "rate": 2, "max_tokens": 4}
+_SWEEP = {"kind": "sweep", "context_target": 64, "max_tokens": 4}
+
 BAD = {
     "campaign_id": (_plan(campaign_id="Nov 29"), "campaign_id: must look like"),
     # Refused before anything runs: the seal refused it only after every cell was measured.
@@ -133,6 +136,14 @@ BAD = {
             arms=[{"name": "a", "base_url": "http://x", "model": "m", "api_key_env": "sk-123 456"}]
         ),
         "not an environment variable name",
+    ),
+    "arm_api_unknown": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "api": "responses"}]),
+        r"arms\[0\].api: expected chat or completions, got 'responses'",
+    ),
+    "arm_api_not_text": (
+        _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "api": 1}]),
+        r"arms\[0\].api: expected chat or completions",
     ),
     "arm_extra_body_text": (
         _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "extra_body": "x"}]),
@@ -264,6 +275,37 @@ BAD = {
         ),
         r"arms\[0\].thinking.disabled: is required",
     ),
+    "min_success_negative": (
+        _plan(stages=[{**_plan()["stages"][0], "min_success": -1}]),
+        r"stages\[0\].min_success: must be 0 or more, got -1$",
+    ),
+    "min_success_fraction": (
+        _plan(stages=[{**_plan()["stages"][0], "min_success": 0.5}]),
+        r"stages\[0\].min_success: expected a whole number of requests, got 0.5$",
+    ),
+    "min_success_true": (
+        _plan(stages=[{**_plan()["stages"][0], "min_success": True}]),
+        r"stages\[0\].min_success: expected a whole number of requests, got True$",
+    ),
+    "min_success_beyond_requests": (
+        _plan(stages=[{**_plan()["stages"][0], "min_success": 3}]),
+        (
+            r"stages\[0\].min_success: 3 is more than the 2 measured requests of cell "
+            r"ctx1024-c1-nothink; it could never be met$"
+        ),
+    ),
+    "min_success_beyond_a_load_cell": (
+        _plan(stages=[{**_LOAD, "rate": [5, 10], "requests": 4, "min_success": 5}]),
+        r"stages\[0\].min_success: 5 is more than the 4 measured requests of cell ctx64-r5-",
+    ),
+    "min_success_beyond_a_sweep_rate_cell": (
+        _plan(stages=[{**_SWEEP, "requests": 4, "probe_requests": 8, "min_success": 5}]),
+        r"stages\[0\].min_success: 5 is more than the 4 measured requests of each rate cell",
+    ),
+    "min_success_on_an_evidence_stage": (
+        _plan(stages=[*_plan()["stages"], {"kind": "reserve", "min_success": 1}]),
+        r"stages\[1\].min_success: unknown key",
+    ),
     "container_unknown_key": (
         _plan(arms=[{"name": "a", "base_url": "http://x", "model": "m", "container": {"id": "c"}}]),
         r"arms\[0\].container.name: is required",
@@ -309,6 +351,37 @@ def test_evidence_stages_are_recorded_with_their_settings() -> None:
     assert plan.evidence_of("reserve") is not None and plan.evidence_of("nothing") is None
 
 
+def test_min_success_is_recorded_only_where_a_plan_sets_it() -> None:
+    endurance = _plan()["stages"][0]
+    stages = [
+        {**endurance, "name": "unset"},
+        {**endurance, "name": "all", "min_success": 2},
+        {**endurance, "name": "none", "min_success": 0},
+        {**endurance, "name": "one", "min_success": 1},
+        {"kind": "load", "context_target": 64, "rate": 2, "duration_s": 3, "max_tokens": 4,
+         "min_success": 2},
+    ]  # fmt: skip
+    plan = parse_plan(_plan(stages=stages))
+    assert [s.min_success for s in plan.stages] == [1, 2, 0, 1, 2]
+    recorded = plan.to_json()
+    validate(recorded)
+    # Left out at its default, as plans written before it record themselves.
+    assert [s.get("min_success") for s in recorded["stages"]] == [None, 2, 0, None, 2]
+
+
+def test_an_arms_api_is_recorded_only_when_it_is_not_chat() -> None:
+    arms = [
+        {"name": "a", "base_url": "http://x/v1", "model": "m"},
+        {"name": "b", "base_url": "http://y/v1", "model": "m", "api": "completions"},
+    ]
+    plan = parse_plan(_plan(arms=arms))
+    assert [a.api for a in plan.arms] == ["chat", "completions"]
+    recorded = plan.to_json()
+    validate(recorded)
+    # A plan written before the key records itself as it did: its run can be resumed.
+    assert [a.get("api") for a in recorded["arms"]] == [None, "completions"]
+
+
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_plans(name: str) -> None:
     data, message = BAD[name]
@@ -332,3 +405,23 @@ def test_a_url_with_credentials_is_refused_without_repeating_them() -> None:
     with pytest.raises(InvalidArtifact, match="holds credentials") as raised:
         parse_plan(_plan(arms=[{"name": "a", "base_url": url, "model": "m"}]), source="p.toml")
     assert "hunter2hunter2" not in str(raised.value) and "admin" not in str(raised.value)
+
+
+def test_output_is_controlled_unless_a_stage_says_false() -> None:
+    """A matched A/B needs every request to end by length at max_tokens, so a workload
+    stage that leaves the key out asks for it; only ``false`` turns it off."""
+    stages = [
+        {"kind": "endurance", "context_target": 64, "requests": 2, "max_tokens": 8},
+        {"kind": "capacity", "context_targets": [64], "requests": 2, "max_tokens": 8},
+        {**_LOAD, "duration_s": 2, "name": "load"},
+        {**_SWEEP, "duration_s": 2, "name": "sweep"},
+        {"kind": "endurance", "name": "natural", "context_target": 64, "requests": 2,
+         "max_tokens": 8, "controlled_output": False},
+    ]  # fmt: skip
+    plan = parse_plan(_plan(stages=stages))
+    controlled = {s.name: s.controlled_output for s in plan.stages}
+    assert controlled == {
+        "endurance": True, "capacity": True, "load": True, "sweep": True, "natural": False,
+    }  # fmt: skip
+    recorded = {s["name"]: s["controlled_output"] for s in plan.to_json()["stages"]}
+    assert recorded == controlled

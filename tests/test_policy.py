@@ -22,6 +22,7 @@ def test_default_policy_is_fail_closed() -> None:
     assert policy.restoration_required and policy.approval_required
     assert policy.approvers == ()  # nobody can approve until an organization names someone
     assert policy.matched_ab.enforced_rules() == {
+        "requests-succeeded",
         "prompt-digests",
         "prompt-tokens",
         "sampling",
@@ -61,6 +62,32 @@ def test_relaxing_a_rule_changes_the_digest(tmp_path: Path) -> None:
     )
     assert "cache-state" not in relaxed.matched_ab.enforced_rules()
     assert relaxed.sha256 != load_policy().sha256
+
+
+def test_no_policy_counts_an_arm_where_nothing_succeeded(tmp_path: Path) -> None:
+    from ledger.promotion import comparison_failures
+
+    text = DEFAULT_TEXT
+    for rule in ("equal_prompts", "equal_sampling", "equal_concurrency", "controlled_output",
+                 "equal_cache_state", "identity_within_declared"):  # fmt: skip
+        text = text.replace(f"{rule} = true", f"{rule} = false")
+    text = text.replace("min_samples_per_cell = 10", "min_samples_per_cell = 1")
+    relaxed = load_policy(_write(tmp_path, text))
+    assert relaxed.matched_ab.enforced_rules() == {"requests-succeeded"}
+    nothing = "capacity/c1: 0 of 4 requests succeeded on cand"
+    row = {"stage": "capacity", "cell": "c1", "n": {"baseline": 4, "candidate": 4},
+           "failed": {"baseline": 0, "candidate": 4}}  # fmt: skip
+    document = {
+        "baseline": {"arm": "base"},
+        "candidate": {"arm": "cand"},
+        "rows": [row],
+        "match_failures": [
+            {"rule": "requests-succeeded", "reason": nothing},
+            {"rule": "prompt-tokens", "reason": "capacity/c1: actual prompt tokens differ"},
+        ],
+    }
+    assert comparison_failures(document, relaxed)[0] == nothing
+    assert "capacity/c1: actual prompt tokens differ" not in comparison_failures(document, relaxed)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,6 +54,7 @@ kind = "endurance"
 context_target = 256
 requests = 3
 max_tokens = 8
+controlled_output = false
 """
 
 
@@ -185,21 +187,90 @@ def test_missing_key_variable_is_one_line(
     assert "Traceback" not in err
 
 
-def test_unreachable_endpoint_records_connect_errors(tmp_path: Path, cli: CliRun) -> None:
+def test_a_refused_port_fails_the_run_in_one_line(tmp_path: Path, cli: CliRun) -> None:
+    """A wrong port: every request is recorded as refused, the campaign is written and
+    sealed, and the run exits 1 with one line naming the arm, the stage and the port."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     plan = tmp_path / "plan.toml"
     plan.write_text(
         'campaign_id = "2026-11-29-down"\n'
         "[deadlines]\nconnect_s = 1\n"
-        '[[arms]]\nname = "gone"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        f'[[arms]]\nname = "gone"\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
         '[[stages]]\nkind = "endurance"\ncontext_target = 64\nrequests = 2\nmax_tokens = 4\n'
+        '[[stages]]\nkind = "capacity"\ncontext_targets = [64, 128]\nrequests = 3\n'
+        "max_tokens = 4\n"
     )
-    status, out, _ = cli("run", str(plan), "--raw-dir", str(tmp_path))
-    assert status == 0  # failed requests are evidence, the run itself completed
-    cell = cells.load(tmp_path / "2026-11-29-down/gone/endurance/ctx64-c1-nothink.json")
+    status, out, err = cli("run", str(plan), "--raw-dir", str(tmp_path))
+    assert status == 1
+    said = [line for line in err.splitlines() if line.startswith("ledger run: ")]
+    assert len(said) == 1, err
+    head, _, first_error = said[0].partition("; first error: ")
+    assert head == (
+        'ledger run: arm "gone", stage "endurance", cell "ctx64-c1-nothink": 0 of 2 requests '
+        "succeeded (2 more cells fell short)"
+    )
+    assert first_error.startswith("connect: ") and f"127.0.0.1:{port}" in first_error
+    # Failed requests are evidence: every one recorded, the folder sealed and verified.
+    folder = tmp_path / "2026-11-29-down"
+    cell = cells.load(folder / "gone/endurance/ctx64-c1-nothink.json")
+    assert cell["status"] == "complete"
     assert [r["error"]["class"] for r in cell["requests"]] == ["connect", "connect"]
-    workload = read_document(tmp_path / "2026-11-29-down/workload-manifest.json")
+    assert f"connect: {cell['requests'][0]['error']['message']}" in said[0]
+    workload = read_document(folder / "workload-manifest.json")
     assert workload["cells"][0]["calibration"]["status"] == "failed"
-    assert "0/2" in out
+    assert "0/2" in out and "0/3" in out
+    assert read_document(folder / "run-manifest.json")["complete"] is True
+    status, report = verify_json(cli, folder)
+    assert status == 0, report["findings"]
+
+
+FAULTY_PLAN = """
+campaign_id = "2026-11-29-faulty"
+seed = 3
+[[arms]]
+name = "flaky"
+[arms.simulated]
+decode_tok_s = 2000.0
+faults = [{{kind = "status", status = 503, rate = 0.5}}]
+[[stages]]
+kind = "endurance"
+context_target = 64
+requests = 8
+max_tokens = 4
+warmup = 1
+min_success = {minimum}
+"""
+
+
+def test_a_cell_short_of_its_min_success_fails_the_run(tmp_path: Path, cli: CliRun) -> None:
+    """Half the requests answered 503 (seeded, so every run draws the same): a stage that
+    asks for all eight fails the run, one that asks for what succeeded does not."""
+
+    def run(minimum: int) -> tuple[int, str, int]:
+        plan = tmp_path / f"plan-{minimum}.toml"
+        plan.write_text(FAULTY_PLAN.format(minimum=minimum))
+        raw = tmp_path / f"raw-{minimum}"
+        status, _, err = cli("run", str(plan), "--raw-dir", str(raw))
+        cell = cells.load(raw / "2026-11-29-faulty/flaky/endurance/ctx64-c1-nothink.json")
+        measured = [r for r in cell["requests"] if not r["warmup"]]
+        assert len(measured) == 8
+        return status, err, sum(r["error"] is None for r in measured)
+
+    status, err, succeeded = run(8)
+    assert 0 < succeeded < 8
+    assert status == 1
+    (said,) = [line for line in err.splitlines() if line.startswith("ledger run: ")]
+    assert said == (
+        f'ledger run: arm "flaky", stage "endurance", cell "ctx64-c1-nothink": {succeeded} of 8 '
+        "requests succeeded, fewer than the stage's min_success of 8; first error: http-5xx: "
+        "HTTP 503: injected status 503"
+    )
+    status, err, again = run(succeeded)
+    assert again == succeeded
+    assert status == 0, err
+    assert "ledger run: " not in err
 
 
 def _start(plan: Path, raw: Path, *extra: str) -> subprocess.Popen[bytes]:
@@ -533,28 +604,116 @@ def test_a_plan_of_a_preflight_alone_runs_and_verifies(tmp_path: Path, cli: CliR
     assert status == 0, report["findings"]
 
 
-def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    from runners._cli import _print_cells
+def test_the_closing_table_shows_the_servers_clock_only_where_it_was_read() -> None:
     from runners.campaign import CellOutcome
     from runners.campaign._stats import CellStats
+    from runners.campaign.closing import closing_table
 
     plain = CellStats(10, 0, 12.0, 80.0, 150.0, 400.0)
     timed = CellStats(10, 1, 12.0, 80.0, 150.0, 400.0, server_gap_ms=3.25, server_decode_tok_s=85.5)
-    _print_cells([CellOutcome("a", "capacity", "ctx512-c1-nothink", "complete", plain)])
-    out = capsys.readouterr().out
+    out = closing_table([CellOutcome("a", "capacity", "ctx512-c1-nothink", "complete", plain)])
     assert "server" not in out and "9/10" not in out and "10/10" in out
-    _print_cells(
+    out = closing_table(
         [
             CellOutcome("a", "capacity", "ctx512-c1-nothink", "complete", plain),
             CellOutcome("b", "capacity", "ctx512-c1-nothink", "complete", timed),
         ]
     )
-    header, first, second = capsys.readouterr().out.splitlines()
+    header, first, second = out.splitlines()
     assert header.endswith("first token - server prompt ms  server decode tok/s")
     assert first.split()[-2:] == ["-", "-"]
     assert second.split()[-2:] == ["3.2", "85.5"] and "9/10" in second
+
+
+def test_the_closing_table_states_vllms_figures_of_each_cell() -> None:
+    from runners.campaign import CellOutcome
+    from runners.campaign._stats import cell_stats
+    from runners.campaign.closing import closing_table
+
+    def record(sent: int, ttft_ms: int, gaps_ms: list[int], tokens: int) -> dict[str, Any]:
+        chunks = [sent + ttft_ms * 1_000_000]
+        for gap in gaps_ms:
+            chunks.append(chunks[-1] + gap * 1_000_000)
+        return {
+            "sent_ns": sent, "first_token_ns": chunks[0], "first_content_ns": chunks[0],
+            "last_token_ns": chunks[-1], "end_ns": chunks[-1] + 1_000_000, "chunks_ns": chunks,
+            "usage": {"prompt_tokens": 100, "completion_tokens": tokens}, "error": None,
+        }  # fmt: skip
+
+    records = [
+        record(0, 10, [5, 5, 5], 4),
+        record(0, 30, [10, 10, 10], 4),
+        {"sent_ns": 0, "end_ns": 50_000_000, "error": {"class": "http-5xx"}, "usage": None},
+        {**record(0, 99, [1], 2), "warmup": True},
+    ]
+    stats = cell_stats(records)
+    lines = closing_table([CellOutcome("a", "capacity", "c", "complete", stats)]).splitlines()
+    _, main, _, figures_header, *figures = lines
+    assert "2/3" in main.split()
+    # Two successful requests between the first sent and the last end, 0.061 s: 32.79 req/s.
+    assert main.split()[-2] == "32.79"
+    assert figures_header.split() == ["arm", "stage", "cell", "metric", "mean", "median",
+                                      "p90", "p99", "std"]  # fmt: skip
+    rows = {" ".join(line.split()[3:5]): line.split()[5:] for line in figures}
+    # TTFT 10 and 30 ms: mean 20, median 20, p90 28, p99 29.8, std 10.
+    assert rows["TTFT ms"] == ["20.00", "20.00", "28.00", "29.80", "10.00"]
+    # TPOT (e2e - ttft) / 3: (26 - 10) / 3 and (61 - 30) / 3.
+    assert rows["TPOT ms"][0] == "7.83"
+    # ITL pools every gap: three of 5 ms and three of 10 ms.
+    assert rows["ITL ms"] == ["7.50", "7.50", "10.00", "10.00", "2.50"]
+    assert rows["E2E ms"][:2] == ["43.50", "43.50"]
+
+
+def test_success_shortfall_judges_the_cells_this_run_measured() -> None:
+    from runners.campaign import CellOutcome, success_shortfall
+    from runners.campaign._stats import CellStats
+
+    def cell(name: str, ok: int, of: int, minimum: int = 1, status: str = "complete") -> Any:
+        stats = CellStats(of, of - ok, None, None, None, None)
+        error = "http-5xx: HTTP 503: busy" if ok < minimum else None
+        return CellOutcome("a", "load", name, status, stats, minimum, error)
+
+    assert success_shortfall([]) is None
+    assert success_shortfall([cell("c1", 1, 4), cell("c2", 3, 4, minimum=3)]) is None
+    # A stage may ask for nothing: a probe of failure, say.
+    assert success_shortfall([cell("c1", 0, 4, minimum=0)]) is None
+    # Interrupted, or complete from an earlier run (no statistics): not this run's to judge.
+    assert success_shortfall([cell("c1", 0, 4, status="incomplete")]) is None
+    skipped = CellOutcome("a", "load", "c1", "skipped", None)
+    assert success_shortfall([skipped]) is None
+    assert success_shortfall([cell("c1", 2, 4), cell("c2", 2, 4, minimum=3)]) == (
+        'arm "a", stage "load", cell "c2": 2 of 4 requests succeeded, fewer than the '
+        "stage's min_success of 3; first error: http-5xx: HTTP 503: busy"
+    )
+    short = [cell("c1", 0, 4), cell("c2", 0, 4), cell("c3", 1, 4, minimum=2)]
+    assert success_shortfall(short[:2]) == (
+        'arm "a", stage "load", cell "c1": 0 of 4 requests succeeded (1 more cell fell '
+        "short); first error: http-5xx: HTTP 503: busy"
+    )
+    assert "(2 more cells fell short)" in str(success_shortfall(short))
+    # A cell whose schedule held fewer requests than asked for has no error to name.
+    bare = CellOutcome("a", "load", "c1", "complete", CellStats(2, 0, None, None, None, None), 3)
+    assert success_shortfall([bare]) == (
+        'arm "a", stage "load", cell "c1": 2 of 2 requests succeeded, fewer than the '
+        "stage's min_success of 3"
+    )
+
+
+def test_the_first_error_is_a_measured_request_s_on_one_line() -> None:
+    from runners.campaign._cells import _first_error
+
+    def failed(message: str, *, warmup: bool = False) -> dict[str, Any]:
+        return {"warmup": warmup, "error": {"class": "http-5xx", "message": message}}
+
+    records = [
+        failed("warm-up", warmup=True),
+        {"warmup": False, "error": None},
+        failed("HTTP 502: <html>\n  bad\tgateway\x1b[31m</html>"),
+        failed("later"),
+    ]
+    # What a server wrote cannot start a line or drive the terminal.
+    assert _first_error(records) == "http-5xx: HTTP 502: <html> bad gateway\\x1b[31m</html>"
+    assert _first_error(records[:2]) is None
 
 
 @pytest.mark.parametrize(

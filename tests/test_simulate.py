@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,42 @@ def test_unknown_model_is_404_and_bad_json_is_400(simulator: Start) -> None:
     assert _post(sim, {"model": "other", "messages": MESSAGES}).status_code == 404
     response = httpx.post(sim.base_url + "/chat/completions", content=b"{", trust_env=False)
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"model": "anvil-sim", "prompt": ["a"], "stream": True}, "prompt must be a string"),
+        ({"model": "anvil-sim", "prompt": "Hello there."}, "this endpoint streams only"),
+        ({"model": "other", "prompt": "Hello there.", "stream": True}, "does not exist"),
+    ],
+)
+def test_a_completion_it_cannot_serve_is_refused(
+    simulator: Start, body: dict[str, Any], message: str
+) -> None:
+    sim = simulator()
+    url = sim.base_url + "/completions"
+    response = httpx.post(url, json=body, trust_env=False, timeout=30)
+    assert response.status_code in (400, 404) and message in response.json()["message"]
+
+
+def test_a_completion_streams_text_chunks_without_a_chat_template(simulator: Start) -> None:
+    sim = simulator(decode_tok_s=2000.0)
+    body = {"model": "anvil-sim", "prompt": "Hello there.", "max_tokens": 5, "stream": True,
+            "stream_options": {"include_usage": True}}  # fmt: skip
+    chat = {**body, "messages": [{"role": "user", "content": "Hello there."}]}
+    del chat["prompt"]
+    events = []
+    for path, request in (("/completions", body), ("/chat/completions", chat)):
+        response = httpx.post(sim.base_url + path, json=request, trust_env=False, timeout=30)
+        lines = [line[6:] for line in response.text.splitlines() if line.startswith("data: {")]
+        events.append([json.loads(line) for line in lines])
+    completion, chatted = events
+    texts = [e["choices"][0]["text"] for e in completion if e["choices"]]
+    assert len(texts) == 6 and texts[-1] == "" and all(texts[:5])
+    assert all(e["object"] == "text_completion" for e in completion)
+    # The prompt as it is counts fewer tokens than the same text in a chat template.
+    assert completion[-1]["usage"]["prompt_tokens"] < chatted[-1]["usage"]["prompt_tokens"]
 
 
 def test_context_limit_message_names_the_limit(simulator: Start) -> None:

@@ -9,8 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ledger.cli._help import exit_statuses, group_exit_statuses
+from ledger.cli._jobs import add_jobs_option, jobs_of
 from ledger.errors import InvalidArtifact, printable
 from ledger.formats.regular import read_regular
+
+_NOT_CAMPAIGN = "a missing folder or one that is not a campaign's"
+_SEAL = "the seal does not hold (files changed since it; see --reseal-after-review)"
 
 REVIEW_HELP = (
     "extend the campaign although its files no longer match its seal (or it has none): "
@@ -59,7 +64,7 @@ def is_campaign_folder(path: str, command: str) -> bool:
 
 
 def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Adds ``decide`` and ``gate``."""
+    """Adds ``decide``, ``gate``, ``report`` and ``ticket``."""
     decide = commands.add_parser(
         "decide",
         parents=[common],
@@ -67,17 +72,27 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         description="Gates from the stage artifacts, headline results from the derived A/B "
         "comparison, failures and limitations from the data; promotion_authorized only when "
         "every rule of the policy holds. Writes summary.json and policy.json, re-seals.",
+        epilog=exit_statuses(
+            ok="summary.json written, whether promotion is authorized or not",
+            refused=f"{_SEAL}, or neither a run's nor an import's campaign",
+            unusable="a missing folder, a malformed --policy, an arm the campaign lacks",
+        ),
     )
     gate = commands.add_parser(
         "gate",
         parents=[common],
         help="exit 0 only when the campaign may be promoted (a deployment gate)",
         description="Verify the campaign, then evaluate the policy on its evidence and its "
-        "summary.json; print every rule with its reasons. Exit 0 promotion allowed, 1 not "
-        "allowed, 2 could not run.",
+        "summary.json; print every rule with its reasons.",
+        epilog=exit_statuses(
+            ok="promotion allowed",
+            refused="promotion not allowed (a rule unmet, or error findings)",
+            unusable=f"{_NOT_CAMPAIGN}, a malformed --policy, an arm the campaign lacks, a bad "
+            "LEDGER_JOBS",
+        ),
     )
     for parser in (decide, gate):
-        parser.add_argument("campaign", metavar="CAMPAIGN_DIR")
+        parser.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the campaign folder")
         parser.add_argument(
             "--policy",
             metavar="FILE",
@@ -86,9 +101,15 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         parser.add_argument(
             "--candidate", metavar="ARM", help="the arm to decide on (default: from the A/B)"
         )
+    add_jobs_option(gate)
     add_review_flag(decide)
     decide.set_defaults(func=_decide)
     gate.set_defaults(func=_gate)
+    _add_report(commands, common)
+    _add_ticket(commands, common)
+
+
+def _add_report(commands: Any, common: argparse.ArgumentParser) -> None:
     report = commands.add_parser(
         "report",
         parents=[common],
@@ -96,8 +117,14 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         description="report.md or report.html, charts under report/ with their graph data "
         "and source digests, an evidence index; written into the campaign and re-sealed. "
         "Run it on the published (sanitized) campaign.",
+        epilog=exit_statuses(
+            ok="written",
+            refused=f"{_SEAL}, or no readable summary",
+            unusable=f"{_NOT_CAMPAIGN}, report files that exist with other content "
+            "(without --replace)",
+        ),
     )
-    report.add_argument("campaign", metavar="CAMPAIGN_DIR")
+    report.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the campaign folder")
     report.add_argument(
         "--format",
         dest="formats",
@@ -108,21 +135,39 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
     add_review_flag(report)
     add_replace_flag(report, "report files")
     report.set_defaults(func=_report)
+
+
+def _add_ticket(commands: Any, common: argparse.ArgumentParser) -> None:
     ticket = commands.add_parser(
-        "ticket", parents=[common], help="follow-up tickets (tickets/<id>.md)"
+        "ticket",
+        parents=[common],
+        help="follow-up tickets (tickets/<id>.md)",
+        epilog=group_exit_statuses("ledger ticket"),
     )
     ticket_commands = ticket.add_subparsers(
-        dest="ticket_command", metavar="TICKET_COMMAND", required=True
+        dest="ticket_command", metavar="TICKET_COMMAND", required=True, help="what to do"
     )
     new = ticket_commands.add_parser(
         "new",
         parents=[common],
         help="write a ticket from a campaign's failures and next gate, linked both ways",
+        epilog=exit_statuses(
+            ok="written",
+            refused=f"{_SEAL}, or no readable summary",
+            unusable="a missing folder, a bad --slug or --created, a --tickets that is not a "
+            "folder, a ticket that exists",
+        ),
     )
-    new.add_argument("campaign", metavar="CAMPAIGN_DIR")
-    new.add_argument("--tickets", metavar="DIR", help="default: tickets/ beside the evidence root")
+    new.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the campaign folder")
+    new.add_argument(
+        "--tickets",
+        metavar="DIR",
+        help="where tickets go (default: tickets/ beside the evidence root)",
+    )
     new.add_argument("--slug", help="the ticket id after the date (default: <campaign>-follow-up)")
-    new.add_argument("--created", metavar="YYYY-MM-DD", help="default: today (UTC)")
+    new.add_argument(
+        "--created", metavar="YYYY-MM-DD", help="the ticket's date (default: today, UTC)"
+    )
     add_review_flag(new)
     new.set_defaults(func=_ticket_new)
 
@@ -215,7 +260,7 @@ def _gate(args: argparse.Namespace) -> int:
             arms = ", ".join(evidence.arms)
             print(f"ledger gate: error: {args.campaign}: {why} (arms: {arms})", file=sys.stderr)
             return 2
-    report = verify_paths([args.campaign], jobs=args.jobs, policy=policy)
+    report = verify_paths([args.campaign], jobs=jobs_of(args), policy=policy)
     summary_path = os.path.join(args.campaign, manifest.SUMMARY_NAME)
     summary_bytes = None
     if os.path.exists(summary_path):

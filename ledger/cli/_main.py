@@ -21,6 +21,8 @@ from ledger.cli._decisions import (
     add_review_flag,
     is_folder,
 )
+from ledger.cli._help import HelpFormatter, exit_statuses, group_exit_statuses
+from ledger.cli._jobs import add_jobs_option, jobs_of, positive_int
 from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
 from ledger.exit_status import ExitStatus
 from ledger.formats.jsonio import MAX_JSON_BYTES
@@ -45,7 +47,12 @@ _Action = TypeVar("_Action", bound=argparse.Action)
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line (exit status 2), like every other error; an argument
-    named as a path (by its metavar) is never empty."""
+    named as a path (by its metavar) is never empty; help keeps the lines of an epilog
+    (every command's parser is one of these: argparse makes subcommands of its class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, printable(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
@@ -58,45 +65,7 @@ class _Parser(argparse.ArgumentParser):
         return super()._add_action(action)
 
 
-def _positive_int(text: str) -> int:
-    # ASCII digits only: int() also takes "1_0", " 2 ", "+2" and digits of other scripts.
-    if not text.isascii() or not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}")
-    if len(text.lstrip("0")) > 18:
-        # Past 4,300 digits int() itself refuses, with an error of its own.
-        raise argparse.ArgumentTypeError(
-            f"must be below 10**18, got {text[:20]}... ({len(text)} digits)"
-        )
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-MAX_JOBS = 1024
-"""More processes than this is a typo, not a machine: each is a fork of the interpreter."""
-
-
-def _jobs(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_JOBS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_JOBS}, got {value}")
-    return value
-
-
-def _jobs_of(args: argparse.Namespace) -> int | None:
-    """``--jobs``, else ``LEDGER_JOBS``, else None (every core); read only by the commands
-    that use it, so that a bad variable stops neither ``--help`` nor any other command."""
-    if args.jobs is not None:
-        return int(args.jobs)
-    value = os.environ.get("LEDGER_JOBS", "")
-    if not value:
-        return None
-    try:
-        return _jobs(value)
-    except argparse.ArgumentTypeError as e:
-        # Left unused, a typo would run on every core while saying nothing of it.
-        raise UsageError(f"LEDGER_JOBS: {e}") from None
+_UNREADABLE = "a missing or unreadable path, a malformed file given as an argument"
 
 
 def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
@@ -108,26 +77,40 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         default=0,
         help="log more; twice re-raises errors with a traceback",
     )
-    common.add_argument(
-        "--jobs",
-        type=_jobs,
-        default=None,
-        help="processes for hashing and parsing (default: every core; env LEDGER_JOBS)",
-    )
 
     parser = _Parser(
         prog="ledger",
         description="Artifact ledger and evidence verification for LLM serving campaigns.",
+        epilog=group_exit_statuses("ledger"),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help="what to do"
+    )
+    _add_verify(commands, common)
+    _add_seal(commands, common)
+    _add_database_commands(commands, common)
+    _add_derive(commands, common)
+    _add_import(commands, common)
+    _add_publication_commands(commands, common)
+    add_decision_commands(commands, common)
+    if plugins:
+        _add_plugin_commands(commands, common)
+    return parser
 
+
+def _add_verify(commands: Any, common: argparse.ArgumentParser) -> None:
     verify = commands.add_parser(
         "verify",
         parents=[common],
         help="verify evidence roots, campaign folders or JSON documents",
-        description="Check integrity, schemas, references, arithmetic, gates and decisions. "
-        "Exit 0: no error finding; 1: error findings; 2: could not run.",
+        description="Check integrity, schemas, references, arithmetic, gates and decisions.",
+        epilog=exit_statuses(
+            ok="no error finding (warnings allowed)",
+            refused="error findings (a malformed document is one)",
+            unusable="a missing or unreadable path, a malformed --policy, a --tickets that is "
+            "not a folder, a bad LEDGER_JOBS",
+        ),
     )
     verify.add_argument(
         "paths",
@@ -141,11 +124,13 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         default="text",
         help="text for people (default), json for machines",
     )
+    add_jobs_option(verify)
     verify.add_argument(
         "--max-json-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=MAX_JSON_BYTES,
-        help=f"largest JSON artifact parsed (default {MAX_JSON_BYTES})",
+        metavar="BYTES",
+        help=f"largest JSON artifact parsed, in bytes (default {MAX_JSON_BYTES})",
     )
     verify.add_argument(
         "--tickets",
@@ -159,8 +144,16 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         help="every campaign must be a publication (an evidence repository's CI): a raw one "
         "is an error, and every file of every campaign is scanned for private data",
     )
+    verify.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="the promotion policy summaries that claim promotion must meet "
+        "(default: the policy shipped with ledger)",
+    )
     verify.set_defaults(func=_verify)
 
+
+def _add_seal(commands: Any, common: argparse.ArgumentParser) -> None:
     seal = commands.add_parser(
         "seal",
         parents=[common],
@@ -168,8 +161,18 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         description="Record every file of a campaign folder with its digest, keeping existing "
         "withheld declarations. Sealing proves integrity from now on, never "
         "correctness.",
+        epilog=exit_statuses(
+            ok="sealed",
+            refused="the seal does not hold (files changed since it; see "
+            "--reseal-after-review), or the folder holds a symlink or special file",
+            unusable="a missing folder, one not named like a campaign id, a --withhold that "
+            "is not an artifact, a bad LEDGER_JOBS",
+        ),
     )
-    seal.add_argument("folder", metavar="CAMPAIGN_DIR")
+    seal.add_argument(
+        "folder", metavar="CAMPAIGN_DIR", help="the campaign folder (YYYY-MM-DD-words)"
+    )
+    add_jobs_option(seal)
     seal.add_argument(
         "--withhold",
         action="append",
@@ -182,38 +185,45 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
         action="store_true",
         help="declare withheld every artifact the summary names that is absent",
     )
-    seal.add_argument("--reason", default=None, help="reason recorded for new withheld entries")
+    seal.add_argument(
+        "--reason",
+        default=None,
+        metavar="TEXT",
+        help="reason recorded for new withheld entries (default: operator-private raw "
+        "artifact; not published)",
+    )
     add_review_flag(seal)
     seal.set_defaults(func=_seal)
-    verify.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="the promotion policy summaries that claim promotion must meet "
-        "(default: the policy shipped with ledger)",
-    )
-    _add_database_commands(commands, common)
-    _add_publication_commands(commands, common)
-    add_decision_commands(commands, common)
-    if plugins:
-        _add_plugin_commands(commands, common)
-    return parser
 
 
 def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> None:
+    loading = "the files cannot be loaded"
+    sources = "an evidence root, a campaign folder (raw or public) or a Parquet export"
     db = commands.add_parser(
         "db",
         parents=[common],
         help="the ledger database (DuckDB built from evidence files)",
         description="The files stay the source of truth; the database is built from them.",
+        epilog=group_exit_statuses("ledger db"),
     )
-    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND", required=True)
+    db_commands = db.add_subparsers(
+        dest="db_command", metavar="DB_COMMAND", required=True, help="what to do"
+    )
     build = db_commands.add_parser(
         "build",
         parents=[common],
         help="build a DuckDB file from evidence roots, campaign folders or Parquet exports",
+        epilog=exit_statuses(
+            ok="built",
+            refused=loading,
+            unusable=f"{_UNREADABLE}, a PATH holding no campaign folder, a --db that exists "
+            "or cannot be written",
+        ),
     )
-    build.add_argument("paths", nargs="+", metavar="PATH")
-    build.add_argument("--db", required=True, metavar="FILE", help="the DuckDB file to create")
+    build.add_argument("paths", nargs="+", metavar="PATH", help=f"{sources}; one or more")
+    build.add_argument(
+        "--db", required=True, metavar="FILE", help="the DuckDB file to create (a new path)"
+    )
     build.set_defaults(func=_db_build)
 
     query = commands.add_parser(
@@ -221,39 +231,87 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         parents=[common],
         help="run SQL over evidence: views requests, cells; tables artifacts, gates, decisions",
         description="Build an in-memory ledger database from PATH and run one statement.",
+        epilog=exit_statuses(
+            ok="the statement ran; its rows are on standard output",
+            refused=loading,
+            unusable=f"{_UNREADABLE}, a PATH holding no campaign folder, SQL that does not "
+            "parse or run, or that would change something",
+        ),
     )
-    query.add_argument("statement", metavar="SQL")
+    query.add_argument("statement", metavar="SQL", help="one read-only SQL statement")
     query.add_argument(
         "--from",
         dest="sources",
         action="append",
         required=True,
         metavar="PATH",
-        help="a raw or public campaign folder, an evidence root or an export; repeatable",
+        help=f"{sources}; repeatable",
     )
-    query.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    query.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="table for people (default), json or csv for machines",
+    )
     query.set_defaults(func=_sql)
 
     export = commands.add_parser(
         "export",
         parents=[common],
         help="write Hive-partitioned Parquet (campaign_id=/arm=) of the ledger database",
+        epilog=exit_statuses(
+            ok="exported",
+            refused=loading,
+            unusable=f"{_UNREADABLE}, a PATH holding no campaign folder, a --parquet that "
+            "is a file, a folder that is not empty, or inside a source",
+        ),
     )
-    export.add_argument("--from", dest="sources", action="append", required=True, metavar="PATH")
-    export.add_argument("--parquet", required=True, metavar="DIR", help="an empty folder")
+    export.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help=f"{sources}; repeatable",
+    )
+    export.add_argument(
+        "--parquet",
+        required=True,
+        metavar="DIR",
+        help="the folder to write: a new or empty one",
+    )
     export.set_defaults(func=_export)
 
+
+def _add_derive(commands: Any, common: argparse.ArgumentParser) -> None:
     derive = commands.add_parser(
         "derive",
         parents=[common],
         help="derive an os- or ab-comparison of two arms from raw request rows",
         description="Compute a comparison in DuckDB from a raw campaign's request records, "
         "write it under derived/ and re-seal the folder.",
+        epilog=exit_statuses(
+            ok="derived (matched or not: the reasons are printed)",
+            refused="the seal does not hold, or the arms cannot be compared",
+            unusable=f"{_UNREADABLE}, an arm the campaign lacks or the same arm twice, an "
+            "unknown --differs key, a bad --slo, a comparison that exists with other "
+            "content (without --replace)",
+        ),
     )
-    derive.add_argument("campaign", metavar="CAMPAIGN_DIR")
-    derive.add_argument("--baseline", required=True, metavar="ARM")
-    derive.add_argument("--candidate", required=True, metavar="ARM")
-    derive.add_argument("--kind", choices=("os", "ab"), default="ab")
+    derive.add_argument(
+        "campaign", metavar="CAMPAIGN_DIR", help="the raw campaign folder holding both arms"
+    )
+    derive.add_argument("--baseline", required=True, metavar="ARM", help="the arm compared against")
+    derive.add_argument(
+        "--candidate", required=True, metavar="ARM", help="the arm compared with it"
+    )
+    derive.add_argument(
+        "--kind",
+        choices=("os", "ab"),
+        default="ab",
+        help="ab (default): any two arms, ab-comparison/v1; os: an operating-system "
+        "comparison, os-comparison/v1",
+    )
     derive.add_argument(
         "--differs",
         action="append",
@@ -267,23 +325,53 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         metavar="KEY=MS,...",
         help="latency objectives for the load stages' goodput and sustainable rate, e.g. "
         "ttft_ms=500,tpot_ms=50,e2e_ms=5000,percentile=99 (keys: ttft_ms, tpot_ms, e2e_ms, "
-        "percentile; default percentile 99); repeatable, each objective once",
+        "percentile; default percentile 99; default: the run plan's [slo]); repeatable, "
+        "each objective once; --kind ab only",
     )
     add_review_flag(derive)
     add_replace_flag(derive, "comparisons")
     derive.set_defaults(func=_derive)
 
+
+def _add_import(commands: Any, common: argparse.ArgumentParser) -> None:
     imported = commands.add_parser(
         "import",
         parents=[common],
         help="turn llmperf, AIPerf, vLLM or SGLang per-request results into raw artifacts",
+        epilog=exit_statuses(
+            ok="imported (a file's own aggregates that disagree are warnings)",
+            refused="the seal of the campaign imported into does not hold",
+            unusable=f"{_UNREADABLE} (not what TOOL writes, or without per-request "
+            "records), a name that is not valid, a cell that exists",
+        ),
     )
-    imported.add_argument("tool", choices=("llmperf", "aiperf", "vllm", "sglang"))
-    imported.add_argument("files", nargs="+", metavar="FILE")
-    imported.add_argument("--raw-dir", required=True, metavar="DIR")
-    imported.add_argument("--campaign", required=True, metavar="ID")
-    imported.add_argument("--arm", required=True, metavar="NAME")
-    imported.add_argument("--stage", default="imported", metavar="NAME")
+    imported.add_argument(
+        "tool",
+        choices=("llmperf", "aiperf", "vllm", "sglang"),
+        metavar="TOOL",
+        help="the tool that wrote FILE: llmperf, aiperf, vllm or sglang",
+    )
+    imported.add_argument(
+        "files", nargs="+", metavar="FILE", help="its per-request results; one or more"
+    )
+    imported.add_argument(
+        "--raw-dir",
+        required=True,
+        metavar="DIR",
+        help="where raw campaigns go (the campaign is DIR/ID, made or extended)",
+    )
+    imported.add_argument(
+        "--campaign", required=True, metavar="ID", help="the campaign id (YYYY-MM-DD-words)"
+    )
+    imported.add_argument(
+        "--arm", required=True, metavar="NAME", help="the arm the results are recorded under"
+    )
+    imported.add_argument(
+        "--stage",
+        default="imported",
+        metavar="NAME",
+        help="the stage they are recorded under (default %(default)s)",
+    )
     add_review_flag(imported)
     imported.set_defaults(func=_import)
 
@@ -296,38 +384,67 @@ def _add_publication_commands(commands: Any, common: argparse.ArgumentParser) ->
         description="Redact credentials, GPU ids, private endpoints and host paths; rewrite "
         "references to the sanitized digests; seal; write statement.intoto.json. Refuses "
         "(exit 1, nothing written) if any detector still fires.",
+        epilog=exit_statuses(
+            ok="published",
+            refused="the seal does not hold, or a detector still fires (nothing written)",
+            unusable=f"{_UNREADABLE}, a folder that is not a sealed campaign, an output that "
+            "exists or would be written inside the raw campaign, a campaign or the public tree",
+        ),
     )
-    publish.add_argument("raw", metavar="RAW_CAMPAIGN")
-    publish.add_argument("--out", required=True, metavar="DIR", help="public evidence root")
+    publish.add_argument("raw", metavar="RAW_CAMPAIGN", help="the sealed raw campaign folder")
+    publish.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="the public evidence root; the campaign is written to DIR/<campaign_id>",
+    )
     publish.add_argument(
         "--map",
         default=None,
         metavar="FILE",
-        help="the private raw-to-public digest map (default: beside the raw campaign)",
+        help="the private raw-to-public digest map (default: <campaign_id>.publish-map.json "
+        "beside the raw campaign)",
     )
     add_review_flag(publish)
     publish.set_defaults(func=_publish)
+    _add_signature_commands(commands, common)
 
+
+def _add_signature_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     signature = commands.add_parser(
-        "signature", parents=[common], help="sigstore signatures, checked offline"
+        "signature",
+        parents=[common],
+        help="sigstore signatures, checked offline",
+        epilog=group_exit_statuses("ledger signature"),
     )
     signature_commands = signature.add_subparsers(
-        dest="signature_command", metavar="SIGNATURE_COMMAND", required=True
+        dest="signature_command", metavar="SIGNATURE_COMMAND", required=True, help="what to do"
     )
     check = signature_commands.add_parser(
         "verify",
         parents=[common],
         help="verify a sigstore bundle over a file offline against a pinned trusted root",
         description="Message-signature bundles and DSSE bundles holding an in-toto statement "
-        "(the file's digest must then be one of its subjects). Exit 0 verified, 1 not "
-        "verified, 2 unusable input.",
+        "(the file's digest must then be one of its subjects).",
+        epilog=exit_statuses(
+            ok="verified",
+            refused="not verified",
+            unusable="a missing or unreadable file, bundle or trusted root, a bundle or "
+            "trusted root that does not parse",
+        ),
     )
-    check.add_argument("file", metavar="FILE")
-    check.add_argument("--bundle", required=True, metavar="BUNDLE")
+    check.add_argument("file", metavar="FILE", help="the signed file")
+    check.add_argument(
+        "--bundle", required=True, metavar="BUNDLE", help="its sigstore bundle (.sigstore.json)"
+    )
     check.add_argument("--identity", required=True, help="the signer's certificate identity")
     check.add_argument("--issuer", required=True, help="its OIDC issuer URL")
     roots = check.add_mutually_exclusive_group()
-    roots.add_argument("--trusted-root", metavar="FILE", help="a trusted_root.json to pin")
+    roots.add_argument(
+        "--trusted-root",
+        metavar="FILE",
+        help="a trusted_root.json to pin (default: sigstore's production root, pinned in ledger)",
+    )
     roots.add_argument("--staging", action="store_true", help="the pinned staging root")
     check.set_defaults(func=_signature_verify)
 
@@ -554,7 +671,7 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         report = verify_paths(
             args.paths,
-            jobs=_jobs_of(args),
+            jobs=jobs_of(args),
             max_json_bytes=args.max_json_bytes,
             policy=policy,
             tickets=args.tickets,
@@ -582,7 +699,7 @@ def _seal(args: argparse.Namespace) -> int:
         withhold_missing=args.withhold_missing,
         reason=args.reason or manifest.DEFAULT_WITHHELD_REASON,
         reseal_after_review=args.reseal_after_review,
-        jobs=_jobs_of(args),
+        jobs=jobs_of(args),
     )
     print(
         f"sealed {args.folder}: {len(sealed.artifacts)} artifacts, {len(sealed.withheld)} withheld"

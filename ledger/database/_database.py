@@ -1,8 +1,9 @@
 """The ledger database: DuckDB built from evidence files, which stay the source of truth.
 
 ``build`` reads raw or public campaign folders, evidence roots and Parquet exports into
-tables (``request_rows``, ``cell_settings``, ``artifacts``, ``gates``, ``decisions``) and
-the views ``requests`` and ``cells`` (column names in ``docs/guides/database.md``). Request rows never pass
+tables (``request_rows``, ``cell_settings``, ``chunk_gaps``, ``artifacts``, ``gates``,
+``decisions``) and the views ``requests``, ``cells`` and ``serving_metrics`` (column names
+in ``docs/guides/database.md``). Request rows never pass
 through Python: DuckDB reads the JSON artifacts (or the Parquet) itself.
 """
 
@@ -30,6 +31,7 @@ import orjson
 
 from ledger.database import _record_bounds as record_bounds
 from ledger.database import sql
+from ledger.database._chunk_gaps import ChunkGaps
 from ledger.errors import Error, InvalidArtifact, SchemaError, UsageError
 from ledger.evidence import tree
 from ledger.evidence.manifest import BUNDLE_SUFFIX
@@ -39,6 +41,9 @@ from ledger.hashing import sha256_file
 
 EXPORT_TABLES = ("artifacts", "gates", "decisions")
 """The tables every export holds as one Parquet file each."""
+PARTITIONED_TABLES = ("request_rows", "cell_settings", "chunk_gaps")
+"""The tables an export holds partitioned by campaign and arm (``chunk_gaps`` since the
+``serving_metrics`` view: an export written before it reads as having no gaps)."""
 EXPORT_MARKER = "anvil-ledger-export.json"
 """Written at the top of a Parquet export; ``build`` recognises an export by it."""
 _MAX_OBJECT_BYTES = 1 << 30
@@ -248,11 +253,14 @@ class Database:
 
     def _export_into(self, out: Path) -> None:
         con = self.connection
-        for table in ("request_rows", "cell_settings"):
+        held = {row[0] for row in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        exported = [t for t in PARTITIONED_TABLES if t in held]
+        for table in exported:
             target = (out / table).as_posix()
-            order = "campaign_id, arm, stage, cell" + (
-                ", request_index" if table == "request_rows" else ""
-            )
+            order = "campaign_id, arm, stage, cell" + {
+                "request_rows": ", request_index",
+                "chunk_gaps": ", gap_ms, n",
+            }.get(table, "")
             con.execute(
                 f"COPY (SELECT * FROM {table} ORDER BY {order}) TO ? "
                 "(FORMAT parquet, PARTITION_BY (campaign_id, arm), OVERWRITE_OR_IGNORE)",
@@ -268,7 +276,7 @@ class Database:
             {
                 "format": "anvil-ledger parquet export",
                 "version": 1,
-                "tables": ["request_rows", "cell_settings", "artifacts", "gates", "decisions"],
+                "tables": [*exported, *EXPORT_TABLES],
             },
         )
 
@@ -550,61 +558,86 @@ def _parts(
 
 
 def _load_parts(
-    con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, str, str, str]]
+    con: duckdb.DuckDBPyConnection, parts: list[tuple[str, str, str, str, str]], gaps: bool
 ) -> None:
     """Each part of a v2 cell run as one row holding its records (``requests``), as a v1
     cell run holds them, keyed by its cell run's file. Read here a part at a time, checked
     against the digest its cell run lists and for values DuckDB would convert, and handed
-    to ``json_transform`` in batches: memory is that of a batch, not of the cell.
+    to ``json_transform`` in batches: memory is that of a batch, not of the cell. The
+    chunk times of its successful measured records are decoded into gaps on the way
+    (:class:`~ledger.database._chunk_gaps.ChunkGaps`).
 
     Raises:
         DatabaseError: a part is missing, is not the one listed, or holds a record that is
             no JSON object or a value of another type than its field's.
+        InvalidArtifact: a record's chunk times are not chunk times.
     """
-    fields = {"requests": columns.CELL_RUN_FIELDS["requests"]}
+    fields = {"requests": _WITHOUT_CHUNK_TIMES["requests"]}
     names = columns.read_json_columns(fields)
     con.execute(
         f"CREATE TEMP TABLE cell_part_files (requests {names['requests']}, filename VARCHAR, "
         "artifact VARCHAR, campaign_id VARCHAR)"
     )
     check = columns.checker(fields)
+    decoder = ChunkGaps(con) if gaps else None
     batch: list[tuple[str, str, str, str]] = []
     size = 0
-    for file, header, campaign, rel, listed in parts:
-        try:
-            with open(file, "rb") as stream:
-                data = stream.read(jsonio.MAX_JSON_BYTES + 1)
-        except OSError as e:
-            raise DatabaseError(f"{file}: {e.strerror or e}; run ledger verify") from None
-        if hashlib.sha256(data).hexdigest() != listed:
-            raise DatabaseError(
-                f"{campaign}/{rel}: not the part its cell run lists (its digest differs); run "
-                "ledger verify"
-            )
-        text = b'{"requests":[' + b",".join(data.splitlines()) + b"]}"
-        try:
-            document = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            raise DatabaseError(
-                f"{campaign}/{rel}: a line is not one JSON object; ledger verify names it"
-            ) from None
-        if not check(document):
-            found = columns.mistyped(document, fields)
-            where = (
-                "a line is no record"
-                if found is None
-                else f"{_in_part(found[0])}: {json.dumps(found[1])[:40]} is not {found[2]}"
-            )
-            raise DatabaseError(
-                f"{file}: {where} ({cell_records.CELL_RUN_V2}); ledger verify names every "
-                "artifact that breaks its schema"
-            )
-        batch.append((text.decode("utf-8"), header, rel, campaign))
-        size += len(text)
-        if size >= _TRANSFORM_BATCH:
-            _transform(con, "cell_part_files", fields, batch)
-            batch, size = [], 0
-    _transform(con, "cell_part_files", fields, batch)
+    try:
+        for file, header, campaign, rel, listed in parts:
+            text, records = _read_part(file, f"{campaign}/{rel}", listed, check, fields)
+            if decoder is not None:
+                decoder.add(header, records, f"{campaign}/{rel}")
+            batch.append((text.decode("utf-8"), header, rel, campaign))
+            size += len(text)
+            if size >= _TRANSFORM_BATCH:
+                _transform(con, "cell_part_files", fields, batch)
+                batch, size = [], 0
+        _transform(con, "cell_part_files", fields, batch)
+        if decoder is not None:
+            decoder.finish()
+    finally:
+        if decoder is not None:
+            decoder.close()
+
+
+def _read_part(
+    file: str, where: str, listed: str, check: columns.Check, fields: columns.Fields
+) -> tuple[bytes, list[Any]]:
+    """A part's records as one document's text (``{"requests": [...]}``), and parsed.
+
+    Raises:
+        DatabaseError: the part is missing, is not the one listed, or holds a line that is
+            no JSON object or a value of another type than its field's.
+    """
+    try:
+        with open(file, "rb") as stream:
+            data = stream.read(jsonio.MAX_JSON_BYTES + 1)
+    except OSError as e:
+        raise DatabaseError(f"{file}: {e.strerror or e}; run ledger verify") from None
+    if hashlib.sha256(data).hexdigest() != listed:
+        raise DatabaseError(
+            f"{where}: not the part its cell run lists (its digest differs); run ledger verify"
+        )
+    text = b'{"requests":[' + b",".join(data.splitlines()) + b"]}"
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise DatabaseError(
+            f"{where}: a line is not one JSON object; ledger verify names it"
+        ) from None
+    if not check(document):
+        found = columns.mistyped(document, fields)
+        why = (
+            "a line is no record"
+            if found is None
+            else f"{_in_part(found[0])}: {json.dumps(found[1])[:40]} is not {found[2]}"
+        )
+        raise DatabaseError(
+            f"{file}: {why} ({cell_records.CELL_RUN_V2}); ledger verify names every "
+            "artifact that breaks its schema"
+        )
+    records: list[Any] = document["requests"]
+    return text, records
 
 
 def _in_part(pointer: str) -> str:
@@ -774,12 +807,60 @@ def _identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+_WITHOUT_CHUNK_TIMES = {
+    **columns.CELL_RUN_FIELDS,
+    "requests": [
+        {k: v for k, v in columns.CELL_RUN_FIELDS["requests"][0].items() if k != "chunks_ns"}
+    ],
+}
+"""A cell run's loaded fields but a v1 record's chunk times: loaded only for the gaps (a
+v2 record's are decoded from its part's text). Their types are still checked."""
+
+
+def _load_gaps(con: duckdb.DuckDBPyConnection, sources: _Sources) -> None:
+    """The gaps between chunks (``chunk_gaps_loaded``): a v2 cell run's decoded with its
+    parts, a v1's from its chunk times, an imported run's from the tool's own.
+
+    Raises:
+        DatabaseError: a v1 record's chunk times out of order, or an imported gap below 0
+            (verify reports both), naming the artifact.
+    """
+    con.execute(sql.CHUNK_GAPS_DDL)
+    if sources.cell_runs:
+        con.execute(sql.INSERT_PART_GAPS)
+        con.execute(sql.V1_GAPS)
+        found = con.execute(
+            "SELECT c.campaign_id, c.artifact FROM v1_gaps AS g JOIN cell_run_files AS c "
+            "ON c.rowid = g.id WHERE g.gap_us < 0 ORDER BY ALL LIMIT 1"
+        ).fetchone()
+        if found is not None:
+            raise DatabaseError(
+                f"{found[0]}/{found[1]}: a record's chunk times (chunks_ns) are out of order; "
+                "ledger verify names every such record"
+            )
+        con.execute(sql.INSERT_V1_GAPS)
+    if sources.imported:
+        found = con.execute(
+            "SELECT c.campaign_id, c.artifact, o - 1 FROM imported_run_files AS c, "
+            "unnest(c.requests) WITH ORDINALITY AS u(r, o) WHERE list_min(r.itl_ms) < 0 "
+            "ORDER BY ALL LIMIT 1"
+        ).fetchone()
+        if found is not None:
+            raise DatabaseError(
+                f"{found[0]}/{found[1]}#/requests/{found[2]}/itl_ms: a gap below 0 "
+                "(anvil-serving.imported-run/v1); ledger verify names every artifact that "
+                "breaks its schema"
+            )
+        con.execute(sql.INSERT_IMPORTED_GAPS)
+
+
 def build(
     paths: Sequence[str | Path],
     *,
     database: str | Path = ":memory:",
     locked: bool = True,
     known: Known | None = None,
+    gaps: bool = True,
 ) -> Database:
     """Builds the ledger database from evidence roots, campaign folders and Parquet exports.
 
@@ -788,6 +869,9 @@ def build(
             the build succeeds, and not at all when it fails.
         locked: :meth:`Database.lock` it once built (false only to export it).
         known: what its JSON files are, already read (:data:`Known`); the others are read.
+        gaps: load the gaps between chunks (``chunk_gaps``, the ``serving_metrics`` view's
+            inter-token latency); false leaves both out, and the cost of decoding every
+            record's chunk times (derive and verify read neither).
 
     Raises:
         UsageError: a path is not a folder, the same campaign is given twice, or
@@ -795,9 +879,9 @@ def build(
         DatabaseError: its files cannot be loaded.
     """
     if str(database) == ":memory:":
-        return _connect_and_build(":memory:", paths, locked, known)
+        return _connect_and_build(":memory:", paths, locked, known, gaps)
     with new_file(database) as temp:
-        db = _connect_and_build(str(temp), paths, locked, known)
+        db = _connect_and_build(str(temp), paths, locked, known, gaps)
         db.close()
     return Database(duckdb.connect(str(database), read_only=True))
 
@@ -817,7 +901,7 @@ def _reader_error(message: str) -> str:
 
 
 def _connect_and_build(
-    database: str, paths: Sequence[str | Path], locked: bool, known: Known | None
+    database: str, paths: Sequence[str | Path], locked: bool, known: Known | None, gaps: bool
 ) -> Database:
     try:
         con = duckdb.connect(database)
@@ -825,7 +909,7 @@ def _connect_and_build(
     except duckdb.Error as e:
         raise DatabaseError(f"{database}: {' '.join(str(e).split())}") from None
     try:
-        exports = _build(con, paths, known)
+        exports = _build(con, paths, known, gaps)
     except duckdb.Error as e:
         con.close()
         raise DatabaseError(_reader_error(str(e))) from None
@@ -878,7 +962,10 @@ def _export_campaigns(con: duckdb.DuckDBPyConnection, export: Path) -> list[str]
 
 
 def _build(
-    con: duckdb.DuckDBPyConnection, paths: Sequence[str | Path], known: Known | None = None
+    con: duckdb.DuckDBPyConnection,
+    paths: Sequence[str | Path],
+    known: Known | None = None,
+    gaps: bool = True,
 ) -> list[Path]:
     """Loads every path; returns the exports, which stay where they are."""
     sources = _Sources()
@@ -931,17 +1018,20 @@ def _build(
         _campaign(folder, jsons, schemas, sources, held)
     con.execute(sql.REQUEST_ROWS_DDL)
     con.execute(sql.TABLES_DDL)
-    _load_runs(con, "cell_run_files", sources.cell_runs, columns.CELL_RUN_FIELDS, sources.fast)
+    fields = columns.CELL_RUN_FIELDS if gaps else _WITHOUT_CHUNK_TIMES
+    _load_runs(con, "cell_run_files", sources.cell_runs, fields, sources.fast)
     _load_runs(
         con, "imported_run_files", sources.imported, columns.IMPORTED_RUN_FIELDS, sources.fast
     )
-    _load_parts(con, sources.parts)
+    _load_parts(con, sources.parts, gaps)
     if sources.cell_runs:
         _refuse_out_of_bounds(con, "cell_run_files", "cell-run")
     if sources.parts:
         _refuse_out_of_bounds(con, "cell_part_files", "cell-run", version=2)
     if sources.imported:
         _refuse_out_of_bounds(con, "imported_run_files", "imported-run")
+    if gaps:
+        _load_gaps(con, sources)
     if sources.cell_runs:
         con.execute(sql.INSERT_CELL_RUN_ROWS)
         con.execute(sql.INSERT_CELL_PART_ROWS)
@@ -953,10 +1043,12 @@ def _build(
         con.execute(sql.IMPORTED_SETTINGS)
     # Exports are read in place, not copied: DuckDB scans Parquet about as fast as its
     # own tables, and a 10-million-row export then opens in milliseconds.
-    for table in ("request_rows", "cell_settings"):
+    for table in PARTITIONED_TABLES if gaps else PARTITIONED_TABLES[:2]:
         parts = [f"SELECT * FROM {table}_loaded"]
         names = [d[0] for d in con.execute(f"SELECT * FROM {table}_loaded LIMIT 0").description]
         for export in sources.exports:
+            if not any((export / table).glob("*/*/*.parquet")):
+                continue  # an export written before the table existed
             pattern = (export.resolve() / table / "**" / "*.parquet").as_posix()
             # The partition values are names: left to DuckDB's type guess, an arm named
             # "2026-1-1" would read back as the date 2026-01-01.
@@ -981,4 +1073,6 @@ def _build(
         insert_rows(con, table, rows)
     con.execute(sql.REQUESTS_VIEW)
     con.execute(sql.CELLS_VIEW)
+    if gaps:
+        con.execute(sql.SERVING_METRICS_VIEW)
     return sources.exports

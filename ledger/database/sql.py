@@ -15,17 +15,23 @@ __all__ = [
     "CELLS_VIEW",
     "CELL_SETTINGS",
     "CELL_SETTINGS_EMPTY",
+    "CHUNK_GAPS_DDL",
     "DESCRIPTIVE_BELOW",
     "IMPORTED_SETTINGS",
     "INSERT_CELL_PART_ROWS",
     "INSERT_CELL_RUN_ROWS",
+    "INSERT_IMPORTED_GAPS",
     "INSERT_IMPORTED_ROWS",
+    "INSERT_PART_GAPS",
+    "INSERT_V1_GAPS",
     "METRICS",
     "REQUESTS_VIEW",
     "REQUEST_ROWS_DDL",
     "SCHEDULED",
+    "SERVING_METRICS_VIEW",
     "SET_ASIDE",
     "TABLES_DDL",
+    "V1_GAPS",
     "cells_select",
 ]
 
@@ -265,6 +271,173 @@ FROM every LEFT JOIN measured USING (campaign_id, arm, stage, cell)
 
 
 CELLS_VIEW = "CREATE VIEW cells AS" + cells_select()
+
+# Inter-token latency as vLLM pools it: every gap between successive token-bearing chunks
+# of a cell's successful measured requests, in whole microseconds (a cell-run/v2's
+# resolution: each chunk time rounded half up from the first token; a v1's list of
+# nanoseconds is rounded the same way). Kept as a histogram, one row per cell and distinct
+# gap with its count, so that a campaign's gaps take the space of its distinct values.
+# An imported run's gaps are the tool's own (vLLM's and SGLang's itls), in ms as it
+# measured them.
+CHUNK_GAPS_DDL = """
+CREATE TABLE chunk_gaps_loaded (
+    campaign_id VARCHAR, arm VARCHAR, stage VARCHAR, cell VARCHAR, gap_ms DOUBLE, n BIGINT
+)
+"""
+
+INSERT_PART_GAPS = f"""
+INSERT INTO chunk_gaps_loaded
+SELECT c.campaign_id, c.arm, c.stage.name, c.cell.id, g.gap_us / 1e3, sum(g.n)
+FROM chunk_gap_counts AS g
+JOIN chunk_gap_runs AS r USING (run)
+JOIN cell_run_files AS c ON c.filename = r.filename
+WHERE NOT regexp_matches(c.artifact, '{SET_ASIDE}')
+GROUP BY c.campaign_id, c.arm, c.stage.name, c.cell.id, g.gap_us
+"""
+"""A ``cell-run/v2``'s gaps, decoded from its parts (``ledger/database/_chunk_gaps.py``)."""
+
+# Two lists unnested in one SELECT are read side by side: each chunk with the one before
+# it. A chunk earlier than the one before it (out of order: verify's
+# record-inconsistent) is -1, which no gap is, for the build to refuse by name. Keyed by
+# the cell run's row, not its names: grouping 16 million gaps by four text columns took
+# 2.4 s, by the row 0.9 s.
+V1_GAPS = f"""
+CREATE TEMP TABLE v1_gaps AS
+SELECT id,
+       CASE WHEN later < earlier THEN -1
+            ELSE (later - first + 500) // 1000 - (earlier - first + 500) // 1000
+       END AS gap_us,
+       count(*) AS n
+FROM (
+    SELECT c.rowid AS id, r.chunks_ns[1] AS first,
+           unnest(list_slice(r.chunks_ns, 2, len(r.chunks_ns))) AS later,
+           unnest(list_slice(r.chunks_ns, 1, len(r.chunks_ns) - 1)) AS earlier
+    FROM cell_run_files AS c, unnest(c.requests) AS u(r)
+    WHERE r.error IS NULL AND NOT r.warmup AND len(r.chunks_ns) > 1
+      AND NOT regexp_matches(c.artifact, '{SET_ASIDE}')
+)
+GROUP BY ALL
+"""
+"""A ``cell-run/v1``'s gaps, by cell run, for the build to check before they are pooled."""
+
+INSERT_V1_GAPS = """
+INSERT INTO chunk_gaps_loaded
+SELECT c.campaign_id, c.arm, c.stage.name, c.cell.id, g.gap_us / 1e3, sum(g.n)
+FROM v1_gaps AS g JOIN cell_run_files AS c ON c.rowid = g.id
+GROUP BY c.campaign_id, c.arm, c.stage.name, c.cell.id, g.gap_us
+"""
+
+INSERT_IMPORTED_GAPS = """
+INSERT INTO chunk_gaps_loaded
+SELECT c.campaign_id, c.arm, c.stage, c.cell.id, g.gap_ms, g.n
+FROM (
+    SELECT id, gap_ms, count(*) AS n
+    FROM (
+        SELECT c.rowid AS id, unnest(r.itl_ms) AS gap_ms
+        FROM imported_run_files AS c, unnest(c.requests) AS u(r)
+        WHERE r.ok
+    )
+    GROUP BY ALL
+) AS g JOIN imported_run_files AS c ON c.rowid = g.id
+"""
+
+
+def _moments(value: str, name: str) -> str:
+    """A value's mean, population standard deviation (numpy's default) and linear
+    percentiles (numpy's default; ``quantile_cont``), for the view to name."""
+    return (
+        f"avg({value}) AS mean_{name}_ms, stddev_pop({value}) AS std_{name}_ms, "
+        f"quantile_cont({value}, [0.5, 0.9, 0.99]) AS {name}_q"
+    )
+
+
+def _from_quantiles(name: str) -> str:
+    return (
+        f"mean_{name}_ms, {name}_q[1] AS median_{name}_ms, std_{name}_ms, "
+        f"{name}_q[2] AS p90_{name}_ms, {name}_q[3] AS p99_{name}_ms"
+    )
+
+
+def _gap_quantile(q: float) -> str:
+    """The linear percentile ``q`` of a cell's gaps, read from their histogram: the values
+    at ranks floor(h) and floor(h) + 1 (from 0) of h = (count - 1) * q, as
+    ``quantile_cont`` reads them from the sorted values, and the fraction of h between."""
+    rank = f"floor((total - 1) * {q})"
+    low = f"min(gap_ms) FILTER (WHERE upto > {rank})"
+    high = f"coalesce(min(gap_ms) FILTER (WHERE upto > {rank} + 1), {low})"
+    fraction = f"(any_value(total) - 1) * {q} - floor((any_value(total) - 1) * {q})"
+    return f"{low} + ({fraction}) * ({high} - {low})"
+
+
+_KEYS = "campaign_id, arm, stage, cell"
+
+# vLLM counts a request as completed when it succeeded and its first token came (one
+# without a token failed); llmperf's imports time only the first visible content.
+_COMPLETED = "ok AND coalesce(first_token_ms, ttft_ms) IS NOT NULL"
+
+# The standard serving metrics, as vLLM's bench serve defines them (docs/concepts/metrics.md):
+# over each cell's measured requests (warm-ups excluded); latencies over the completed
+# ones, in ms. TTFT is the first token of any channel (vLLM's first chunk with a choice);
+# TPOT (E2E - TTFT) / (output tokens - 1) for requests of more than one output token; ITL
+# every gap between successive chunks, pooled over the cell's requests; E2E sent to the
+# end of the stream. The duration is the cell's wall time, its first request sent to its
+# last one ended (failed ones too); throughputs are the completed requests' over it.
+SERVING_METRICS_VIEW = f"""
+CREATE VIEW serving_metrics AS
+WITH every AS (
+    SELECT {_KEYS},
+           count(*) FILTER (WHERE {_COMPLETED}) AS completed,
+           count(*) FILTER (WHERE NOT ({_COMPLETED})) AS failed,
+           (max(end_ns) - min(sent_ns)) / 1e9 AS duration_s
+    FROM request_rows WHERE NOT warmup
+    GROUP BY ALL
+), successful AS (
+    SELECT {_KEYS},
+           sum(prompt_tokens) AS total_input_tokens,
+           sum(completion_tokens) AS total_output_tokens,
+           {_moments("first_token_ms", "ttft")},
+           {_moments("tpot_ms", "tpot")},
+           {_moments("e2e_ms", "e2el")}
+    FROM (
+        SELECT *, CASE WHEN completion_tokens > 1
+                       THEN (e2e_ms - first_token_ms) / (completion_tokens - 1) END AS tpot_ms
+        FROM request_rows WHERE {_COMPLETED} AND NOT warmup
+    )
+    GROUP BY ALL
+), gap_counts AS (
+    SELECT {_KEYS}, gap_ms, sum(n) AS n FROM chunk_gaps GROUP BY ALL
+), gap_ranks AS (
+    SELECT *,
+           sum(n) OVER (PARTITION BY {_KEYS} ORDER BY gap_ms ROWS UNBOUNDED PRECEDING)
+               AS upto,
+           sum(n) OVER (PARTITION BY {_KEYS}) AS total,
+           sum(gap_ms * n) OVER (PARTITION BY {_KEYS}) / sum(n) OVER (PARTITION BY {_KEYS})
+               AS mean
+    FROM gap_counts
+), itl AS (
+    SELECT {_KEYS},
+           any_value(mean) AS mean_itl_ms,
+           {_gap_quantile(0.5)} AS median_itl_ms,
+           sqrt(sum(n * (gap_ms - mean) * (gap_ms - mean)) / any_value(total)) AS std_itl_ms,
+           {_gap_quantile(0.9)} AS p90_itl_ms,
+           {_gap_quantile(0.99)} AS p99_itl_ms
+    FROM gap_ranks
+    GROUP BY ALL
+)
+SELECT {_KEYS}, completed, failed, duration_s,
+       completed / nullif(duration_s, 0) AS request_throughput,
+       coalesce(total_output_tokens, 0) / nullif(duration_s, 0) AS output_throughput,
+       (coalesce(total_input_tokens, 0) + coalesce(total_output_tokens, 0))
+           / nullif(duration_s, 0) AS total_token_throughput,
+       total_input_tokens, total_output_tokens,
+       {_from_quantiles("ttft")},
+       {_from_quantiles("tpot")},
+       mean_itl_ms, median_itl_ms, std_itl_ms, p90_itl_ms, p99_itl_ms,
+       {_from_quantiles("e2el")}
+FROM every
+LEFT JOIN successful USING ({_KEYS})
+LEFT JOIN itl USING ({_KEYS})
+"""
 
 TABLES_DDL = """
 CREATE TABLE artifacts (campaign_id VARCHAR, path VARCHAR, sha256 VARCHAR, bytes BIGINT,

@@ -150,6 +150,7 @@ def _identity(row: dict[str, Any]) -> dict[str, Any]:
 
 
 MATCH_RULES = (
+    "requests-succeeded",
     "prompt-digests",
     "prompt-tokens",
     "sampling",
@@ -158,7 +159,8 @@ MATCH_RULES = (
     "cache-state",
     "identity",
 )
-"""What a matched A/B requires, each a rule a promotion policy names."""
+"""What a matched A/B requires, each a rule a promotion policy names (every policy
+enforces ``requests-succeeded``: an arm with nothing measured is no comparison)."""
 
 IMPORTED_DATASET = DATASET_KEYS
 """An imported run's settings that choose its prompts: they stand in for digests."""
@@ -332,6 +334,16 @@ def _match_failures(
         failures.append({"rule": rule, "reason": reason})
 
     baseline, candidate = arms
+    # First, whatever else differs: a cell where an arm had no successful request compares
+    # nothing, and the other reasons it gives (a refused port's prompt tokens, say) are
+    # only its consequences.
+    for a, b in pairs:
+        for row, arm in ((a, baseline), (b, candidate)):
+            if row["n"] - row["failed"] == 0:
+                fail(
+                    "requests-succeeded",
+                    f"{a['stage']}/{a['cell']}: 0 of {row['n']} requests succeeded on {arm}",
+                )
     for a, b in pairs:
         where = f"{a['stage']}/{a['cell']}"
         digests, tokens, outputs = evidence.get((a["stage"], a["cell"]), (0, 0, 0))
@@ -847,7 +859,7 @@ def derive_into(
         slo = plan_slo(root)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
-        db = build([root])
+        db = build([root], gaps=False)
     except DatabaseError as e:
         raise DeriveError(str(e)) from None
     try:
@@ -929,7 +941,7 @@ def recompute(
     if not isinstance(derivation, dict):
         return []
     try:
-        db = build([folder]) if database is None else database
+        db = build([folder], gaps=False) if database is None else database
         try:
             campaign, (baseline, candidate) = comparison_of(document)
             fresh = derive(

@@ -39,8 +39,9 @@ __all__ = [
 Fields = dict[str, Any]
 
 # The parts of run artifacts the database loads (DuckDB types, nested as the documents
-# are: a dict is a STRUCT, a one-item list a LIST). DuckDB ignores the rest (chunk times,
-# content digests), so large artifacts load without building them.
+# are: a dict is a STRUCT, a one-item list a LIST). DuckDB ignores the rest (content
+# digests, a v2 record's compact chunk times, which the database decodes itself), so large
+# artifacts load without building them.
 CELL_RUN_FIELDS: dict[str, Any] = {
     "campaign_id": "VARCHAR",
     "arm": "VARCHAR",
@@ -90,6 +91,8 @@ CELL_RUN_FIELDS: dict[str, Any] = {
                 "predicted_ms": "DOUBLE",
             },
             "scheduled_ns": "BIGINT",
+            # A v1 record's chunk times, for the gaps between them (inter-token latency).
+            "chunks_ns": ["BIGINT"],
         }
     ],
 }
@@ -115,6 +118,7 @@ IMPORTED_RUN_FIELDS: dict[str, Any] = {
             "effective_prefill_tok_s": "DOUBLE",
             "sent_ns": "BIGINT",
             "end_ns": "BIGINT",
+            "itl_ms": ["DOUBLE"],
         }
     ],
 }

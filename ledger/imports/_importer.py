@@ -51,8 +51,11 @@ def _record(
     sent_ns: int | None = None,
     end_ns: int | None = None,
     tool_metrics: dict[str, Any] | None = None,
+    itl_ms: list[float] | None = None,
 ) -> dict[str, Any]:
-    return {
+    # itl_ms only where the tool measured every gap (vLLM's and SGLang's itls): the
+    # database's inter-token latency pools them.
+    return ({"itl_ms": itl_ms} if itl_ms is not None else {}) | {
         "index": index,
         "ok": ok,
         "error_class": error_class,
@@ -317,7 +320,12 @@ def _detailed_run(line: dict[str, Any], tool: str, where: str, name: str, number
         "ttft_ms": f"not separated from reasoning by {tool} (null)",
         "decode_tok_s": "(output_len - 1) / sum(itls): first to last chunk",
         "e2e_ms": f"{tool} e2els",
+        "itl_ms": f"{tool} itls in ms: every gap between successive chunks after the first",
     }
+    if line.get("start_times"):
+        parsed.definitions["sent_ns"] = (
+            f"{tool} start_times (a monotonic clock's seconds) in ns; end_ns is sent_ns + e2e"
+        )
     parsed.concurrency = _concurrency(line.get("max_concurrency"), "max_concurrency")
     parsed.version, parsed.settings = _detailed_identity(line)
     arrays = _arrays(line, name, number)
@@ -380,6 +388,7 @@ def _detailed_records(
                 f"{where}: request {i}: its times in ms (ttfts[{i}], its end to end) "
                 "are beyond any time"
             )
+        sent, end = _times_ns(starts[i] if starts else None, e2e, f"{where}: request {i}")
         parsed.records.append(
             _record(
                 len(parsed.records),
@@ -390,6 +399,9 @@ def _detailed_records(
                 first_token_ms=float(ttft) * 1000 if ok else None,
                 e2e_ms=e2e * 1000 if ok and e2e is not None else None,
                 decode_tok_s=decode,
+                sent_ns=sent,
+                end_ns=end,
+                itl_ms=[float(g) * 1000 for g in gaps] if ok else None,
                 tool_metrics={
                     "ttft_s": _num(ttft),
                     "itl_sum_s": span,
@@ -402,6 +414,27 @@ def _detailed_records(
                 },
             )
         )
+
+
+def _times_ns(start: Any, e2e: float | None, what: str) -> tuple[int | None, int | None]:
+    """A request's start (vLLM's ``start_times``: a monotonic clock's seconds) and end
+    (start + end to end) in nanoseconds on that clock, as ``sent_ns`` and ``end_ns``; None
+    where the tool recorded no start (an end, also for a failed request).
+
+    Raises:
+        InvalidArtifact: a start before the clock's zero, or a time past 64 bits of
+            nanoseconds.
+    """
+    if start is None:
+        return None, None
+    sent = round(float(start) * 1e9)
+    end = None if e2e is None else sent + round(e2e * 1e9)
+    if not 0 <= sent <= _MAX_COUNT or (end is not None and not sent <= end <= _MAX_COUNT):
+        raise InvalidArtifact(
+            f"{what}: its start_times {start!r} and end to end are not nanoseconds a "
+            "64-bit clock holds"
+        )
+    return sent, end
 
 
 # Keys one of the two tools writes and the other never does (vLLM 0.6 to 0.19, SGLang's

@@ -60,6 +60,9 @@ class MatchedAB:
     def enforced_rules(self) -> frozenset[str]:
         """The ``match_failures`` rules of a derived comparison this policy counts."""
         rules = {
+            # No setting turns it off: a cell where an arm had no successful request
+            # compares nothing, whatever else a policy relaxes.
+            "requests-succeeded": True,
             "prompt-digests": self.equal_prompts,
             "prompt-tokens": self.equal_prompts,
             "sampling": self.equal_sampling,

@@ -151,6 +151,7 @@ class _Builder:
         out.append(("h2", "Headline results"))
         out.extend(self._headlines())
         out.extend(self._performance())
+        out.extend(self._serving())
         out.extend(self._load())
         out.extend(self._server_clock())
         out.extend(self._functional())
@@ -415,6 +416,63 @@ class _Builder:
             self._chart(name, title, unit, better, categories, series, sources)
             out.append(("chart", name))
         return out
+
+    def _serving(self) -> list[Block]:
+        """Per cell, the figures vLLM's bench serve states (the ``serving_metrics`` view)."""
+        if not self.evidence.cells and not self.evidence.imported:
+            return []
+        table = self.query(
+            f"SELECT arm, stage, cell, {', '.join(_SERVING_RATES)}, "
+            + ", ".join(
+                f"{stat}_{metric}_ms" for metric, _ in _SERVING_METRICS for stat in _SERVING_STATS
+            )
+            + " FROM serving_metrics ORDER BY arm, stage, cell"
+        )
+        if not table.rows:
+            return []
+        rates = []
+        latencies = []
+        for row in table.rows:
+            arm, stage, cell, *values = row
+            where = [str(arm), f"{stage}/{cell}"]
+            completed, failed, *per_second = values[: len(_SERVING_RATES)]
+            rates.append([*where, _fmt(completed), _fmt(failed), *map(_fmt, per_second)])
+            stats = iter(values[len(_SERVING_RATES) :])
+            for _, name in _SERVING_METRICS:
+                latencies.append([*where, name, *(_fmt(next(stats)) for _ in _SERVING_STATS)])
+        return [
+            ("h3", "Serving metrics"),
+            (
+                "p",
+                (
+                    "Per cell, as vLLM's bench serve states them: over the measured requests "
+                    "that completed (a first token came); TTFT to the first token of any "
+                    "channel, TPOT (E2E - TTFT) / (output tokens - 1), ITL every gap between "
+                    "successive chunks of every request, pooled; E2E to the end of the "
+                    "stream. Throughputs are over the cell's duration, its first request sent "
+                    "to its last one ended."
+                ),
+            ),
+            (
+                "table",
+                [
+                    "Arm",
+                    "Cell",
+                    "Completed",
+                    "Failed",
+                    "Duration s",
+                    "Requests/s",
+                    "Output tok/s",
+                    "Total tok/s",
+                ],
+                rates,
+            ),
+            (
+                "table",
+                ["Arm", "Cell", "Metric", "Mean ms", "Median ms", "Std ms", "P90 ms", "P99 ms"],
+                latencies,
+            ),
+        ]
 
     def _server_clock(self) -> list[Block]:
         """Per cell, the server's own timings beside ours, where the server reports them."""
@@ -774,6 +832,18 @@ class _Builder:
             out.append(("h3", "Withheld (operator-private)"))
             out.append(("list", [f"{w.path}: {w.reason}" for w in self.loaded.withheld]))
         return out
+
+
+_SERVING_RATES = (
+    "completed",
+    "failed",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+)
+_SERVING_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E"))
+_SERVING_STATS = ("mean", "median", "std", "p90", "p99")
 
 
 _RATE = re.compile(r"-r(?P<whole>[0-9]+)(?:_(?P<part>[0-9]+))?(?:-|$)")

@@ -1309,7 +1309,7 @@ def _recomputed(batch: Sequence[tuple[str, str]], known: Known | None = None) ->
     shared: Database | None = None
     if len(folders) > 1:
         try:
-            shared = build(folders, known=known)
+            shared = build(folders, known=known, gaps=False)
         except (DatabaseError, UsageError):
             shared = None
     out: list[list[Issue]] = []

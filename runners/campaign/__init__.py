@@ -7,6 +7,7 @@ from __future__ import annotations
 from runners.campaign import progress
 from runners.campaign._campaign import CampaignRun, RunResult, run_plan
 from runners.campaign._cells import CellOutcome
+from runners.campaign._shortfall import success_shortfall
 
 __all__ = [
     "CampaignRun",
@@ -14,4 +15,5 @@ __all__ = [
     "RunResult",
     "progress",
     "run_plan",
+    "success_shortfall",
 ]

@@ -65,9 +65,19 @@ class CampaignRun:
     """One execution of a plan into a raw folder (fresh or resumed): the arms in turn, each
     with its evidence stages around its measured cells."""
 
-    def __init__(self, plan: Plan, raw_dir: Path, *, resume: bool, progress: Progress) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        raw_dir: Path,
+        *,
+        resume: bool,
+        progress: Progress,
+        adds_arm: bool = False,
+    ) -> None:
         self.plan = plan
-        self.state = CampaignFolder(plan, raw_dir, resume=resume, progress=progress)
+        self.state = CampaignFolder(
+            plan, raw_dir, resume=resume, progress=progress, adds_arm=adds_arm
+        )
         self.outcomes: list[CellOutcome] = []
         self.signal_name: str | None = None
         self.keys: dict[str, str | None] = {}
@@ -206,16 +216,23 @@ class CampaignRun:
 
 
 def run_plan(
-    plan: Plan, raw_dir: str | Path, *, resume: bool = False, progress: Progress | None = None
+    plan: Plan,
+    raw_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+    adds_arm: bool = False,
 ) -> RunResult:
     """Runs a plan; returns when every cell is done or a signal stopped the run.
+    ``adds_arm``: the campaign's recorded plan is ``plan`` less its last arm, whose cells
+    this run measures (with ``resume``).
 
     Raises:
         RunnerError: the folder holds another run, the plan changed since, an API key's
             variable is unset, or a simulated endpoint did not start.
     """
     progress = progress or progress_for()
-    campaign = CampaignRun(plan, Path(raw_dir), resume=resume, progress=progress)
+    campaign = CampaignRun(plan, Path(raw_dir), resume=resume, progress=progress, adds_arm=adds_arm)
     fresh = not campaign.folder.exists()
     campaign.prepare()
     complete = False

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from ledger import __version__
-from ledger.errors import RunnerError
+from ledger.errors import RunnerError, printable
 from ledger.formats.cell_records import CELL_RUN_V2
 from ledger.formats.schema import write_document
 from ledger.measures.arrivals import lateness, schedule_ns
@@ -22,6 +22,7 @@ from runners.campaign._records import CellParts
 from runners.campaign._stages import (
     CellRun,
     Prompt,
+    api_path,
     new_origin,
     request_body,
     request_shape,
@@ -29,11 +30,12 @@ from runners.campaign._stages import (
 )
 from runners.campaign._stats import CellStats, cell_stats
 from runners.client import EndpointClient
-from runners.plan import MAX_CONTEXT_TARGET, Arm, Cell, Stage
+from runners.plan import DEFAULT_MIN_SUCCESS, MAX_CONTEXT_TARGET, Arm, Cell, Stage
 from runners.probes import evidence
 from runners.workload import (
     Calibration,
     Filler,
+    Probe,
     build_messages,
     calibrate,
     prompt_bytes,
@@ -54,6 +56,11 @@ class CellOutcome:
     status: str
     """``complete``, ``incomplete`` or ``skipped`` (complete from an earlier run)."""
     stats: CellStats | None
+    min_success: int = DEFAULT_MIN_SUCCESS
+    """The successful measured requests its stage asks of each cell (``min_success``)."""
+    first_error: str | None = None
+    """Where the cell fell short of ``min_success``: its first measured request's error
+    (``class: message``, as recorded, on one line); None otherwise."""
 
 
 class CellRunner:
@@ -111,7 +118,8 @@ class CellRunner:
             body.update(max_tokens=1)
             body.pop("ignore_eos", None)
             body.pop("min_tokens", None)
-            outcome = await client.chat(body, origin_ns=origin)
+            request = client.chat_request(body, api_path(arm))
+            outcome = await client.chat(request, origin_ns=origin)
             if outcome.error is not None:
                 return f"{outcome.error['class']}: {outcome.error['message']}"
             tokens = (outcome.usage or {}).get("prompt_tokens")
@@ -125,16 +133,10 @@ class CellRunner:
             ),
             None,
         )
-        # Every filler word is at least one token, so the endpoint's context (or, when it
-        # reports none, the plan's cap) bounds the prompt calibration may build.
-        calibration = await calibrate(
-            arm.name,
-            cell.context_target,
-            probe,
-            hint_words=hint,
-            max_words=self.context_limits.get(arm.name, MAX_CONTEXT_TARGET),
+        calibration = await self._calibrate(arm, stage, cell, probe, hint)
+        prompts = self._prompts_digest(
+            calibration, stage, cell, stage.warmup + stage.measured(cell)
         )
-        prompts = self._prompts_digest(calibration, cell, stage.warmup + stage.measured(cell))
         prompts["warmup"] = stage.warmup
         entry = {
             "stage": stage.name,
@@ -150,21 +152,45 @@ class CellRunner:
         self.state.write_workload()
         return entry
 
-    def _prompts_digest(self, calibration: Calibration, cell: Cell, count: int) -> dict[str, Any]:
+    async def _calibrate(
+        self, arm: Arm, stage: Stage, cell: Cell, probe: Probe, hint: int | None
+    ) -> Calibration:
+        """The cell's filler size, found against the arm's token count; a dataset's prompts
+        are sent as they are, unsized."""
+        if stage.dataset is not None:
+            return Calibration(arm.name, cell.context_target, 0, None, (), dataset=True)
+        # Every filler word is at least one token, so the endpoint's context (or, when it
+        # reports none, the plan's cap) bounds the prompt calibration may build.
+        return await calibrate(
+            arm.name,
+            cell.context_target,
+            probe,
+            hint_words=hint,
+            max_words=self.context_limits.get(arm.name, MAX_CONTEXT_TARGET),
+        )
+
+    def _prompts_digest(
+        self, calibration: Calibration, stage: Stage, cell: Cell, count: int
+    ) -> dict[str, Any]:
         """The ``prompts`` of a cell's workload entry: its prompts built one at a time and
         let go, so that a cell of a million requests is never in memory."""
         digest = hashlib.sha256()
         size = 0
         for index in range(count):
-            messages = self._messages(calibration, cell, index)
+            messages = self._messages(calibration, stage, cell, index)
             digest.update(prompt_digest(messages).encode() + b"\n")
             size += len(prompt_bytes(messages))
         return {"count": count, "warmup": 0, "bytes": size, "sha256": digest.hexdigest()}
 
-    def _messages(self, calibration: Calibration, cell: Cell, index: int) -> list[dict[str, str]]:
+    def _messages(
+        self, calibration: Calibration, stage: Stage, cell: Cell, index: int
+    ) -> list[dict[str, str]]:
+        if stage.dataset is not None:
+            return [{"role": "user", "content": stage.dataset.prompts[index].text}]
+        tokens, _ = stage.lengths(cell, index)
         return build_messages(
             self.filler,
-            calibration.filler_words,
+            calibration.words_for(tokens),
             cell_id=cell.id,
             index=index,
             prefix=self.plan.prefix,
@@ -183,7 +209,7 @@ class CellRunner:
         # A cell's prompts are built once more, one at a time, only where an earlier run
         # recorded their digest: a million of them take seconds.
         if (stage.name, cell.id) not in self.confirmed:
-            found = self._prompts_digest(calibration, cell, total)["sha256"]
+            found = self._prompts_digest(calibration, stage, cell, total)["sha256"]
             if found != entry["prompts"]["sha256"]:
                 raise RunnerError(
                     f"{WORKLOAD_NAME}: the prompts of {cell.id} no longer have their recorded "
@@ -192,8 +218,11 @@ class CellRunner:
             self.confirmed.add((stage.name, cell.id))
 
         def prompt(index: int) -> Prompt:
-            messages = self._messages(calibration, cell, index)
-            return Prompt(index, index < stage.warmup, messages, prompt_digest(messages))
+            messages = self._messages(calibration, stage, cell, index)
+            _, max_tokens = stage.lengths(cell, index)
+            return Prompt(
+                index, index < stage.warmup, messages, prompt_digest(messages), max_tokens
+            )
 
         earlier = self.state.resumable.get(key)
         run = CellRun(new_origin())
@@ -253,7 +282,12 @@ class CellRunner:
         entry["prompt_tokens"][arm.name] = _prompt_tokens(parts.on_disk(header))
         self.state.write_workload()
         self.state.progress.end_cell(label, stats, "complete")
-        self.outcomes.append(CellOutcome(arm.name, stage.name, cell.id, "complete", stats))
+        # Read again only where the cell fell short: the line that says so names the error.
+        short = stats.requests - stats.failed < stage.min_success
+        first = _first_error(parts.on_disk(header)) if short else None
+        self.outcomes.append(
+            CellOutcome(arm.name, stage.name, cell.id, "complete", stats, stage.min_success, first)
+        )
 
     def _take_up(
         self,
@@ -386,6 +420,16 @@ class CellRunner:
                     "of": stage.sweep_rates,
                 }
         return document
+
+
+def _first_error(records: Iterable[dict[str, Any]]) -> str | None:
+    """The first failed measured request's error, in the order the requests ended: what
+    the server or the client said, on one line, control characters escaped."""
+    for record in records:
+        error = record.get("error")
+        if error is not None and not record.get("warmup"):
+            return printable(" ".join(f"{error['class']}: {error['message']}".split()))
+    return None
 
 
 def _prompt_tokens(records: Iterable[dict[str, Any]]) -> dict[str, int]:

@@ -76,10 +76,15 @@ class CampaignFolder:
     """``RAW_DIR/<campaign_id>/`` of one plan: checked against the plan, resumed from what
     an earlier run left, and its manifests written."""
 
-    def __init__(self, plan: Plan, raw_dir: Path, *, resume: bool, progress: Progress) -> None:
+    def __init__(
+        self, plan: Plan, raw_dir: Path, *, resume: bool, progress: Progress, adds_arm: bool = False
+    ) -> None:
         self.plan = plan
         self.folder = raw_dir / plan.campaign_id
         self.resume = resume
+        self.adds_arm = adds_arm
+        """The plan is the recorded one with one more arm (``ledger bench`` into a campaign
+        another bench run made): the recorded arms' cells stay as they are."""
         self.progress = progress
         self.workload: dict[tuple[str, str], dict[str, Any]] = {}
         """(stage, cell) -> its entry of ``workload-manifest.json``."""
@@ -178,6 +183,8 @@ class CampaignFolder:
         if self.resume and plan_path.exists():
             recorded = self._read(plan_path)
             wanted = self.plan.to_json()
+            if self.adds_arm:
+                wanted["arms"] = wanted["arms"][:-1]
             if recorded != wanted:
                 raise RunnerError(
                     f"{plan_path}: the plan differs from the one this run started with: "

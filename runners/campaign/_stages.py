@@ -25,7 +25,7 @@ import httpx
 
 from ledger.measures.arrivals import MAX_IN_FLIGHT, schedule_ns
 from runners.campaign._metrics import prefix_cache_delta, scrape
-from runners.client import CHAT_PATH, HEADERS, STREAMING, EndpointClient
+from runners.client import CHAT_PATH, COMPLETIONS_PATH, HEADERS, STREAMING, EndpointClient
 from runners.plan import Arm, Cell, Stage
 
 
@@ -37,23 +37,31 @@ class Prompt:
     warmup: bool
     messages: list[dict[str, str]]
     sha256: str
+    max_tokens: int | None = None
+    """Its own max_tokens where the stage spreads them (``range_ratio``); None: the
+    stage's."""
 
 
 def request_body(
-    arm: Arm, stage: Stage, cell: Cell, messages: list[dict[str, str]]
+    arm: Arm,
+    stage: Stage,
+    cell: Cell,
+    messages: list[dict[str, str]],
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The chat-completions request of a cell (without the streaming options)."""
+    """The request of a cell (without the streaming options), for the arm's API: a chat
+    completion, or a completion whose prompt is the user message's text (no chat template,
+    so no thinking switch); ``max_tokens`` where the request has its own."""
+    tokens = stage.max_tokens if max_tokens is None else max_tokens
     body: dict[str, Any] = dict(arm.extra_body)
-    body.update(arm.thinking_fields(cell.thinking))
-    body.update(
-        model=arm.model,
-        messages=messages,
-        max_tokens=stage.max_tokens,
-        temperature=stage.temperature,
-        seed=stage.seed,
-    )
+    if arm.api == "completions":
+        body.update(model=arm.model, prompt="".join(m["content"] for m in messages))
+    else:
+        body.update(arm.thinking_fields(cell.thinking))
+        body.update(model=arm.model, messages=messages)
+    body.update(max_tokens=tokens, temperature=stage.temperature, seed=stage.seed)
     if stage.controlled_output:
-        body.update(ignore_eos=True, min_tokens=stage.max_tokens)
+        body.update(ignore_eos=True, min_tokens=tokens)
     return body
 
 
@@ -62,8 +70,14 @@ def request_shape(arm: Arm, stage: Stage, cell: Cell) -> dict[str, Any]:
     key aside) and the body less its messages. Recorded in the cell run, so that an A/B
     comparison can tell two arms asked for the same thing (``ledger derive``)."""
     body = {**request_body(arm, stage, cell, []), **STREAMING}
-    del body["messages"]
-    return {"path": CHAT_PATH, "headers": dict(HEADERS), "body": body}
+    body.pop("messages", None)
+    body.pop("prompt", None)
+    return {"path": api_path(arm), "headers": dict(HEADERS), "body": body}
+
+
+def api_path(arm: Arm) -> str:
+    """The path under the arm's base URL that its workload requests go to."""
+    return COMPLETIONS_PATH if arm.api == "completions" else CHAT_PATH
 
 
 def output_as_requested(record: dict[str, Any], stage: Stage) -> bool | None:
@@ -74,7 +88,7 @@ def output_as_requested(record: dict[str, Any], stage: Stage) -> bool | None:
     return (
         record.get("error") is None
         and record.get("finish_reason") == "length"
-        and usage.get("completion_tokens") == stage.max_tokens
+        and usage.get("completion_tokens") == record.get("max_tokens", stage.max_tokens)
     )
 
 
@@ -119,7 +133,9 @@ async def run_cell(
     request's record to ``on_record`` as it ends."""
 
     def prepared(prompt: Prompt) -> httpx.Request:
-        return client.chat_request(request_body(arm, stage, cell, prompt.messages))
+        return client.chat_request(
+            request_body(arm, stage, cell, prompt.messages, prompt.max_tokens), api_path(arm)
+        )
 
     async def one(prompt: Prompt, scheduled_ns: int | None = None) -> None:
         request = prepared(prompt) if scheduled_ns is None else prepared_requests.pop(prompt.index)
@@ -132,6 +148,8 @@ async def run_cell(
         }
         if scheduled_ns is not None:
             record["scheduled_ns"] = scheduled_ns
+        if stage.range_ratio or stage.dataset is not None:
+            record["max_tokens"] = prompt.max_tokens
         record["output_as_requested"] = output_as_requested(record, stage)
         on_record(record)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from ledger.measures.serving import ServingFigures, ServingSummary
+
 
 def request_metrics(record: dict[str, Any]) -> dict[str, float | None]:
     """ttft_ms, first_token_ms, e2e_ms, effective_prefill_tok_s, decode_tok_s of a record."""
@@ -55,6 +57,10 @@ def server_comparison(
     return gap, rate
 
 
+SERVING_PERCENTILES = (90.0, 99.0)
+"""The percentiles the closing table shows beside each metric's mean, median and std."""
+
+
 def _median(values: Iterable[float | None]) -> float | None:
     present = array("d", (v for v in values if v is not None))
     return statistics.median(present) if present else None
@@ -74,6 +80,8 @@ class CellStats:
     """Median of first token - the server's own prompt time, where the server reports it."""
     server_decode_tok_s: float | None = None
     """Median of the server's own decode rate, where it reports one."""
+    serving: ServingSummary | None = None
+    """vLLM's figures of the cell: TTFT, TPOT, ITL and E2E latency, throughputs."""
 
 
 def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
@@ -90,9 +98,11 @@ def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
         if value is not None:
             values.append(value)
 
+    serving = ServingFigures()
     for record in records:
         if record.get("warmup"):
             continue
+        serving.add(record)
         requests += 1
         if record.get("error") is not None:
             continue
@@ -119,4 +129,5 @@ def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
         throughput_tok_s=throughput,
         server_gap_ms=_median(gaps),
         server_decode_tok_s=_median(rates),
+        serving=serving.summary(SERVING_PERCENTILES),
     )

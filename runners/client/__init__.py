@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from runners.client._client import (
     CHAT_PATH,
+    COMPLETIONS_PATH,
     HEADERS,
     STREAMING,
     Deadlines,
@@ -16,6 +17,7 @@ from runners.client._client import (
 
 __all__ = [
     "CHAT_PATH",
+    "COMPLETIONS_PATH",
     "HEADERS",
     "STREAMING",
     "Deadlines",

@@ -198,6 +198,8 @@ class RequestRecord:
 
 CHAT_PATH = "/chat/completions"
 """Where a chat completion is asked for, under the endpoint's base URL."""
+COMPLETIONS_PATH = "/completions"
+"""The legacy completions API: a prompt without a chat template, text in each chunk."""
 STREAMING: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
 """The fields every streamed request carries beside its body."""
 # identity: the stream is parsed from raw bytes, so it must not arrive compressed.
@@ -325,7 +327,12 @@ class _StreamState:
         if choices and isinstance(choices, list) and isinstance(choices[0], dict):
             choice = choices[0]
             delta = choice.get("delta")
-            if isinstance(delta, dict):
+            text = choice.get("text")
+            if isinstance(text, str) and text:
+                # A completions chunk: its text is content.
+                record.content.append(text)
+                self.token("c", now)
+            elif isinstance(delta, dict):
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
                     record.reasoning_chars += len(reasoning)
@@ -573,11 +580,13 @@ class EndpointClient:
             parsed = None
         return status, parsed
 
-    def chat_request(self, body: dict[str, Any]) -> httpx.Request:
+    def chat_request(self, body: dict[str, Any], path: str = CHAT_PATH) -> httpx.Request:
         """The streaming request of :meth:`chat`, built ahead (an open-loop sender builds
-        it before the request is due, so serialising it is not part of its lateness)."""
+        it before the request is due, so serialising it is not part of its lateness);
+        ``path`` :data:`COMPLETIONS_PATH` for a completions body (``prompt``, not
+        ``messages``)."""
         payload = orjson.dumps({**body, **STREAMING})
-        request = self._client.build_request("POST", self.base_url + CHAT_PATH, content=payload)
+        request = self._client.build_request("POST", self.base_url + path, content=payload)
         limit = body.get("max_tokens", body.get("max_completion_tokens"))
         request.extensions[_BOUND] = StreamBound.for_max_tokens(limit)
         return request

@@ -93,6 +93,8 @@ class SimulatedEndpoint:
         method = scope["method"]
         if path == "/v1/chat/completions" and method == "POST":
             await self._chat(scope, receive, send)
+        elif path == "/v1/completions" and method == "POST":
+            await self._chat(scope, receive, send, completions=True)
         elif path == "/v1/responses" and method == "POST" and self.profile.responses_api:
             await self._responses(scope, receive, send)
         elif path == "/v1/models" and method == "GET":
@@ -189,10 +191,14 @@ class SimulatedEndpoint:
                 return fault
         return None
 
-    async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _chat(
+        self, scope: Scope, receive: Receive, send: Send, *, completions: bool = False
+    ) -> None:
+        """A chat completion; or, ``completions``, a completion of a prompt given as it is
+        (no chat template), streamed as ``text`` chunks."""
         state = scope.get("state") or {}
         received = state.get(RECEIVED_KEY) or time.monotonic_ns()
-        body = await self._chat_body(scope, receive, send)
+        body = await self._chat_body(scope, receive, send, completions=completions)
         if body is None:
             return
         entry, fault = self._admit(scope, received)
@@ -203,7 +209,7 @@ class SimulatedEndpoint:
             return
         kwargs = body.get("chat_template_kwargs")
         thinking = isinstance(kwargs, dict) and kwargs.get("enable_thinking") is True
-        tokens = tokenize(render_prompt(body, thinking=thinking))
+        tokens = tokenize(body["prompt"] if completions else render_prompt(body, thinking=thinking))
         prompt_tokens = count_prompt_tokens(tokens)
         entry["prompt_tokens"] = prompt_tokens
         limit = self.profile.context_limit
@@ -231,10 +237,15 @@ class SimulatedEndpoint:
             prompt_tokens=prompt_tokens,
         )
         entry.update(completion_tokens=reply.tokens, decode_tok_s=self.profile.decode_tok_s)
-        await self._in_slot(entry, reply, tokens, prompt_tokens, body, fault, receive, send)
+        await self._in_slot(
+            entry, reply, tokens, prompt_tokens, body, fault, receive, send, completions
+        )
 
-    async def _chat_body(self, scope: Scope, receive: Receive, send: Send) -> dict[str, Any] | None:
-        """The request's body, or None once the error that refuses it is sent."""
+    async def _chat_body(
+        self, scope: Scope, receive: Receive, send: Send, *, completions: bool = False
+    ) -> dict[str, Any] | None:
+        """The request's body, or None once the error that refuses it is sent. A
+        completion's prompt stands as the user message its reply is planned from."""
         body_bytes = await self._read_body(scope, receive)
         if body_bytes is None:
             await self._error(
@@ -249,6 +260,14 @@ class SimulatedEndpoint:
         except orjson.JSONDecodeError as e:
             await self._error(send, 400, f"request body is not JSON: {e}", "BadRequestError")
             return None
+        if completions:
+            if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+                await self._error(send, 400, "prompt must be a string", "BadRequestError")
+                return None
+            if body.get("stream") is not True:
+                await self._error(send, 400, "this endpoint streams only", "BadRequestError")
+                return None
+            body = {**body, "messages": [{"role": "user", "content": body["prompt"]}]}
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             await self._error(send, 400, "messages must be a list", "BadRequestError")
             return None
@@ -288,6 +307,7 @@ class SimulatedEndpoint:
         fault: Fault | None,
         receive: Receive,
         send: Send,
+        completions: bool = False,
     ) -> None:
         """Waits for a running slot, then answers: the first token after the prefill of
         what the prefix cache does not hold."""
@@ -330,7 +350,8 @@ class SimulatedEndpoint:
                 "completion_tokens_details": {"reasoning_tokens": reply.reasoning_tokens},
             }
             if body.get("stream") is True:
-                await _Stream(self, entry, reply, usage, body, fault).run(receive, send, first)
+                stream = _Stream(self, entry, reply, usage, body, fault, completions=completions)
+                await stream.run(receive, send, first)
             else:
                 await self._complete(send, entry, reply, usage, first)
         finally:
@@ -470,9 +491,13 @@ class _Stream:
         usage: dict[str, Any],
         body: dict[str, Any],
         fault: Fault | None,
+        *,
+        completions: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.entry = entry
+        self.completions = completions
+        self.object = "text_completion" if completions else "chat.completion.chunk"
         self.reply = reply
         self.usage = usage
         self.fault = fault
@@ -482,12 +507,17 @@ class _Stream:
         self.created = int(time.time())
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice: dict[str, Any] = {"index": 0, "delta": delta}
+        if self.completions:
+            # A completion has no roles or channels: every piece is text.
+            text = "".join(v for v in delta.values() if isinstance(v, str))
+            choice = {"index": 0, "text": text}
         document = {
             "id": self.entry["id"],
-            "object": "chat.completion.chunk",
+            "object": self.object,
             "created": self.created,
             "model": self.endpoint.profile.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [choice | {"logprobs": None, "finish_reason": finish}],
         }
         return b"data: " + orjson.dumps(document) + b"\n\n"
 
@@ -522,7 +552,7 @@ class _Stream:
             await send({"type": "http.response.body", "body": data, "more_body": True})
 
         # Like vLLM and SGLang, the role chunk goes out with the first token, not before.
-        opening = self._chunk({"role": "assistant", "content": ""})
+        opening = b"" if self.completions else self._chunk({"role": "assistant", "content": ""})
         fault = self.fault
         rate = profile.decode_tok_s
         sent_tool_header = False
@@ -578,7 +608,7 @@ class _Stream:
                 usage = {**usage, "prompt_tokens": -3, "total_tokens": -1}
             usage_chunk = {
                 "id": self.entry["id"],
-                "object": "chat.completion.chunk",
+                "object": self.object,
                 "created": self.created,
                 "model": profile.model,
                 "choices": [],

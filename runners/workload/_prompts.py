@@ -128,11 +128,25 @@ class Calibration:
     """Every probe as (filler words, prompt tokens)."""
     error: str | None = None
     """Why calibration failed; the cell then runs with an estimated size."""
+    dataset: bool = False
+    """The cell's prompts are a dataset's: nothing was sized, nothing probed."""
 
     @property
     def ok(self) -> bool:
         """True when the probe landed within the tolerance."""
         return self.error is None
+
+    def words_for(self, tokens: int) -> int:
+        """Filler words for a prompt of ``tokens`` rather than the target: along the line
+        from the probe without filler through the calibrated size (token count is close to
+        linear in filler words)."""
+        if tokens == self.target_tokens:
+            return self.filler_words
+        base = next((t for w, t in self.probes if w == 0), 0)
+        measured = self.prompt_tokens if self.prompt_tokens is not None else self.target_tokens
+        if measured <= base or not self.filler_words:
+            return max(0, round(self.filler_words * tokens / max(self.target_tokens, 1)))
+        return max(0, round(self.filler_words * (tokens - base) / (measured - base)))
 
     def to_json(self) -> dict[str, Any]:
         """As recorded in the workload manifest."""
@@ -142,7 +156,7 @@ class Calibration:
             "filler_words": self.filler_words,
             "prompt_tokens": self.prompt_tokens,
             "probes": [list(p) for p in self.probes],
-            "status": "ok" if self.ok else "failed",
+            "status": "dataset" if self.dataset else "ok" if self.ok else "failed",
             "error": self.error,
         }
 
@@ -156,6 +170,7 @@ class Calibration:
             prompt_tokens=data["prompt_tokens"],
             probes=tuple((int(w), int(t)) for w, t in data["probes"]),
             error=data["error"],
+            dataset=data["status"] == "dataset",
         )
 
 
