@@ -13,6 +13,9 @@ from typing import Any
 from ledger.cli import exit_statuses
 from ledger.errors import UsageError
 
+RESERVED_IDENTITY = ("tool", "endpoint")
+"""Identity keys a bench records itself (``--metadata`` cannot set them)."""
+
 
 def register_bench(commands: Any, common: argparse.ArgumentParser) -> None:
     """Adds ``ledger bench --base-url URL --model M [vLLM bench serve flags]``."""
@@ -79,9 +82,14 @@ def register_bench(commands: Any, common: argparse.ArgumentParser) -> None:
         help="every reply's max_tokens (default: its conversation's reply, estimated at 4 "
         "tokens for 3 words)",
     )
-    data.add_argument("--random-input-len", type=_count, default=1024, help="prompt tokens")
     data.add_argument(
-        "--random-output-len", type=_count, default=128, help="max_tokens of each request"
+        "--random-input-len", type=_count, default=1024, help="prompt tokens (default 1024)"
+    )
+    data.add_argument(
+        "--random-output-len",
+        type=_count,
+        default=128,
+        help="max_tokens of each request (default 128)",
     )
     data.add_argument(
         "--random-range-ratio",
@@ -90,11 +98,18 @@ def register_bench(commands: Any, common: argparse.ArgumentParser) -> None:
         help="spread of each request's lengths: its prompt and output tokens are drawn from "
         "[L * (1 - r), L * (1 + r)] (default 0: every request alike)",
     )
-    data.add_argument("--num-prompts", type=_count, default=1000, help="measured requests")
     data.add_argument(
-        "--num-warmups", type=_zero_or_more, default=0, help="requests sent first, not measured"
+        "--num-prompts", type=_count, default=1000, help="measured requests (default 1000)"
     )
-    data.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals")
+    data.add_argument(
+        "--num-warmups",
+        type=_zero_or_more,
+        default=0,
+        help="requests sent first, not measured (default 0)",
+    )
+    data.add_argument(
+        "--seed", type=int, default=0, help="seed of the prompts and arrivals (default 0)"
+    )
     data.add_argument(
         "--ignore-eos",
         action="store_true",
@@ -119,7 +134,9 @@ def register_bench(commands: Any, common: argparse.ArgumentParser) -> None:
         "--max-concurrency", type=_count, help="requests in flight at most (default: all)"
     )
     out = bench.add_argument_group("output")
-    out.add_argument("--raw-dir", default="raw", metavar="DIR", help="where raw campaigns go")
+    out.add_argument(
+        "--raw-dir", default="raw", metavar="DIR", help="where raw campaigns go (default raw)"
+    )
     out.add_argument(
         "--campaign", metavar="ID", help="campaign id (default: today's date, then -bench)"
     )
@@ -166,7 +183,13 @@ def _count(text: str) -> int:
 
 
 def _zero_or_more(text: str) -> int:
-    return 0 if text.strip() == "0" else _count(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _rate(text: str) -> float:
@@ -196,12 +219,17 @@ def _settings(args: argparse.Namespace) -> Any:
         percentiles = parse_percentiles(args.metric_percentiles)
     except ValueError as e:
         raise UsageError(f"--metric-percentiles: {e}") from None
-    identity = {}
+    identity: dict[str, str] = {}
     for item in args.metadata:
         key, equals, value = item.partition("=")
-        if not equals or not key.strip():
+        key = key.strip()
+        if not equals or not key:
             raise UsageError(f"--metadata {item!r}: expected KEY=VALUE")
-        identity[key.strip()] = value.strip()
+        if key in RESERVED_IDENTITY:
+            raise UsageError(f"--metadata {item!r}: {key!r} is recorded by ledger bench itself")
+        if key in identity:
+            raise UsageError(f"--metadata {item!r}: {key!r} is given twice")
+        identity[key] = value.strip()
     key_env = args.api_key_env
     if key_env is None and os.environ.get("OPENAI_API_KEY"):
         key_env = "OPENAI_API_KEY"
@@ -232,17 +260,33 @@ def _settings(args: argparse.Namespace) -> Any:
     )
 
 
+def _result_path(args: argparse.Namespace, settings: Any) -> Path:
+    """Where ``--save-result`` writes, refused before the run rather than after it: a name
+    that is a path, a folder that cannot be made, a file that exists (evidence is never
+    replaced unasked)."""
+    name = args.result_filename or f"ledger-bench-{settings.arm}-{settings.campaign}.json"
+    if Path(name).name != name or name in (".", ".."):
+        raise UsageError(
+            f"--result-filename {name}: a file name, not a path (the folder is --result-dir)"
+        )
+    folder = Path(args.result_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--result-dir {args.result_dir}: {e.strerror or e}") from None
+    path = folder / name
+    if path.exists():
+        raise UsageError(f"{path} exists; choose another --result-filename or remove it")
+    return path
+
+
 def _bench(args: argparse.Namespace) -> int:
     from runners.bench.run import run_bench
 
     settings = _settings(args)
     result_path = None
     if args.save_result:
-        name = args.result_filename or f"ledger-bench-{settings.arm}-{settings.campaign}.json"
-        result_path = Path(args.result_dir) / name
-        if not result_path.parent.is_dir():
-            # Before the run, not after it: the file is written when the run has ended.
-            raise UsageError(f"--result-dir {args.result_dir}: not a folder")
+        result_path = _result_path(args, settings)
     started = datetime.datetime.now(datetime.UTC)
     return run_bench(settings, Path(args.raw_dir), result_path=result_path, started=started,
                      out=sys.stdout)  # fmt: skip

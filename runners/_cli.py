@@ -62,7 +62,8 @@ def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="serve the simulated OpenAI-compatible endpoint on 127.0.0.1",
         description="A real HTTP server with a timing model, prefix cache, limits and "
-        "seeded fault injection: /v1/models, /v1/chat/completions, /metrics, /sim/requests. "
+        "seeded fault injection: /v1/models, /v1/chat/completions, /v1/completions, /metrics, "
+        "/sim/requests. "
         "It serves until a signal stops it.",
         epilog=exit_statuses(
             ok=None,

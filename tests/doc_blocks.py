@@ -223,6 +223,8 @@ def endpoints_replaced(text: str, urls: Sequence[str], model: str) -> str:
             line = key.group(1) + f'"{value}"' + line[key.end() :]
             replaced[arm].add(key.group(2))
         out.append(line)
-    if len(replaced) != len(urls) or any(keys != {"base_url", "model"} for keys in replaced):
+    if len(replaced) != len(urls):
+        raise ValueError(f"{len(replaced)} arms for the {len(urls)} endpoints given")
+    if any(keys != {"base_url", "model"} for keys in replaced):
         raise ValueError(f"every one of {len(urls)} arms needs a base_url and a model")
     return "".join(out)

@@ -245,12 +245,21 @@ def test_a_refused_connection_exits_1_naming_arm_stage_and_port(
         (("--metric-percentiles", "50,x"), "'x' is not a percentile"),
         (("--request-rate", "-1"), "must be above 0 or inf"),
         (("--num-prompts", "0"), "must be at least 1"),
-        (("--campaign", "Bench"), "campaign_id: must look like 2026-11-29-slug, got 'Bench'"),
+        (("--campaign", "Bench"), "--campaign: must look like 2026-11-29-slug, got 'Bench'"),
         (("--request-rate", "0.0005"), "--request-rate 0.0005: at least 0.001 requests/s"),
         (("--max-concurrency", "10001"), "--max-concurrency: at most 10,000"),
         (("--metadata", "=x"), "--metadata '=x': expected KEY=VALUE"),
-        (("--request-rate", "5", "--burstiness", "0"), "burstiness: must be above 0"),
-        (("--save-result", "--result-dir", "/nonexistent/dir"), "--result-dir /nonexistent/dir"),
+        (("--request-rate", "5", "--burstiness", "0"), "--burstiness: must be above 0"),
+        (("--request-rate", "1e9"), "--request-rate: expected requests per second"),
+        (("--arm", "A B"), "--arm: "),
+        (("--metadata", "tool=x"), "'tool' is recorded by ledger bench itself"),
+        (("--metadata", "k=a", "--metadata", "k=b"), "'k' is given twice"),
+        (("--num-warmups", "-1"), "must be 0 or more, got -1"),
+        (
+            ("--save-result", "--result-filename", "sub/x.json"),
+            "--result-filename sub/x.json: a file name, not a path",
+        ),
+        (("--save-result", "--result-dir", "/dev/null/x"), "--result-dir /dev/null/x: Not a"),
     ],
 )
 def test_unusable_flags_exit_2_in_one_line(
@@ -269,10 +278,18 @@ def test_a_second_run_of_another_workload_or_the_same_arm_is_refused(
     assert _bench(cli, endpoint, tmp_path, "--arm", "a")[0] == 0
     folder = tmp_path / CAMPAIGN
     before = sorted(p.name for p in folder.rglob("*"))
-    status, _, err = _bench(cli, endpoint, tmp_path, "--arm", "b", "--seed", "7")
-    assert status == 2 and "measured another workload" in err
+    for flags, named in (
+        (("--seed", "7"), "--seed differs"),
+        (("--num-prompts", "30"), "--num-prompts differs"),
+        (("--random-output-len", "30"), "--random-output-len differs"),
+        (("--num-warmups", "1"), "--num-warmups differs"),
+        (("--endpoint", "/v1/completions"), "--endpoint differs"),
+    ):
+        status, _, err = _bench(cli, endpoint, tmp_path, "--arm", "b", *flags)
+        assert status == 2 and f"measured another workload ({named}" in err, err
     status, _, err = _bench(cli, endpoint, tmp_path, "--arm", "a")
     assert status == 2 and "arm 'a' is measured already" in err
+    assert "choose another --arm, or another --campaign" in err
     assert sorted(p.name for p in folder.rglob("*")) == before
     assert verify_json(cli, folder)[0] == 0
 
@@ -331,3 +348,22 @@ def test_an_interrupted_bench_seals_its_campaign_and_exits_130(
     (header,) = folder.glob("*-nothink.json")
     assert read_json(header)["status"] == "incomplete"
     assert verify_json(cli, tmp_path / CAMPAIGN)[0] == 0
+
+
+def test_a_result_file_that_exists_is_never_replaced(
+    cli: CliRun, endpoint: str, tmp_path: Path
+) -> None:
+    result = tmp_path / "result.json"
+    result.write_text("{}")
+    status, _, err = _bench(
+        cli, endpoint, tmp_path / "raw", "--save-result", "--result-dir", str(tmp_path),
+        "--result-filename", "result.json",
+    )  # fmt: skip
+    assert status == 2 and f"{result} exists" in err
+    assert result.read_text() == "{}" and not (tmp_path / "raw").exists()
+    # A folder that is not there yet is made, as --raw-dir is.
+    status, _, err = _bench(
+        cli, endpoint, tmp_path / "raw", "--save-result", "--result-dir", str(tmp_path / "new"),
+    )  # fmt: skip
+    assert status == 0, err
+    assert (tmp_path / "new" / f"ledger-bench-bench-{CAMPAIGN}.json").is_file()

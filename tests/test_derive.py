@@ -267,14 +267,18 @@ def test_each_arm_keeps_its_own_identity_in_an_ab_comparison(campaign: Path) -> 
     assert document["candidate"]["identity"]["os"] == "linux"
 
 
-def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_derive_and_recompute_close_a_database_built_without_gaps(
+    campaign: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A comparison reads no gap between chunks: its database decodes none."""
     from ledger.derivation import _derive as derive
 
-    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
     closed: list[bool] = []
+    built: list[dict[str, Any]] = []
     real_build = derive.build
 
     def tracking(folders: Any, **options: Any) -> Any:
+        built.append(options)
         db = real_build(folders, **options)
         real_close = db.close
 
@@ -286,8 +290,10 @@ def test_recompute_closes_its_database(campaign: Path, monkeypatch: pytest.Monke
         return db
 
     monkeypatch.setattr(derive, "build", tracking)
+    path = derive_into(campaign, "windows", "linux", kind="ab", differs=["os", "simulated_profile"])
+    assert (built, closed) == ([{"gaps": False}], [True])
     assert derive.recompute(campaign, json.loads(path.read_text())) == []
-    assert closed == [True]
+    assert (built, closed) == ([{"gaps": False}] * 2, [True] * 2)
 
 
 @pytest.mark.parametrize("short_arm", ["windows", "linux"])

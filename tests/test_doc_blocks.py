@@ -195,17 +195,20 @@ def test_endpoints_are_replaced_in_the_text_and_nothing_else() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "count"),
+    ("text", "count", "message"),
     [
-        (PLAN_TEXT.replace('model = "Qwen/Qwen3-8B"\nbase_url', "base_url"), 2),
-        (PLAN_TEXT, 1),
-        (PLAN_TEXT, 3),
+        (PLAN_TEXT.replace('model = "Qwen/Qwen3-8B"\nbase_url', "base_url"), 2,
+         "every one of 2 arms needs a base_url and a model"),
+        (PLAN_TEXT, 1, "more arms than the 1 endpoints given"),
+        (PLAN_TEXT, 3, "2 arms for the 3 endpoints given"),
     ],
     ids=["an-arm-without-model", "more-arms-than-urls", "fewer-arms-than-urls"],
-)
-def test_endpoints_not_replaceable_as_asked_are_refused(text: str, count: int) -> None:
+)  # fmt: skip
+def test_endpoints_not_replaceable_as_asked_are_refused(
+    text: str, count: int, message: str
+) -> None:
     urls = [f"http://127.0.0.1:{port}/v1" for port in range(1, count + 1)]
-    with pytest.raises(ValueError, match=r"endpoints given|arms needs a base_url and a model"):
+    with pytest.raises(ValueError, match=f"^{message}$"):
         doc_blocks.endpoints_replaced(text, urls, "tiny")
 
 

@@ -224,6 +224,13 @@ def test_a_refused_port_fails_the_run_in_one_line(tmp_path: Path, cli: CliRun) -
     assert read_document(folder / "run-manifest.json")["complete"] is True
     status, report = verify_json(cli, folder)
     assert status == 0, report["findings"]
+    # A resume measures nothing new (every cell is complete) and says the same: the cells
+    # it keeps are judged from their parts.
+    status, out, err = cli("run", str(plan), "--raw-dir", str(tmp_path), "--resume")
+    assert status == 1
+    again = [line for line in err.splitlines() if line.startswith("ledger run: ")]
+    assert again == said, err
+    assert "skipped" in out and "0/2" in out and "0/3" in out
 
 
 FAULTY_PLAN = """
@@ -664,7 +671,7 @@ def test_the_closing_table_states_vllms_figures_of_each_cell() -> None:
     assert rows["E2E ms"][:2] == ["43.50", "43.50"]
 
 
-def test_success_shortfall_judges_the_cells_this_run_measured() -> None:
+def test_success_shortfall_judges_every_complete_cell() -> None:
     from runners.campaign import CellOutcome, success_shortfall
     from runners.campaign._stats import CellStats
 
@@ -677,10 +684,12 @@ def test_success_shortfall_judges_the_cells_this_run_measured() -> None:
     assert success_shortfall([cell("c1", 1, 4), cell("c2", 3, 4, minimum=3)]) is None
     # A stage may ask for nothing: a probe of failure, say.
     assert success_shortfall([cell("c1", 0, 4, minimum=0)]) is None
-    # Interrupted, or complete from an earlier run (no statistics): not this run's to judge.
+    # Interrupted: the interruption's to report.
     assert success_shortfall([cell("c1", 0, 4, status="incomplete")]) is None
-    skipped = CellOutcome("a", "load", "c1", "skipped", None)
-    assert success_shortfall([skipped]) is None
+    # Complete from an earlier run: judged as measured, from the figures read back.
+    assert "0 of 4 requests succeeded" in str(
+        success_shortfall([cell("c1", 0, 4, status="skipped")])
+    )
     assert success_shortfall([cell("c1", 2, 4), cell("c2", 2, 4, minimum=3)]) == (
         'arm "a", stage "load", cell "c2": 2 of 4 requests succeeded, fewer than the '
         "stage's min_success of 3; first error: http-5xx: HTTP 503: busy"

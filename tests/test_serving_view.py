@@ -18,7 +18,7 @@ from generate_verify_assets import CAMPAIGN, cell_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.database import DatabaseError, build
+from ledger.database import DatabaseError, Table, _chunk_gaps, build
 from ledger.database._chunk_gaps import ChunkGaps, gap_counts
 from ledger.formats.cell_records import (
     CELL_RUN_V2,
@@ -349,13 +349,13 @@ def test_chunk_times_that_are_none_are_refused_by_name(tmp_path: Path) -> None:
     # A warm-up's or a failure's chunk times are read by no figure: not refused.
     failure = {"class": "stall", "status": None, "message": "x"}
     for changes, failed in (({"warmup": True}, 0), ({"error": failure}, 1)):
-        for text in (5, "0+1", "5"):
+        for chunks in (5, "0+1", "5"):
             document = json.loads(json.dumps(good))
-            document["requests"][2] |= changes | {"chunks_us": text}
+            document["requests"][2] |= changes | {"chunks_us": chunks}
             cells.save(path, document)
             (row,) = _rows([folder])
-            assert (row["completed"], row["failed"]) == (2, failed), (changes, text)
-            assert row["median_itl_ms"] == pytest.approx(2.5), (changes, text)
+            assert (row["completed"], row["failed"]) == (2, failed), (changes, chunks)
+            assert row["median_itl_ms"] == pytest.approx(2.5), (changes, chunks)
 
 
 def test_a_v1_record_s_chunks_out_of_order_are_refused(tmp_path: Path) -> None:
@@ -423,6 +423,68 @@ def test_a_number_too_long_for_the_batch_decoder_is_read_exactly() -> None:
     decoder.finish()
     found = con.execute("SELECT gap_us, n FROM chunk_gap_counts ORDER BY ALL").fetchall()
     assert found == [(1, 1), (4, 1), (5, 1), (31**12 * 2 - 1, 1)]
+
+
+def _figures(folder: Path) -> tuple[Table, Table]:
+    with build([folder]) as db:
+        return (
+            db.query("SELECT * FROM serving_metrics ORDER BY arm, stage, cell"),
+            db.query("SELECT * FROM chunk_gaps ORDER BY ALL"),
+        )
+
+
+def test_gaps_decoded_batch_by_batch_are_those_of_one_batch(
+    tmp_path: Path, two_arm_campaign: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch handed on once it holds BATCH_CHARACTERS, the one before counted first, and
+    each cell run's gaps spread over several batches: the figures and gaps are those of one
+    batch. Each cell run is split into four parts (the warm-up alone in a capacity cell's
+    first), and a batch of one character is handed on at the end of each part."""
+    folder = tmp_path / two_arm_campaign.name
+    shutil.copytree(two_arm_campaign, folder)
+    for path in sorted(folder.glob("*/*/*.json")):
+        document = cells.load(path)
+        assert document["schema"] == CELL_RUN_V2
+        cells.save(path, document, split=[1, 1, (len(document["requests"]) - 2) // 2, 0])
+    batches: list[list[int]] = []
+    real = _chunk_gaps.gap_counts
+
+    def counted(texts: Any, groups: Any) -> Any:
+        batches.append(sorted(set(groups.tolist())))
+        return real(texts, groups)
+
+    monkeypatch.setattr(_chunk_gaps, "gap_counts", counted)
+    one = _figures(folder)
+    assert batches == [list(range(6))]
+    rows = one[0].to_json()
+    assert rows == _rows([two_arm_campaign])  # the parts split otherwise: the same figures
+    assert len(rows) == 6 and all(r["p99_itl_ms"] is not None for r in rows)
+    assert len(one[1].rows) > 6
+    batches.clear()
+    monkeypatch.setattr(_chunk_gaps, "BATCH_CHARACTERS", 1)
+    assert _figures(folder) == one
+    assert batches == [[0], [0], [0], [1], [1], [1], [2], [2], [2], [2], [3], [3], [3],
+                       [4], [4], [4], [5], [5], [5], [5]]  # fmt: skip
+
+
+@pytest.mark.parametrize("gap", [(1 << 63) - 1, 1 << 63])
+def test_a_gap_past_64_bits_is_refused_by_name(tmp_path: Path, gap: int) -> None:
+    """A gap of 2^63 us (13 digits: read record by record) is more than a BIGINT holds."""
+    ms = 1_000_000
+    folder = _v2(tmp_path, [_record(i, i * 100 * ms, [2 * ms, 3 * ms]) for i in range(3)])
+    path = folder / "linux" / "capacity" / "ctx1024-c1-nothink.json"
+    document = cells.load(path)
+    document["requests"][1]["chunks_us"] = encode_chunks(0, [0, 0, gap * 1000])
+    cells.save(path, document)
+    if gap < 1 << 63:
+        (row,) = _rows([folder])
+        assert row["completed"] == 3
+        with build([folder]) as db:
+            assert db.query("SELECT max(gap_ms) FROM chunk_gaps").rows == ((gap / 1e3,),)
+        return
+    part = f"{CAMPAIGN}/linux/capacity/ctx1024-c1-nothink.part-0001.jsonl"
+    with pytest.raises(DatabaseError, match=f"^{part}: line 2 at /chunks_us: a gap past 64 bits$"):
+        build([folder])
 
 
 def test_the_report_states_every_cell_s_figures_in_both_formats(

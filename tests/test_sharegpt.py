@@ -124,8 +124,8 @@ def test_bench_sends_the_files_prompts_as_they_are(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (("--dataset-name", "sharegpt"), "--dataset-path names the ShareGPT file"),
-        (("--dataset-path", "x.json"), "--dataset-path names the ShareGPT file"),
+        (("--dataset-name", "sharegpt"), "--dataset-name sharegpt needs --dataset-path FILE"),
+        (("--dataset-path", "x.json"), "--dataset-path is the file of --dataset-name sharegpt"),
         (("--dataset-name", "sharegpt", "--dataset-path", "missing.json"), "missing.json"),
         (
             ("--dataset-name", "sharegpt", "--dataset-path", "x", "--random-range-ratio", "0.1"),

@@ -74,10 +74,12 @@ def test_one_database_finds_what_one_per_campaign_finds(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[int] = []
+    gaps: list[object] = []  # a comparison reads no gap between chunks: none is decoded
     real = database.build
 
     def counted(paths: list[Path], **options: object) -> database.Database:
         built.append(len(paths))
+        gaps.append(options.get("gaps"))
         return real(paths, **options)  # type: ignore[arg-type]
 
     # verify builds through the package's name, derive through its own.
@@ -85,18 +87,22 @@ def test_one_database_finds_what_one_per_campaign_finds(
     monkeypatch.setattr(derive, "build", counted)
     batched = _findings(tree)
     assert built == [3]  # one database for the three campaigns' comparisons
+    assert gaps == [False]
 
     def alone(paths: list[Path], **options: object) -> database.Database:
         if len(paths) > 1:
             raise database.DatabaseError("as if one campaign could not be loaded")
         built.append(1)
+        gaps.append(options.get("gaps"))
         return real(paths, **options)  # type: ignore[arg-type]
 
     built.clear()
+    gaps.clear()
     monkeypatch.setattr(ledger.database, "build", alone)
     monkeypatch.setattr(derive, "build", alone)
     assert _findings(tree) == batched
     assert built == [1, 1, 1]  # each derived again in its own
+    assert gaps == [False] * 3
     mismatches = [f for f in batched if f[1] == "derived-mismatch"]
     # The edited comparison, and the summary, whose figures it no longer gives.
     assert [(Path(f[0]).relative_to(tree).parts[0], f[2]) for f in mismatches] == [

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ledger.errors import UsageError
+from ledger.errors import InvalidArtifact, UsageError
 from ledger.formats.jsonio import read_json
 from ledger.measures.arrivals import MIN_RATE
 from runners.plan import MAX_CONCURRENCY, PLAN_SCHEMA, Arm, Plan, parse_plan
@@ -129,10 +129,10 @@ def check_settings(settings: BenchSettings) -> None:
     """
     if settings.endpoint not in ENDPOINTS:
         raise UsageError(f"--endpoint {settings.endpoint}: expected {' or '.join(ENDPOINTS)}")
-    if (settings.dataset_name == "sharegpt") != (settings.dataset_path is not None):
-        raise UsageError(
-            "--dataset-path names the ShareGPT file of --dataset-name sharegpt, and only it"
-        )
+    if settings.dataset_name == "sharegpt" and settings.dataset_path is None:
+        raise UsageError("--dataset-name sharegpt needs --dataset-path FILE")
+    if settings.dataset_name != "sharegpt" and settings.dataset_path is not None:
+        raise UsageError("--dataset-path is the file of --dataset-name sharegpt only")
     if settings.dataset_name == "sharegpt" and settings.range_ratio:
         raise UsageError("--random-range-ratio is a random dataset's; a ShareGPT file sets lengths")
     if not 0 <= settings.range_ratio < 1:
@@ -174,7 +174,10 @@ def bench_plan(settings: BenchSettings) -> Plan:
         "arms": [_arm(settings)],
         "stages": [_stage(settings, dataset)],
     }
-    plan = parse_plan(document, source="ledger bench")
+    try:
+        plan = parse_plan(document, source="ledger bench")
+    except InvalidArtifact as e:
+        raise UsageError(_as_flags(str(e))) from None
     if not settings.range_ratio and dataset is None:
         return plan
     # Not plan keys: a spread of lengths and a file's prompts are what vLLM's datasets
@@ -201,17 +204,18 @@ def joined_plan(settings: BenchSettings, folder: Path) -> Plan | None:
     names = [arm.get("name") for arm in recorded.get("arms", [])]
     if settings.arm in names:
         raise UsageError(
-            f"campaign {settings.campaign}: arm {settings.arm!r} is measured already; name "
-            "this run's arm with --arm (an A/B compares two arms of one campaign)"
+            f"campaign {settings.campaign}: arm {settings.arm!r} is measured already (a run "
+            "is never measured again over its evidence); choose another --arm, or another "
+            "--campaign"
         )
     wanted = mine.to_json()
-    for key in sorted(set(wanted) | set(recorded)):
-        if key != "arms" and wanted.get(key) != recorded.get(key):
-            raise UsageError(
-                f"campaign {settings.campaign}: its runs measured another workload ({key} "
-                "differs: --num-prompts, lengths, rate, concurrency, --ignore-eos and --seed "
-                "must match those of its first run); choose another --campaign"
-            )
+    differing = _differing_flag(recorded, wanted)
+    if differing is not None:
+        raise UsageError(
+            f"campaign {settings.campaign}: its runs measured another workload ({differing} "
+            "differs from its first run's; an A/B compares one workload); choose another "
+            "--campaign"
+        )
     try:
         arms = tuple(_recorded_arm(arm, recorded_path) for arm in recorded["arms"])
     except (KeyError, TypeError, AttributeError):
@@ -240,3 +244,67 @@ def _recorded_arm(data: dict[str, Any], where: Path) -> Arm:
         thinking=data["thinking"],
         api=data.get("api", "chat"),
     )
+
+
+_PLAN_FLAGS = {
+    "campaign_id": "--campaign",
+    "seed": "--seed",
+    "arms[0].name": "--arm",
+    "arms[0].base_url": "--base-url",
+    "arms[0].model": "--model",
+    "arms[0].api_key_env": "--api-key-env",
+    "stages[0].requests": "--num-prompts",
+    "stages[0].max_tokens": "--random-output-len",
+    "stages[0].context_target": "--random-input-len",
+    "stages[0].context_targets": "--random-input-len",
+    "stages[0].concurrency": "--max-concurrency",
+    "stages[0].max_in_flight": "--max-concurrency",
+    "stages[0].rate": "--request-rate",
+    "stages[0].burstiness": "--burstiness",
+    "stages[0].warmup": "--num-warmups",
+    "stages[0].seed": "--seed",
+}
+"""The plan key each flag sets: a refusal of the plan a bench makes names the flag."""
+
+
+def _as_flags(message: str) -> str:
+    """``ledger bench: stages[0].rate: ...`` -> ``--request-rate: ...``."""
+    _, _, rest = message.partition("ledger bench: ")
+    key, colon, said = rest.partition(": ")
+    flag = _PLAN_FLAGS.get(key)
+    return f"{flag}: {said}" if flag is not None and colon else rest or message
+
+
+_STAGE_FLAGS = {
+    "kind": "--request-rate",
+    "cells": "--random-input-len, --max-concurrency or --request-rate",
+    "requests": "--num-prompts",
+    "max_tokens": "--random-output-len",
+    "controlled_output": "--ignore-eos",
+    "warmup": "--num-warmups",
+    "seed": "--seed",
+    "arrival": "--burstiness or --max-concurrency",
+    "range_ratio": "--random-range-ratio",
+    "dataset": "--dataset-name or --dataset-path (the file's digest)",
+}
+
+
+def _differing_flag(recorded: dict[str, Any], wanted: dict[str, Any]) -> str | None:
+    """The flag whose setting makes ``wanted`` another workload than ``recorded``; None
+    when only the arms differ (an arm's API is part of the workload: a chat template
+    changes every prompt)."""
+    for key in sorted(set(wanted) | set(recorded)):
+        if key in ("arms", "stages") or wanted.get(key) == recorded.get(key):
+            continue
+        return "--seed" if key == "seed" else key
+    apis = {arm.get("api", "chat") for arm in recorded.get("arms", []) if isinstance(arm, dict)}
+    if apis and apis != {wanted["arms"][0].get("api", "chat")}:
+        return "--endpoint"
+    theirs = recorded.get("stages")
+    if not isinstance(theirs, list) or len(theirs) != 1 or not isinstance(theirs[0], dict):
+        return "the stage"
+    stage: dict[str, Any] = wanted["stages"][0]
+    for key in sorted(set(stage) | set(theirs[0])):
+        if stage.get(key) != theirs[0].get(key):
+            return _STAGE_FLAGS.get(str(key), str(key))
+    return None

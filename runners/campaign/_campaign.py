@@ -34,7 +34,7 @@ import orjson
 
 from ledger.errors import InvalidArtifact, RunnerError
 from ledger.evidence import manifest
-from runners.campaign._cells import CellOutcome, CellRunner
+from runners.campaign._cells import CellOutcome, CellRunner, kept_outcome
 from runners.campaign._evidence_stages import EvidenceStages
 from runners.campaign._folder import PLAN_NAME, WORKLOAD_NAME, CampaignFolder
 from runners.campaign.progress import Progress, progress_for
@@ -116,10 +116,10 @@ class CampaignRun:
                 for cell in self.state.cells_of(stage):
                     if (stage, cell) not in pending:
                         label = f"{arm.name} {stage.name} {cell.id}"
-                        self.state.progress.end_cell(label, None, "skipped")
-                        self.outcomes.append(
-                            CellOutcome(arm.name, stage.name, cell.id, "skipped", None)
-                        )
+                        rel = self.state.cell_path(arm, stage, cell)
+                        kept = kept_outcome(self.folder, rel, arm.name, stage, cell)
+                        self.state.progress.end_cell(label, kept.stats, "skipped")
+                        self.outcomes.append(kept)
             steps_left = any(
                 self.state.evidence[(arm.name, e.name)] != "complete" for e in self.plan.evidence
             )

@@ -8,13 +8,15 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ledger import __version__
 from ledger.errors import RunnerError, printable
-from ledger.formats.cell_records import CELL_RUN_V2
+from ledger.formats.cell_records import CELL_RUN_V2, records
+from ledger.formats.jsonio import read_json
 from ledger.formats.schema import write_document
 from ledger.measures.arrivals import lateness, schedule_ns
 from runners.campaign._folder import WORKLOAD_NAME, CampaignFolder
@@ -420,6 +422,16 @@ class CellRunner:
                     "of": stage.sweep_rates,
                 }
         return document
+
+
+def kept_outcome(folder: Path, rel: str, arm: str, stage: Stage, cell: Cell) -> CellOutcome:
+    """A cell an earlier run completed, read back from its parts: a resumed run judges it
+    against ``min_success`` as it judges the cells it measures, and shows its figures."""
+    header = read_json(folder / rel)
+    stats = cell_stats(records(folder, header))
+    short = stats.requests - stats.failed < stage.min_success
+    first = _first_error(records(folder, header)) if short else None
+    return CellOutcome(arm, stage.name, cell.id, "skipped", stats, stage.min_success, first)
 
 
 def _first_error(records: Iterable[dict[str, Any]]) -> str | None:

@@ -17,14 +17,15 @@ def success_shortfall(outcomes: Iterable[CellOutcome]) -> str | None:
     cell, how many succeeded, its first error, and how many other cells fell short. None
     when every cell met its minimum.
 
-    Only the cells this run measured are judged: an interrupted one (``incomplete``) is
-    the interruption's to report, and a ``skipped`` one (complete from an earlier run) has
-    no statistics here.
+    Complete cells are judged, those this run measured and those it kept from an earlier
+    one (``skipped``, read back from their parts): a resumed run that measured nothing new
+    says the same as the run before it. An interrupted one (``incomplete``) is the
+    interruption's to report.
     """
     short = [
         outcome
         for outcome in outcomes
-        if outcome.status == "complete"
+        if outcome.status in ("complete", "skipped")
         and outcome.stats is not None
         and outcome.stats.requests - outcome.stats.failed < outcome.min_success
     ]
