@@ -172,24 +172,23 @@ def register_bench(commands: Any, common: argparse.ArgumentParser) -> None:
     bench.set_defaults(func=_bench)
 
 
-def _count(text: str) -> int:
+def _whole(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < least:
+        said = "at least 1" if least == 1 else f"{least} or more"
+        raise argparse.ArgumentTypeError(f"must be {said}, got {value}")
     return value
+
+
+def _count(text: str) -> int:
+    return _whole(text, 1)
 
 
 def _zero_or_more(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _whole(text, 0)
 
 
 def _rate(text: str) -> float:
