@@ -34,7 +34,7 @@ def _arrays(records: Iterable[dict[str, Any]]) -> dict[str, list[Any]]:
         error = record.get("error")
         ok = error is None and first is not None and end is not None
         arrays["input_lens"].append(usage.get("prompt_tokens") or 0)
-        arrays["output_lens"].append(usage.get("completion_tokens") or 0 if ok else 0)
+        arrays["output_lens"].append((usage.get("completion_tokens") or 0) if ok else 0)
         arrays["ttfts"].append((first - sent) / 1e9 if ok else 0.0)
         arrays["itls"].append([gap / 1e3 for gap in gaps_ms(record)] if ok else [])
         arrays["e2els"].append((end - sent) / 1e9 if ok else 0.0)

@@ -59,8 +59,11 @@ def run_bench(
     for record in _records(result.folder, header_path):
         figures.add(record)
     summary = figures.summary(settings.metric_percentiles)
-    concurrency = settings.max_concurrency
-    out.write(summary_block(summary, concurrency=concurrency, metrics=settings.percentile_metrics))
+    out.write(
+        summary_block(
+            summary, concurrency=settings.max_concurrency, metrics=settings.percentile_metrics
+        )
+    )
     if result_path is not None:
         document = vllm_result(
             settings, summary, _records(result.folder, header_path), started=started
