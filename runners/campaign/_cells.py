@@ -281,7 +281,8 @@ class CellRunner:
         write_document(path, header)
         self.state.cells[key] = "complete"
         stats = cell_stats(parts.on_disk(header))
-        entry["prompt_tokens"][arm.name] = _prompt_tokens(parts.on_disk(header))
+        prompted, total = stats.prompt_counts
+        entry["prompt_tokens"][arm.name] = {"requests": prompted, "total": total}
         self.state.write_workload()
         self.state.progress.end_cell(label, stats, "complete")
         # Read again only where the cell fell short: the line that says so names the error.
@@ -442,15 +443,3 @@ def _first_error(records: Iterable[dict[str, Any]]) -> str | None:
         if error is not None and not record.get("warmup"):
             return printable(" ".join(f"{error['class']}: {error['message']}".split()))
     return None
-
-
-def _prompt_tokens(records: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """An arm's ``prompt_tokens`` of a cell in the workload manifest: the requests whose
-    server reported ``usage.prompt_tokens``, and their sum."""
-    requests = total = 0
-    for record in records:
-        counted = (record.get("usage") or {}).get("prompt_tokens")
-        if counted is not None:
-            requests += 1
-            total += counted
-    return {"requests": requests, "total": total}

@@ -82,17 +82,21 @@ class CellStats:
     """Median of the server's own decode rate, where it reports one."""
     serving: ServingSummary | None = None
     """vLLM's figures of the cell: TTFT, TPOT, ITL and E2E latency, throughputs."""
+    prompt_counts: tuple[int, int] = (0, 0)
+    """The requests whose server reported ``usage.prompt_tokens``, warm-ups and failures
+    included, and their sum: the arm's prompt tokens in the workload manifest."""
 
 
 def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
-    """Medians over the successful measured requests; failures counted, not timed. One
-    pass, keeping five numbers of each request: a cell is read back from its parts."""
+    """Medians over the successful measured requests; failures counted, not timed; and the
+    prompt tokens every request's server reported. One pass, keeping five numbers of each
+    request: a cell is read back from its parts."""
     requests = 0
     # Eight bytes a value (a list of floats takes 32): a cell of a million requests is
     # read back to give these.
     ttft, e2e, decode, gaps, rates = (array("d") for _ in range(5))
     start = end = None
-    tokens = ok = 0
+    tokens = ok = prompted = prompt_tokens = 0
 
     def add(values: array[float], value: float | None) -> None:
         if value is not None:
@@ -100,6 +104,10 @@ def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
 
     serving = ServingFigures()
     for record in records:
+        counted = (record.get("usage") or {}).get("prompt_tokens")
+        if counted is not None:
+            prompted += 1
+            prompt_tokens += counted
         if record.get("warmup"):
             continue
         serving.add(record)
@@ -130,4 +138,5 @@ def cell_stats(records: Iterable[dict[str, Any]]) -> CellStats:
         server_gap_ms=_median(gaps),
         server_decode_tok_s=_median(rates),
         serving=serving.summary(SERVING_PERCENTILES),
+        prompt_counts=(prompted, prompt_tokens),
     )
