@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
@@ -18,8 +17,6 @@ from ledger.errors import UsageError
 
 if TYPE_CHECKING:
     from runners.publication import SigningSetup
-
-_SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
 
 
 def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -360,7 +357,7 @@ def _run(args: argparse.Namespace) -> int:
             f"--raw-dir {args.raw_dir} --resume",
             file=sys.stderr,
         )
-        return _SIGNAL_STATUS.get(result.interrupted, 1)
+        return result.stopped_status
     shortfall = success_shortfall(result.cells)
     if shortfall is not None:
         print(f"ledger run: {shortfall}", file=sys.stderr)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +15,6 @@ from ledger.measures.serving import ServingFigures
 from runners.bench.flags import STAGE, BenchSettings, bench_plan, joined_plan
 from runners.bench.result import vllm_result
 from runners.bench.summary import summary_block
-
-_SIGNAL_STATUS = {"SIGINT": 128 + signal.SIGINT, "SIGTERM": 128 + signal.SIGTERM}
 
 
 def _records(folder: Path, header_path: Path) -> Iterator[dict[str, Any]]:
@@ -50,7 +47,7 @@ def run_bench(
     print(f"raw campaign: {result.folder}", file=sys.stderr)
     if result.interrupted is not None:
         print(f"interrupted by {result.interrupted}", file=sys.stderr)
-        return _SIGNAL_STATUS.get(result.interrupted, 1)
+        return result.stopped_status
     cells = [c for c in result.cells if c.arm == settings.arm and c.stage == STAGE]
     if len(cells) != 1:
         raise RunnerError(f"{result.folder}: the bench cell of arm {settings.arm!r} is missing")

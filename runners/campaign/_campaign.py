@@ -34,6 +34,7 @@ import orjson
 
 from ledger.errors import InvalidArtifact, RunnerError
 from ledger.evidence import manifest
+from ledger.exit_status import ExitStatus
 from runners.campaign._cells import CellOutcome, CellRunner, kept_outcome
 from runners.campaign._evidence_stages import EvidenceStages
 from runners.campaign._folder import PLAN_NAME, WORKLOAD_NAME, CampaignFolder
@@ -53,6 +54,12 @@ class RunResult:
     interrupted: str | None
     """The signal that stopped the run, if one did."""
     cells: tuple[CellOutcome, ...]
+
+    @property
+    def stopped_status(self) -> int:
+        """The exit status of a run a signal stopped: 130 after SIGINT, 143 after SIGTERM."""
+        stopped = {"SIGINT": ExitStatus.INTERRUPTED, "SIGTERM": ExitStatus.TERMINATED}
+        return int(stopped.get(self.interrupted or "", ExitStatus.REFUSED))
 
 
 class _Interrupted(Exception):
