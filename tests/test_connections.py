@@ -26,6 +26,7 @@ from runners.campaign._metrics import scrape
 from runners.client import _client as client_module
 from runners.client._client import EndpointClient, RequestRecord, _dead_connection
 from runners.simulate.serve import SimulatorProcess
+from tests.raw_server import RawServer, read_head
 
 Start = Callable[..., SimulatorProcess]
 BODY = {"model": "anvil-sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
@@ -262,42 +263,21 @@ _ANSWER = (
 )
 
 
-class _ScriptedServer:
+class _ScriptedServer(RawServer):
     """Connection ``i`` answers its requests as ``script(i)`` lists them: ``answer``, ``drop``
     (read the request, close without a byte) or ``partial`` (a status line, then close)."""
 
     def __init__(self, script: Callable[[int], list[str]]) -> None:
         self.script = script
-        self.connections = 0
         self.requests = 0
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.listener.settimeout(0.2)
-        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            index = self.connections
-            self.connections += 1
-            threading.Thread(target=self._handle, args=(conn, index), daemon=True).start()
-
-    def _handle(self, conn: socket.socket, index: int) -> None:
+    def handle(self, conn: socket.socket, index: int) -> None:
         with conn:
             for step in self.script(index):
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        return
-                    data += chunk
+                data = read_head(conn)
+                if data is None:
+                    return
                 head, _, body = data.partition(b"\r\n\r\n")
                 length = next(
                     int(line.split(b":")[1])
@@ -314,11 +294,6 @@ class _ScriptedServer:
                     return
                 else:
                     return
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.listener.close()
 
 
 def _two_chats(script: Callable[[int], list[str]]) -> tuple[_ScriptedServer, list[RequestRecord]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -16,11 +15,12 @@ import pytest
 from runners.client._client import Deadlines, EndpointClient, RequestRecord, StreamBound
 from tests import cells
 from tests.conftest import CliRun, verify_json
+from tests.raw_server import RawServer, read_head
 
 TOKEN = b'data: {"id":"x","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
 
 
-class HostileServer:
+class HostileServer(RawServer):
     """An endpoint that answers every chat request with a stream that never ends: tiny
     token chunks (``chunks``), or one event that never closes (``bytes``). Anything else
     is a 404."""
@@ -29,32 +29,13 @@ class HostileServer:
         self.mode = mode
         self.sent = 0
         """Chunks or bytes written, over every connection."""
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.listener.settimeout(0.2)
-        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
-        self._stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return  # closed
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
+    def handle(self, conn: socket.socket, index: int) -> None:
         with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
+            data = read_head(conn)
+            if data is None:
+                return
             if not data.startswith(b"POST") or b"/chat/completions" not in data.split(b"\r\n")[0]:
                 conn.sendall(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                 return
@@ -81,15 +62,11 @@ class HostileServer:
                 conn.sendall(b'data: {"c": "')
             block = TOKEN * 64 if self.mode == "chunks" else b"x" * 65536
             try:
-                while not self._stop.is_set():
+                while not self.stopping:
                     conn.sendall(block)
                     self.sent += 64 if self.mode == "chunks" else len(block)
             except OSError:
                 return  # the client cut it
-
-    def close(self) -> None:
-        self._stop.set()
-        self.listener.close()
 
 
 @pytest.fixture
