@@ -528,10 +528,13 @@ def _as_v1(document: dict[str, Any]) -> dict[str, Any]:
         record = dict(record)
         first = record["first_token_ns"]
         offsets = cell_records.decode_chunks(record.pop("chunks_us")) if first is not None else []
-        record["chunks_ns"] = [first + 1000 * o for o in offsets]
+        # Microseconds rounded half up can pass the exact last token: held to it, the
+        # chunk times stay in order, as a v1 writer's nanoseconds were.
+        last = record["last_token_ns"]
+        record["chunks_ns"] = [min(first + 1000 * o, last) for o in offsets]
         record["chunk_channels"] = cell_records.decode_channels(record.pop("channel_runs"))
         if record["chunks_ns"]:
-            record["chunks_ns"][-1] = record["last_token_ns"]
+            record["chunks_ns"][-1] = last
         requests.append(record)
     whole["requests"] = sorted(requests, key=lambda r: (not r["warmup"], r["index"]))
     return whole
