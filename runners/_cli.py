@@ -31,7 +31,7 @@ def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
             ok="every cell completed with at least its stage's min_success successful "
             "requests (default 1; failed requests are evidence, recorded either way)",
             refused="a cell fell short (one line names it), or an error (a changed plan on "
-            "--resume, an unset API key variable)",
+            "--resume, an unset API key or environment_from variable)",
             unusable="a missing or malformed plan, a context target beyond what the endpoint "
             "or the plan allows",
             stopped="the complete cells are kept (finish with --resume)",
@@ -53,11 +53,11 @@ def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Adds ``ledger simulate --port P [--profile FILE]``."""
+    """Adds ``ledger simulate --port P [--host ADDRESS] [--profile FILE]``."""
     simulate = commands.add_parser(
         "simulate",
         parents=[common],
-        help="serve the simulated OpenAI-compatible endpoint on 127.0.0.1",
+        help="serve the simulated OpenAI-compatible endpoint (on 127.0.0.1 by default)",
         description="A real HTTP server with a timing model, prefix cache, limits and "
         "seeded fault injection: /v1/models, /v1/chat/completions, /v1/completions, /metrics, "
         "/sim/requests. "
@@ -70,7 +70,15 @@ def register_simulate(commands: Any, common: argparse.ArgumentParser) -> None:
             writes_stdout=False,
         ),
     )
-    simulate.add_argument("--port", type=_port, required=True, help="TCP port on 127.0.0.1")
+    simulate.add_argument("--port", type=_port, required=True, help="the TCP port to listen on")
+    simulate.add_argument(
+        "--host",
+        type=_address,
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="the IP address to listen on (default 127.0.0.1; 0.0.0.0 in a container, so that "
+        "a published port reaches it)",
+    )
     simulate.add_argument("--profile", metavar="FILE", help="a TOML profile (default: built in)")
     simulate.set_defaults(func=_simulate)
 
@@ -83,6 +91,15 @@ def _port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a TCP port is 1 to 65535, got {value}")
     return value
+
+
+def _address(text: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IP address, got {text!r}") from None
 
 
 def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -366,19 +383,21 @@ def _run(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from runners.simulate.profile import Profile, load_profile
-    from runners.simulate.serve import HOST, serve
+    from runners.simulate.serve import serve
 
     profile = load_profile(args.profile) if args.profile else Profile()
     # Bound here, before saying so: a port in use is refused in one line, not after
     # "serving" was printed.
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    shown = f"[{args.host}]" if family == socket.AF_INET6 else args.host
     try:
-        listener.bind((HOST, args.port))
+        listener.bind((args.host, args.port))
         listener.listen(1024)
     except OSError as e:
         listener.close()
-        raise UsageError(f"cannot listen on {HOST}:{args.port}: {e.strerror or e}") from None
-    print(f"serving {profile.model!r} on http://{HOST}:{args.port}/v1", file=sys.stderr)
+        raise UsageError(f"cannot listen on {shown}:{args.port}: {e.strerror or e}") from None
+    print(f"serving {profile.model!r} on http://{shown}:{args.port}/v1", file=sys.stderr)
     serve(profile, fd=listener.fileno())
     return 0

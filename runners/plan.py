@@ -32,6 +32,9 @@ from ledger.measures.arrivals import (
     sweep_rate,
 )
 from runners.client import Deadlines, url_problem
+from runners.plan_container import Container, parse_container
+from runners.plan_reader import ENV_NAME as _ENV_NAME
+from runners.plan_reader import TableReader as _Reader
 from runners.simulate.profile import Profile, load_profile
 from runners.workload import PREFIX_MODES
 from runners.workload.sharegpt import Dataset
@@ -109,8 +112,6 @@ MAX_CONTEXT_TARGET = 10_000_000
 """The largest context target a plan may name: above the largest context window served
 today (10 M tokens), so a larger one is a typo, not a measurement."""
 _CAMPAIGN_ID = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*")
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @attrs.frozen
@@ -282,20 +283,6 @@ class EvidenceStage:
 
 
 @attrs.frozen
-class Container:
-    """The serving container of an arm, reached through the Docker Engine API."""
-
-    name: str
-    docker_host: str | None
-    """None: ``DOCKER_HOST`` and the SDK's defaults."""
-    ready_url: str | None
-    """None: the arm's ``base_url`` + ``/models``."""
-
-    def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.frozen
 class Arm:
     """One endpoint or configuration under test."""
 
@@ -370,70 +357,6 @@ class Plan:
         } | ({"slo": dict(self.slo)} if self.slo is not None else {})
 
 
-_TOML_NAMES = {dict: "a table", list: "an array", str: "a string", bool: "true or false",
-               int: "a whole number", float: "a number"}  # fmt: skip
-"""What a plan's author calls each kind: the file is TOML, not Python."""
-
-
-class _Reader:
-    """Typed access to one TOML table with errors that name the key."""
-
-    def __init__(self, source: str, where: str, table: Any) -> None:
-        self.source = source
-        self.where = where
-        if not isinstance(table, dict):
-            raise self.error("", f"expected a table, got {table!r}")
-        self.table: dict[str, Any] = table
-        self.used: set[str] = set()
-
-    def error(self, key: str, message: str) -> InvalidArtifact:
-        place = ".".join(p for p in (self.where, key) if p)
-        return InvalidArtifact(f"{self.source}: {place or 'plan'}: {message}")
-
-    def get(self, key: str, kinds: tuple[type, ...], default: Any = ..., what: str = "") -> Any:
-        self.used.add(key)
-        if key not in self.table:
-            if default is ...:
-                raise self.error(key, "is required")
-            return default
-        value = self.table[key]
-        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-            named = what or _TOML_NAMES.get(kinds[0], kinds[0].__name__)
-            raise self.error(key, f"expected {named}, got {value!r}")
-        return value
-
-    def positive(self, key: str, default: Any = ...) -> int:
-        value = self.get(key, (int,), default, "a whole number")
-        if value < 1:
-            raise self.error(key, f"must be at least 1, got {value}")
-        return int(value)
-
-    def name(self, key: str) -> str:
-        value = self.get(key, (str,), what="a name")
-        if not _NAME.fullmatch(value):
-            raise self.error(key, f"must match [a-z0-9][a-z0-9_-]*, got {value!r}")
-        return str(value)
-
-    def int_list(self, key: str, default: Any = ...) -> list[int]:
-        value = self.get(key, (int, list), default, "a whole number or a list of them")
-        values = value if isinstance(value, list) else [value]
-        if not values or not all(type(v) is int and v >= 1 for v in values):
-            raise self.error(key, f"expected positive whole numbers, got {value!r}")
-        return list(values)
-
-    def bool_list(self, key: str, default: Any) -> list[bool]:
-        value = self.get(key, (bool, list), default, "true, false or a list of them")
-        values = value if isinstance(value, list) else [value]
-        if not values or not all(isinstance(v, bool) for v in values):
-            raise self.error(key, f"expected true/false values, got {value!r}")
-        return list(dict.fromkeys(values))
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.table) - self.used)
-        if unknown:
-            raise self.error(unknown[0], "unknown key")
-
-
 def _deadlines(reader: _Reader) -> Deadlines:
     table = _Reader(reader.source, "deadlines", reader.get("deadlines", (dict,), {}))
     values = {}
@@ -501,7 +424,7 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         not gpus or not all(type(g) is int and g >= 0 for g in gpus) or len(set(gpus)) != len(gpus)
     ):
         raise reader.error("gpus", f"expected distinct card indices (0, 1, ...), got {gpus!r}")
-    container = _container(source, index, reader.get("container", (dict,), None))
+    container = parse_container(source, index, reader.get("container", (dict,), None))
     thinking = _thinking(source, index, reader.get("thinking", (dict,), None))
     api = reader.get("api", (str,), "chat", "chat or completions")
     if api not in APIS:
@@ -534,21 +457,6 @@ def _thinking(source: str, index: int, table: Any) -> dict[str, dict[str, Any]]:
     return switch
 
 
-def _container(source: str, index: int, table: Any) -> Container | None:
-    if table is None:
-        return None
-    reader = _Reader(source, f"arms[{index}].container", table)
-    name = reader.get("name", (str,), what="a container name or id")
-    if not name:
-        raise reader.error("name", "must not be empty")
-    host = reader.get("docker_host", (str,), None, "unix:///path or tcp://host:port")
-    ready_url = reader.get("ready_url", (str,), None, "a URL")
-    if ready_url is not None and (problem := url_problem(ready_url)) is not None:
-        raise reader.error("ready_url", f"{problem}, got {ready_url!r}")
-    reader.finish()
-    return Container(name, host, ready_url)
-
-
 def _evidence_stage(reader: _Reader, kind: str) -> EvidenceStage:
     name = reader.name("name") if "name" in reader.table else kind
     settings: dict[str, Any] = {}
@@ -564,15 +472,27 @@ def _evidence_stage(reader: _Reader, kind: str) -> EvidenceStage:
             raise reader.error("interval_s", f"must be > 0, got {interval}")
         settings["interval_s"] = float(interval)
     elif kind == "startup":
-        for key, default in (("deadline_s", 900.0), ("poll_s", 1.0)):
-            value = reader.get(key, (int, float), default, "seconds")
-            if value <= 0:
-                raise reader.error(key, f"must be > 0, got {value}")
-            settings[key] = float(value)
+        settings.update(_start_timing(reader))
+    elif kind == "restoration":
+        # Recorded only when set, so that a plan without it records what it always did.
+        if reader.get("restart", (bool,), False):
+            settings["restart"] = True
+            settings.update(_start_timing(reader))
     elif kind in FUNCTIONAL_KINDS:
         settings = _functional_settings(reader, kind)
     reader.finish()
     return EvidenceStage(name, kind, settings)
+
+
+def _start_timing(reader: _Reader) -> dict[str, float]:
+    """How long a start may take to be ready, and how often readiness is probed."""
+    settings = {}
+    for key, default in (("deadline_s", 900.0), ("poll_s", 1.0)):
+        value = reader.get(key, (int, float), default, "seconds")
+        if value <= 0:
+            raise reader.error(key, f"must be > 0, got {value}")
+        settings[key] = float(value)
+    return settings
 
 
 _FUNCTIONAL_COUNTS: dict[str, tuple[tuple[str, int, int, int], ...]] = {
@@ -869,11 +789,12 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
     stages = tuple(s for s in parsed if isinstance(s, Stage))
     evidence = tuple(s for s in parsed if isinstance(s, EvidenceStage))
     # A functional gate alone is a plan: a preflight is the first thing an operator runs
-    # against a new server. Reserve, telemetry, startup or restoration alone measure no
-    # workload and no behaviour, so they are not.
-    if not stages and not any(s.kind in FUNCTIONAL_KINDS for s in evidence):
+    # against a new server. So is a startup: whether a configuration loads within its
+    # memory, and how fast, is the first question of a new one. Reserve, telemetry or
+    # restoration alone measure no workload and no behaviour, so they are not.
+    if not stages and not any(s.kind in (*FUNCTIONAL_KINDS, "startup") for s in evidence):
         raise reader.error(
-            "stages", "at least one capacity, endurance or functional stage is required"
+            "stages", "at least one capacity, endurance, functional or startup stage is required"
         )
     for label, names in (("arms", [a.name for a in arms]), ("stages", [s.name for s in parsed])):
         duplicates = sorted({n for n in names if names.count(n) > 1})

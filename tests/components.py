@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import io
 import os
+import resource
 import shutil
 import subprocess
 import tarfile
@@ -106,6 +107,8 @@ class Podman:
     """``unix:///...``: a docker_host."""
     base: list[str]
     """The podman command with this instance's storage options."""
+    env: dict[str, str]
+    """The environment its commands run in (``CONTAINERS_CONF``)."""
 
     def client(self) -> Any:
         import docker
@@ -122,6 +125,24 @@ class Podman:
         return client.containers.create(
             TINY_IMAGE, settings.pop("command", ["/bin/serve"]), name=name, **settings
         )
+
+
+def _containers_conf(folder: Path) -> Path:
+    """podman's configuration for these machines: no ulimit above the host's (podman's
+    defaults are refused: ``error setting rlimit``), and Debian's runc where it is installed
+    (crun refuses hybrid cgroups and ``setrlimit`` here)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = min(1024, hard if hard != resource.RLIM_INFINITY else 1024)
+    processes = 1024
+    lines = [
+        "[containers]",
+        f'default_ulimits = ["nofile={files}:{files}", "nproc={processes}:{processes}"]',
+    ]
+    if shutil.which("runc", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is not None:
+        lines += ["", "[engine]", 'runtime = "runc"']
+    path = folder / "containers.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def _api_answers(path: Path) -> bool:
@@ -143,12 +164,14 @@ def _api_answers(path: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def podman() -> Iterator[Podman]:
-    """podman's Docker-compatible API on a unix socket, with its own storage."""
+    """podman's Docker-compatible API on a unix socket, with its own storage and its own
+    ``containers.conf`` (:func:`_containers_conf`)."""
     binary = shutil.which("podman")
     if binary is None:
         missing("podman is not installed; the container tests need its Docker API")
     # podman refuses a runroot longer than 50 characters; pytest's folders are longer.
     folder = Path(tempfile.mkdtemp(prefix="anvil-pm-", dir="/tmp"))
+    env = {**os.environ, "CONTAINERS_CONF": str(_containers_conf(folder))}
     base = [
         str(binary),
         "--root",
@@ -165,6 +188,7 @@ def podman() -> Iterator[Podman]:
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if imported.returncode != 0:
         pytest.fail(f"podman import failed: {imported.stderr.strip()}")
@@ -174,6 +198,7 @@ def podman() -> Iterator[Podman]:
         [*base, "system", "service", "--time=0", f"unix://{socket}"],
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 30
@@ -184,7 +209,7 @@ def podman() -> Iterator[Podman]:
                     f"podman system service did not start: {(folder / 'service.log').read_text()}"
                 )
             time.sleep(0.05)
-        yield Podman(f"unix://{socket}", base)
+        yield Podman(f"unix://{socket}", base, env)
     finally:
         service.terminate()
         try:

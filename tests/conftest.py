@@ -12,6 +12,7 @@ from ledger.cli._main import main
 from runners.simulate.profile import Profile
 from runners.simulate.serve import SimulatorProcess
 from tests.components import nvml_shim, podman  # noqa: F401 - fixtures
+from tests.container_host import container_host  # noqa: F401 - fixtures
 from tests.llama_server import llama_build, llama_server  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -89,6 +89,23 @@ def test_simulate_serves_until_stopped(tmp_path: Path) -> None:
     assert f"serving 'cli-sim' on http://127.0.0.1:{port}/v1" in err
 
 
+@pytest.mark.parametrize(
+    ("host", "message"),
+    [
+        ("localhost", "argument --host: expected an IP address, got 'localhost'"),
+        ("300.1.1.1", "argument --host: expected an IP address, got '300.1.1.1'"),
+        # An address this machine does not have: refused when it is bound, in one line.
+        ("192.0.2.1", "error: cannot listen on 192.0.2.1:"),
+    ],
+)
+def test_simulate_refuses_an_address_it_cannot_listen_on(
+    cli: CliRun, host: str, message: str
+) -> None:
+    status, _, err = cli("simulate", "--port", "1", "--host", host)
+    assert status == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
 def test_simulate_with_a_bad_profile_is_one_line(cli: CliRun, tmp_path: Path) -> None:
     profile = tmp_path / "profile.toml"
     profile.write_text("decode_tok_s = -5\n")

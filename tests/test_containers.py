@@ -1,8 +1,9 @@
 """Container evidence through the docker SDK, against podman's Docker-compatible API.
 
-Containers are created from a one-file image and never run (the test machines cannot run
-them); what a started container would show is covered by feeding real inspect output,
-with its state changed, to the same classification.
+Containers here are created from a one-file image that no engine can start (its command is
+not in it): snapshots, restoration differences and the engine's refusal. The classification
+of a start is fed real inspect output with its state changed, one state at a time;
+containers that really run are in ``test_container_runs.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import docker.errors
 import pytest
 
 from ledger.measures.verdicts import restoration_failures
-from runners.probes import containers
+from runners.plan_container import ContainerSpec
+from runners.probes import containers, startup
 from tests.components import TINY_IMAGE, Podman
 
 pytestmark = pytest.mark.docker
@@ -111,13 +113,13 @@ def test_missing_container_and_missing_engine(engine: Any, tmp_path: Any) -> Non
 
 def test_engine_refusing_to_start_is_start_failed(engine: Any, created: str) -> None:
     # /bin/serve is not in the image: every engine refuses to start it.
-    attempt = containers.start_and_watch(
+    attempt = startup.start_and_watch(
         engine, created, "http://127.0.0.1:9/v1/models", deadline_s=5, poll_s=0.1
     )
     assert attempt["outcome"] == "start-failed"
     assert attempt["detail"].startswith("the engine refused to start it")
     assert (
-        containers.start_and_watch(engine, "anvil-nowhere", "http://x", deadline_s=1)["outcome"]
+        startup.start_and_watch(engine, "anvil-nowhere", "http://x", deadline_s=1)["outcome"]
         == "start-failed"
     )
 
@@ -184,3 +186,74 @@ def test_startup_classification(
     assert watch(Status="exited", ExitCode=137, OOMKilled=True)[0] == "oom-killed"
     unreachable = containers.probe_ready("http://127.0.0.1:9/v1/models", timeout_s=1)
     assert unreachable.startswith("ConnectError")
+
+
+def _spec(**changes: Any) -> ContainerSpec:
+    settings: dict[str, Any] = {
+        "image": TINY_IMAGE,
+        "command": ("/bin/serve",),
+        "environment": {},
+        "environment_from": (),
+        "ports": {},
+        "volumes": (),
+        "memory_limit_mib": 64,
+    }
+    settings.update(changes)
+    return ContainerSpec(**settings)
+
+
+def test_a_container_ledger_did_not_create_is_never_replaced(engine: Any, created: str) -> None:
+    before = containers.snapshot(engine, created)
+    attempt = startup.start_and_watch(
+        engine, created, "http://127.0.0.1:9/v1/models", deadline_s=1, spec=_spec()
+    )
+    assert attempt["outcome"] == "start-failed"
+    assert "exists and ledger did not create it" in attempt["detail"]
+    assert containers.snapshot(engine, created) == before
+
+
+def test_a_managed_container_is_created_from_the_plan_and_replaced(
+    engine: Any, created: str
+) -> None:
+    engine.containers.get(created).remove(force=True)
+    spec = _spec(environment={"NCCL_P2P_DISABLE": "1"}, ports={"8000/tcp": "127.0.0.1:18123"})
+    ids = []
+    for _ in range(2):
+        # /bin/serve is not in the tiny image: created, then refused at the start.
+        attempt = startup.start_and_watch(
+            engine,
+            created,
+            "http://127.0.0.1:9/v1/models",
+            deadline_s=1,
+            spec=spec,
+            campaign_id="c",
+        )
+        assert attempt["detail"].startswith("the engine refused to start it"), attempt
+        made = engine.containers.get(created)
+        assert made.labels[startup.MANAGED_LABEL] == "c"
+        assert made.attrs["HostConfig"]["Memory"] == 64 << 20
+        assert "NCCL_P2P_DISABLE=1" in made.attrs["Config"]["Env"]
+        ids.append(made.id)
+    # The second attempt replaced the first container: ledger created it.
+    assert ids[0] != ids[1]
+
+
+def test_a_managed_start_refused_before_anything_is_created(
+    engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANVIL_UNSET_VARIABLE", raising=False)
+    name = "anvil-refused-before-creating"
+    for spec, reason in (
+        (
+            _spec(environment_from=("ANVIL_UNSET_VARIABLE",)),
+            "environment variable ANVIL_UNSET_VARIABLE (environment_from) is not set",
+        ),
+        (
+            _spec(image="localhost/anvil-absent:none"),
+            "image 'localhost/anvil-absent:none' is not on the engine",
+        ),
+    ):
+        attempt = startup.start_and_watch(engine, name, "http://x", deadline_s=1, spec=spec)
+        assert attempt["outcome"] == "start-failed" and attempt["detail"] == reason
+        with pytest.raises(docker.errors.NotFound):
+            engine.containers.get(name)

@@ -182,7 +182,7 @@ BAD = {
     "deadline_negative": (_plan(deadlines={"idle_s": -1}), "deadlines.idle_s: must be > 0"),
     "only_evidence_stages": (
         _plan(stages=[{"kind": "reserve"}]),
-        "stages: at least one capacity, endurance or functional stage",
+        "stages: at least one capacity, endurance, functional or startup stage",
     ),
     "no_stage": (_plan(stages=[]), "stages: at least one stage is required"),
     "telemetry_during_nothing": (

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "STARTUP_PASSED",
     "reserve_failures",
+    "restart_failures",
     "restoration_failures",
 ]
 
@@ -70,4 +71,53 @@ def restoration_failures(
         fail("oom-killed", "the container was killed for want of memory")
     if after["state"] != before["state"]:
         fail("state-changed", f"state {before['state']} became {after['state']}")
+    return failures
+
+
+_RESTART_SAME = (
+    ("image_id", "restart-image-changed", "image"),
+    ("command", "restart-command-changed", "command"),
+    ("env_sha256", "restart-environment-changed", "environment digest"),
+    ("config_sha256", "restart-config-changed", "configuration digest"),
+)
+"""What a restart must start again unchanged: snapshot field, failure code, what it is."""
+
+
+def restart_failures(restart: dict[str, Any]) -> list[dict[str, str]]:
+    """Every way a restoration's restart does not show the same server restored and
+    serving: stopped, started again from the same image digest, command, environment and
+    configuration, ready, and answering a first request."""
+    failures: list[dict[str, str]] = []
+
+    def fail(code: str, message: str) -> None:
+        failures.append({"code": code, "message": message})
+
+    attempt = restart.get("attempt")
+    if restart.get("stop_error") is not None:
+        fail("restart-stop-failed", f"the container was not stopped: {restart['stop_error']}")
+    elif attempt is None or attempt.get("outcome") != STARTUP_PASSED:
+        outcome = attempt.get("outcome") if attempt else "not attempted"
+        detail = f" ({attempt['detail']})" if attempt else ""
+        fail("restart-not-ready", f"the second start was {outcome}{detail}")
+    first, second = restart.get("first_start"), restart.get("second_start")
+    if first is None or second is None:
+        which = "first" if first is None else "second"
+        fail("restart-missing-snapshot", f"no snapshot of the {which} start")
+        return failures
+    if first.get("started_at") == second.get("started_at") and first["id"] == second["id"]:
+        fail("not-restarted", f"the container still runs from its start at {first['started_at']}")
+    for field, code, what in _RESTART_SAME:
+        if first.get(field) is None or first.get(field) != second.get(field):
+            fail(
+                code,
+                f"the restart changed the {what}: {first.get(field)} became {second.get(field)}",
+            )
+    request = restart.get("first_request")
+    if request is None:
+        fail("restart-no-request", "no request was sent after the restart")
+    elif not request.get("ok"):
+        fail(
+            "restart-request-failed",
+            f"the first request after the restart failed: {request.get('error')}",
+        )
     return failures

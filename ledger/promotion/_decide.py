@@ -250,7 +250,11 @@ def _evidence_paths(evidence: Evidence, arm: str, evaluation: Evaluation) -> lis
     return list(dict.fromkeys(paths))
 
 
-def _next_gate(evaluation: Evaluation) -> str:
+def _next_gate(evidence: Evidence, evaluation: Evaluation) -> str:
+    startup = evidence.stages.get((evaluation.candidate or "", "startup"))
+    if startup is not None and startup[1]["outcome"] != "ready" and startup[1].get("next_gate"):
+        # A server that never became ready: what its own attempt says must come first.
+        return str(startup[1]["next_gate"])
     first = evaluation.unmet[0]
     return f"{first.rule}: {first.reason}"
 
@@ -275,7 +279,7 @@ def build_summary(
     }
     if not evaluation.allowed:
         # A promotion leaves nothing to follow up; anything else names what comes next.
-        decision["next_gate"] = _next_gate(evaluation)
+        decision["next_gate"] = _next_gate(evidence, evaluation)
     workload: dict[str, Any] = (
         {"plan": "run-plan.json", "manifest": "workload-manifest.json"}
         if evidence.run_manifest is not None

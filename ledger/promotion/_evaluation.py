@@ -422,7 +422,7 @@ def stage_gates(evidence: Evidence, arm: str, policy: Policy) -> list[GateResult
         detail = (
             "; ".join(f"{f['code']}: {f['message']}" for f in differences)
             if differences
-            else "same container id, image and configuration; no restart, no OOM kill"
+            else _restored(document)
         )
         engine = document.get("engine") or {}
         gates.append(
@@ -439,10 +439,27 @@ def stage_gates(evidence: Evidence, arm: str, policy: Policy) -> list[GateResult
     return gates
 
 
+def _restored(document: dict[str, Any]) -> str:
+    """A passed restoration, as the gate states it."""
+    detail = "same container id, image and configuration; no restart, no OOM kill"
+    restart = document.get("restart")
+    if restart is None:
+        return detail
+    request = restart["first_request"]
+    return (
+        f"{detail} during the workload; stopped and started again with the same image, "
+        f"command, environment and configuration, ready in "
+        f"{restart['attempt']['time_to_ready_s']:g} s, first request served in "
+        f"{request['e2e_ms']:g} ms"
+    )
+
+
 def _restoration_failures(document: dict[str, Any]) -> list[dict[str, str]]:
     if document.get("after_at") is None:
         return [{"code": "in-progress", "message": "no snapshot after the workload"}]
     failures = verdicts.restoration_failures(document.get("before"), document.get("after"))
+    if document.get("restart") is not None:
+        failures.extend(verdicts.restart_failures(document["restart"]))
     engine = document.get("engine") or {}
     if not engine.get("available", True):
         failures.insert(0, {"code": "engine-unavailable", "message": str(engine.get("error"))})

@@ -42,6 +42,7 @@ from runners.campaign.progress import Progress, progress_for
 from runners.client import EndpointClient
 from runners.plan import FUNCTIONAL_KINDS, Arm, Cell, Plan, Stage, check_context
 from runners.probes import evidence, gpu
+from runners.probes.container_documents import ContainerWitness
 from runners.simulate.serve import SimulatorProcess
 
 
@@ -103,8 +104,11 @@ class CampaignRun:
         return self.state.folder
 
     def prepare(self) -> None:
-        """Checks the API keys' variables, then the folder against the plan, and loads what
+        """Checks the variables the arms take from the environment (API keys, a managed
+        container's ``environment_from``), then the folder against the plan, and loads what
         an earlier run left."""
+        for arm in self.plan.arms:
+            _check_passed_environment(arm)
         self.keys = {arm.name: self._api_key(arm) for arm in self.plan.arms}
         self.state.prepare()
 
@@ -153,7 +157,7 @@ class CampaignRun:
     async def _run_arm(
         self, arm: Arm, base_url: str, api_key: str | None, pending: list[tuple[Stage, Cell]]
     ) -> None:
-        witness = evidence.ContainerWitness(arm.container) if arm.container else None
+        witness = ContainerWitness(arm.container) if arm.container else None
         try:
             if not await self.stages.startup(arm, base_url, witness):
                 return
@@ -196,7 +200,7 @@ class CampaignRun:
             if reserve is not None:
                 await self.stages.reserve(arm, reserve)
             if restoration is not None and witness is not None:
-                await self.stages.restoration_after(arm, restoration, witness)
+                await self.stages.restoration_after(arm, restoration, witness, base_url, api_key)
         finally:
             if witness is not None:
                 witness.close()
@@ -220,6 +224,18 @@ class CampaignRun:
             if isinstance(m, dict) and type(m.get("max_model_len")) is int
         ]
         return min(limits) if limits and min(limits) > 0 else None
+
+
+def _check_passed_environment(arm: Arm) -> None:
+    """Refuses, before anything runs, a variable a managed container takes from ledger's
+    environment that is not set there."""
+    spec = arm.container.spec if arm.container is not None else None
+    for name in spec.environment_from if spec is not None else ():
+        if name not in os.environ:
+            raise RunnerError(
+                f"arm {arm.name!r}: environment variable {name} "
+                "(container environment_from) is not set"
+            )
 
 
 def run_plan(

@@ -5,6 +5,7 @@ and the GPU reserve after it. Each writes its artifact and status into the folde
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,8 @@ from runners import checks
 from runners.campaign._folder import CampaignFolder
 from runners.client import EndpointClient
 from runners.plan import Arm, EvidenceStage
-from runners.probes import evidence, gpu
+from runners.probes import container_documents, evidence, gpu
+from runners.probes.container_documents import ContainerWitness
 
 
 class EvidenceStages:
@@ -47,9 +49,7 @@ class EvidenceStages:
         self.state.evidence[(arm.name, step.name)] = status
         self.state.progress.note(f"{arm.name} {step.name}: {_evidence_line(document)}")
 
-    async def startup(
-        self, arm: Arm, base_url: str, witness: evidence.ContainerWitness | None
-    ) -> bool:
+    async def startup(self, arm: Arm, base_url: str, witness: ContainerWitness | None) -> bool:
         """Runs the startup stage once; whether the arm may go on (its container is ready)."""
         step = self.plan.evidence_of("startup")
         if step is None or witness is None:
@@ -61,37 +61,76 @@ class EvidenceStages:
         assert arm.container is not None
         ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
         document = await asyncio.to_thread(
-            evidence.startup_document, self.plan, arm, step, witness, ready_url
+            container_documents.startup_document, self.plan, arm, step, witness, ready_url
         )
         self.write(arm, step, document, "complete")
         return bool(document["passed"])
 
     async def restoration_before(
-        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+        self, arm: Arm, step: EvidenceStage, witness: ContainerWitness
     ) -> None:
         if self.state.evidence[(arm.name, step.name)] == "complete":
             return
         if arm.name not in self.state.before:
             at = evidence.utc_now()
             self.state.before[arm.name] = (await asyncio.to_thread(witness.snapshot), at)
-        before, before_at = self.state.before[arm.name]
-        document = evidence.restoration_document(
-            self.plan, arm, step, witness, before, before_at, None, None
+        document = container_documents.restoration_document(
+            self.plan, arm, step, witness, self.state.before[arm.name], (None, None)
         )
         self.write(arm, step, document, "incomplete")
 
     async def restoration_after(
-        self, arm: Arm, step: EvidenceStage, witness: evidence.ContainerWitness
+        self,
+        arm: Arm,
+        step: EvidenceStage,
+        witness: ContainerWitness,
+        base_url: str,
+        api_key: str | None,
     ) -> None:
+        """The snapshot after the workload; with ``restart``, then a stop, a second start
+        and the first request it serves."""
         if self.state.evidence[(arm.name, step.name)] == "complete":
             return
-        before, before_at = self.state.before[arm.name]
         at = evidence.utc_now()
-        after = await asyncio.to_thread(witness.snapshot)
-        document = evidence.restoration_document(
-            self.plan, arm, step, witness, before, before_at, after, at
+        after = (await asyncio.to_thread(witness.snapshot), at)
+        restarted = None
+        if step.settings.get("restart"):
+            assert arm.container is not None
+            ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
+            restarted = await asyncio.to_thread(
+                container_documents.restart, witness, ready_url, step, self.plan.campaign_id
+            )
+            if (restarted["attempt"] or {}).get("outcome") == "ready":
+                restarted["first_request"] = await self._first_request(arm, base_url, api_key)
+        document = container_documents.restoration_document(
+            self.plan, arm, step, witness, self.state.before[arm.name], after, restarted
         )
         self.write(arm, step, document, "complete")
+
+    async def _first_request(self, arm: Arm, base_url: str, api_key: str | None) -> dict[str, Any]:
+        """One short chat request to the restarted server, as a client would send first."""
+        sent_at = evidence.utc_now()
+        async with EndpointClient(
+            base_url, concurrency=1, deadlines=self.plan.deadlines, api_key=api_key
+        ) as client:
+            body = {
+                "model": arm.model,
+                "messages": [{"role": "user", "content": "Reply with one word: ready?"}],
+                "max_tokens": 16,
+                **arm.thinking_fields(False),
+                **arm.extra_body,
+            }
+            record = await client.chat(body, origin_ns=time.perf_counter_ns())
+        ttft = record.chunks_ns[0] - record.sent_ns if record.chunks_ns else None
+        return {
+            "sent_at": sent_at,
+            "ok": record.ok,
+            "status": (record.error or {}).get("status"),
+            "error": (record.error or {}).get("class"),
+            "ttft_ms": round(ttft / 1e6, 3) if ttft is not None else None,
+            "e2e_ms": round(((record.end_ns or record.sent_ns) - record.sent_ns) / 1e6, 3),
+            "completion_tokens": (record.usage or {}).get("completion_tokens"),
+        }
 
     async def finish_telemetry(
         self, arm: Arm, step: EvidenceStage, sampler: gpu.TelemetrySampler, started_at: str

@@ -1,10 +1,11 @@
-"""Container evidence through the Docker Engine API (docker SDK): snapshots, restoration and
-managed startup.
+"""Container evidence through the Docker Engine API (docker SDK): snapshots, and the
+readiness watch a start goes through (:mod:`runners.probes.startup` starts containers).
 
 A snapshot records what identifies a serving container and what would show it was
 disturbed: id, name, image id and repo digests, command, a digest of its configuration,
 labels, state, restart count, OOM kill, start time and exit code. Environment variables
-enter the configuration digest by name only; no value is ever read into an artifact.
+enter the configuration digest by name only, and a digest of their values apart from it;
+no value is ever written into an artifact.
 
 Podman's Docker-compatible API serves the same calls, which is how the tests run them.
 """
@@ -29,10 +30,10 @@ __all__ = [
     "classify",
     "config_digest",
     "connect",
+    "env_digest",
     "probe_ready",
     "snapshot",
     "snapshot_attrs",
-    "start_and_watch",
     "watch_startup",
 ]
 
@@ -78,6 +79,23 @@ def _env_names(config: dict[str, Any]) -> list[str]:
     return sorted({entry.split("=", 1)[0] for entry in config.get("Env") or ()})
 
 
+_ENGINE_SET = frozenset({"HOSTNAME"})
+"""Variables the engine sets from the container's own id: a new container has a new one."""
+
+
+def env_digest(config: dict[str, Any]) -> str:
+    """sha256 of the container's environment, names and values, in name order.
+
+    The values enter the digest, never an artifact: a restart with another value of any
+    variable shows as another digest. ``HOSTNAME``, which the engine derives from the
+    container's id, is left out.
+    """
+    entries = sorted(
+        entry for entry in config.get("Env") or () if entry.split("=", 1)[0] not in _ENGINE_SET
+    )
+    return hashlib.sha256("\0".join(entries).encode()).hexdigest()
+
+
 def config_digest(attrs_: dict[str, Any]) -> str:
     """sha256 of the parts of a container's configuration a restart would re-apply.
 
@@ -111,6 +129,7 @@ def snapshot_attrs(attrs_: dict[str, Any], repo_digests: list[str]) -> dict[str,
         "command": [*(config.get("Entrypoint") or ()), *(config.get("Cmd") or ())],
         "config_sha256": config_digest(attrs_),
         "env_names": _env_names(config),
+        "env_sha256": env_digest(config),
         "labels": dict(sorted((config.get("Labels") or {}).items())),
         "state": state.get("Status"),
         "restart_count": int(attrs_.get("RestartCount") or 0),
@@ -194,59 +213,3 @@ def probe_ready(url: str, timeout_s: float = 5.0) -> str:
     except httpx.HTTPError as e:
         return f"{type(e).__name__}: {e}"
     return "ready" if response.status_code == 200 else f"HTTP {response.status_code}"
-
-
-def start_and_watch(
-    client: docker.DockerClient,
-    container: str,
-    ready_url: str,
-    *,
-    deadline_s: float,
-    poll_s: float = 1.0,
-) -> dict[str, Any]:
-    """Starts a created (or stopped) container and watches it become ready.
-
-    Returns the attempt's outcome: ``ready``, ``exited``, ``oom-killed``, ``not-ready``
-    or ``start-failed`` (the engine refused to start it), with the details of each.
-    """
-    began = time.monotonic()
-    try:
-        target = client.containers.get(container)
-        target.start()
-    except docker.errors.NotFound:
-        return {"outcome": "start-failed", "detail": f"no container {container!r}", "probes": 0}
-    except docker.errors.APIError as e:
-        explanation = e.explanation if isinstance(e.explanation, str) else str(e)
-        return {
-            "outcome": "start-failed",
-            "detail": f"the engine refused to start it: {explanation}",
-            "probes": 0,
-            "elapsed_s": round(time.monotonic() - began, 3),
-        }
-
-    def observe() -> Observation:
-        target.reload()
-        state = target.attrs.get("State") or {}
-        status = state.get("Status")
-        running = status == "running"
-        return Observation(
-            status,
-            bool(state.get("OOMKilled")),
-            state.get("ExitCode"),
-            probe_ready(ready_url) if running else None,
-        )
-
-    outcome, probes, last = watch_startup(observe, deadline_s=deadline_s, poll_s=poll_s)
-    detail = {
-        "ready": f"ready after {probes} probes",
-        "exited": f"exited with code {last.exit_code} before it was ready",
-        "oom-killed": "killed for want of memory before it was ready",
-        "not-ready": f"not ready within {deadline_s:g} s (last probe: {last.probe})",
-    }[outcome]
-    return {
-        "outcome": outcome,
-        "detail": detail,
-        "probes": probes,
-        "elapsed_s": round(time.monotonic() - began, 3),
-        "last_probe": last.probe,
-    }

@@ -1,0 +1,294 @@
+"""The rules of container evidence, one broken at a time: the memory cgroup's counters as
+the kernel writes them (v1 and v2), what counts as an OOM kill, what a restart must keep,
+and the plan's ``[arms.container]`` table."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledger.errors import InvalidArtifact
+from ledger.measures import verdicts
+from runners.plan import parse_plan
+from runners.probes import cgroups, startup
+from tests.conftest import CliRun
+
+MIB = 1 << 20
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+V1_KILLED = {
+    "memory.usage_in_bytes": f"{60 * MIB}\n",
+    "memory.max_usage_in_bytes": f"{64 * MIB}\n",
+    "memory.limit_in_bytes": f"{64 * MIB}\n",
+    "memory.failcnt": "233\n",
+    "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+}
+V2_KILLED = {
+    "memory.current": f"{60 * MIB}\n",
+    "memory.peak": f"{64 * MIB}\n",
+    "memory.max": f"{64 * MIB}\n",
+    "memory.events": "low 0\nhigh 0\nmax 41\noom 1\noom_kill 1\noom_group_kill 0\n",
+}
+
+
+def test_v1_and_v2_counters_read_alike(tmp_path: Path) -> None:
+    v1 = cgroups.read_memory("v1", _write(tmp_path / "v1", V1_KILLED))
+    v2 = cgroups.read_memory("v2", _write(tmp_path / "v2", V2_KILLED))
+    assert v1 == cgroups.MemoryReading(60 * MIB, 64 * MIB, 64 * MIB, 233, 233, 1)
+    assert v2 == cgroups.MemoryReading(60 * MIB, 64 * MIB, 64 * MIB, None, 41, 1)
+
+
+def test_no_limit_and_a_gone_folder(tmp_path: Path) -> None:
+    unlimited = {**V1_KILLED, "memory.limit_in_bytes": "9223372036854771712\n"}
+    assert cgroups.read_memory("v1", _write(tmp_path / "v1", unlimited)).limit is None
+    v2 = {**V2_KILLED, "memory.max": "max\n"}
+    assert cgroups.read_memory("v2", _write(tmp_path / "v2", v2)).limit is None
+    # Removed when the container exited: no reading, not an error.
+    assert cgroups.read_memory("v1", tmp_path / "gone") is None
+    assert cgroups.read_memory("v2", tmp_path / "gone") is None
+
+
+def test_a_watch_keeps_the_peak_and_the_last_counters(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "v1", {**V1_KILLED, "memory.max_usage_in_bytes": "0\n"})
+    watch = cgroups.MemoryWatch("v1", folder, interval_s=0.001).start()
+    while watch.readings < 3:
+        pass
+    (folder / "memory.usage_in_bytes").write_text(f"{10 * MIB}\n")
+    readings = watch.readings
+    while watch.readings < readings + 2:
+        pass
+    watch.stop()
+    seen = watch.to_json()
+    # Usage fell; the peak it reached stays.
+    assert seen["peak_mib"] == 60.0 and seen["oom_kills"] == 1 and seen["limit_hits"] == 233
+    assert watch.oom_killed and watch.at_limit
+
+
+def test_locate_refuses_what_is_not_the_container() -> None:
+    with pytest.raises(cgroups.CgroupUnreadable, match="no running process"):
+        cgroups.locate(0, "abc")
+    # This test's own process: a cgroup, but not the container's.
+    with pytest.raises(cgroups.CgroupUnreadable, match="does not name the container"):
+        cgroups.locate(os.getpid(), "f" * 64)
+    with pytest.raises(cgroups.CgroupUnreadable, match="not visible on this host"):
+        cgroups.locate(2**22 + 7, "abc")
+
+
+class _Watch(cgroups.MemoryWatch):
+    def __init__(self, oom_kills: int, limit_hits: int) -> None:
+        super().__init__("v1", Path("/nowhere"))
+        self.last = cgroups.MemoryReading(MIB, MIB, MIB, limit_hits, limit_hits, oom_kills)
+
+
+@pytest.mark.parametrize(
+    ("engine_oom", "exit_code", "watch", "expected"),
+    [
+        (False, 0, _Watch(0, 0), []),
+        # Docker Engine's word is taken as is.
+        (True, 137, None, ["engine"]),
+        (False, 1, _Watch(1, 0), ["cgroup-oom-kill"]),
+        (False, 137, _Watch(0, 5), ["killed-at-limit"]),
+        # Killed by SIGKILL without reaching the limit: someone else's kill, not memory.
+        (False, 137, _Watch(0, 0), []),
+        # At the limit but still running (no exit status): not killed.
+        (False, None, _Watch(0, 5), []),
+        (False, 137, None, []),
+    ],
+)
+def test_oom_evidence_sources(
+    engine_oom: bool, exit_code: int | None, watch: Any, expected: list[str]
+) -> None:
+    assert startup.oom_evidence(engine_oom, exit_code, watch) == expected
+
+
+def _snapshot(started_at: str, container_id: str = "a" * 64) -> dict[str, Any]:
+    return {
+        "id": container_id,
+        "name": "serve",
+        "image_id": "sha256:" + "1" * 64,
+        "command": ["/bin/serve", "--port", "8000"],
+        "env_sha256": "2" * 64,
+        "config_sha256": "3" * 64,
+        "started_at": started_at,
+    }
+
+
+RESTORED = {
+    "first_start": _snapshot("2026-12-03T10:00:00Z"),
+    "stopped_at": "2026-12-03T10:05:00Z",
+    "stop_error": None,
+    "attempt": {"outcome": "ready", "detail": "ready after 3 probes"},
+    "second_start": _snapshot("2026-12-03T10:05:01Z", "b" * 64),
+    "first_request": {"ok": True, "error": None},
+}
+
+
+def test_a_restored_restart_has_no_failure() -> None:
+    assert verdicts.restart_failures(RESTORED) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "code"),
+    [
+        (("stop_error",), "the engine refused to stop it", "restart-stop-failed"),
+        (("attempt", "outcome"), "oom-killed", "restart-not-ready"),
+        (("attempt",), None, "restart-not-ready"),
+        (("second_start", "image_id"), "sha256:" + "9" * 64, "restart-image-changed"),
+        (("second_start", "command"), ["/bin/serve", "--port", "8001"], "restart-command-changed"),
+        (("second_start", "env_sha256"), "8" * 64, "restart-environment-changed"),
+        (("first_start", "env_sha256"), None, "restart-environment-changed"),
+        (("second_start", "config_sha256"), "7" * 64, "restart-config-changed"),
+        (("first_request",), None, "restart-no-request"),
+        (("first_request", "ok"), False, "restart-request-failed"),
+        (("second_start",), None, "restart-missing-snapshot"),
+        (("first_start",), None, "restart-missing-snapshot"),
+    ],
+)
+def test_each_restart_rule_alone(path: tuple[str, ...], value: Any, code: str) -> None:
+    broken = copy.deepcopy(RESTORED)
+    target = broken
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    assert [f["code"] for f in verdicts.restart_failures(broken)] == [code]
+
+
+def test_the_same_start_is_not_a_restart() -> None:
+    unmoved = copy.deepcopy(RESTORED)
+    unmoved["second_start"] = copy.deepcopy(unmoved["first_start"])
+    assert [f["code"] for f in verdicts.restart_failures(unmoved)] == ["not-restarted"]
+    # The same start time on a new container is a restart (clocks can repeat a second).
+    renamed = copy.deepcopy(unmoved)
+    renamed["second_start"]["id"] = "c" * 64
+    assert verdicts.restart_failures(renamed) == []
+
+
+def _plan(container: str, restoration: str = "") -> dict[str, Any]:
+    return tomllib.loads(
+        f"""
+campaign_id = "2026-12-03-rules"
+[[arms]]
+name = "a"
+base_url = "http://127.0.0.1:8000/v1"
+model = "m"
+[arms.container]
+name = "serve"
+{container}
+[[stages]]
+kind = "startup"
+[[stages]]
+kind = "restoration"
+{restoration}
+"""
+    )
+
+
+def test_a_managed_container_as_recorded() -> None:
+    plan = parse_plan(
+        _plan(
+            'image = "localhost/vllm:1"\ncommand = ["vllm", "serve", "m"]\n'
+            'environment = { NCCL_P2P_DISABLE = "1" }\nenvironment_from = ["HF_TOKEN"]\n'
+            'ports = { "8000" = "127.0.0.1:8000", "9000/udp" = 9000 }\n'
+            'volumes = ["/models:/models:ro", "cache:/root/.cache"]\nmemory_limit_mib = 65536',
+            "restart = true\ndeadline_s = 600",
+        )
+    )
+    container = plan.arms[0].container
+    assert container is not None and container.spec is not None
+    assert container.to_json()["spec"] == {
+        "image": "localhost/vllm:1",
+        "command": ["vllm", "serve", "m"],
+        "environment": {"NCCL_P2P_DISABLE": "1"},
+        "environment_from": ["HF_TOKEN"],
+        "ports": {"8000/tcp": "127.0.0.1:8000", "9000/udp": "9000"},
+        "volumes": ["/models:/models:ro", "cache:/root/.cache"],
+        "memory_limit_mib": 65536,
+    }
+    stage = plan.evidence_of("restoration")
+    assert stage is not None
+    assert stage.to_json() == {
+        "name": "restoration",
+        "kind": "restoration",
+        "restart": True,
+        "deadline_s": 600.0,
+        "poll_s": 1.0,
+    }
+
+
+def test_a_plan_without_restart_records_what_it_did() -> None:
+    plan = parse_plan(_plan(""))
+    stage = plan.evidence_of("restoration")
+    assert stage is not None and stage.to_json() == {"name": "restoration", "kind": "restoration"}
+    container = plan.arms[0].container
+    assert container is not None and "spec" not in container.to_json()
+
+
+@pytest.mark.parametrize(
+    ("container", "restoration", "message"),
+    [
+        ('image = ""', "", "container.image: must not be empty"),
+        ('image = "i"\ncommand = []', "", "container.command: expected a non-empty list"),
+        ('image = "i"\ncommand = "serve"', "", "container.command: expected a list of strings"),
+        ('image = "i"\nenvironment = { "A-B" = "1" }', "", r"container.environment.A-B"),
+        ('image = "i"\nenvironment = { A = 1 }', "", r"container.environment.A: expected"),
+        ('image = "i"\nenvironment_from = ["1X"]', "", "not a variable name: '1X'"),
+        (
+            'image = "i"\nenvironment = { A = "1" }\nenvironment_from = ["A"]',
+            "",
+            "A is also set in environment",
+        ),
+        ('image = "i"\nports = { "http" = 8000 }', "", r"container.ports.http: expected a"),
+        ('image = "i"\nports = { "8000" = 70000 }', "", r"ports.8000: expected a host port"),
+        ('image = "i"\nports = { "8000" = ":8000" }', "", r"ports.8000: expected a host port"),
+        ('image = "i"\nvolumes = ["/models"]', "", 'expected "SOURCE:TARGET'),
+        ('image = "i"\nvolumes = ["/m:models"]', "", 'expected "SOURCE:TARGET'),
+        ('image = "i"\nvolumes = ["/m:/m:rx"]', "", 'expected "SOURCE:TARGET'),
+        ('image = "i"\nmemory_limit_mib = 4', "", "memory_limit_mib: must be at least 6"),
+        ("memory_limit_mib = 1024", "", "memory_limit_mib: needs an image"),
+        ('command = ["serve"]', "", "command: needs an image"),
+        ("", "restart = 1", "restart: expected true or false"),
+        ("", "deadline_s = 5", "deadline_s: unknown key"),
+        ("", "restart = true\npoll_s = 0", "poll_s: must be > 0"),
+    ],
+)
+def test_each_container_setting_refused_alone(
+    container: str, restoration: str, message: str
+) -> None:
+    with pytest.raises(InvalidArtifact, match=message if "\\" in message else re.escape(message)):
+        parse_plan(_plan(container, restoration))
+
+
+def test_an_unset_passed_variable_is_refused_before_anything_runs(
+    tmp_path: Path, cli: CliRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANVIL_NOT_SET_HERE", raising=False)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        'campaign_id = "2026-12-03-env"\n[[arms]]\nname = "a"\n'
+        'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n[arms.container]\nname = "serve"\n'
+        'image = "localhost/x:1"\nenvironment_from = ["ANVIL_NOT_SET_HERE"]\n'
+        '[[stages]]\nkind = "startup"\n'
+    )
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert status == 1
+    assert err.strip().endswith(
+        "arm 'a': environment variable ANVIL_NOT_SET_HERE (container environment_from) is not set"
+    )
+    assert not (tmp_path / "raw").exists()
+    monkeypatch.setenv("ANVIL_NOT_SET_HERE", "")
+    # Set, even empty, it is passed on: the refusal was the variable's absence alone.
+    status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
+    assert "environment_from" not in err
