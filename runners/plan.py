@@ -267,8 +267,10 @@ class Stage:
 class EvidenceStage:
     """A stage that records the serving system's state rather than sending a workload.
 
-    ``startup`` starts the arm's container and waits for it to be ready, before anything
-    else; ``restoration`` snapshots the container before the workload and after it;
+    ``startup`` starts the arm's container (creating it first when the plan gives its
+    image) and waits for it to be ready, before anything else; ``restoration`` snapshots
+    the container before the workload and after it, then with ``restart`` stops it, starts
+    it again and sends it a first request;
     ``reserve`` reads GPU memory after the workload; ``telemetry`` samples the GPUs while
     the workload stage named by ``during`` runs.
     """

@@ -145,7 +145,7 @@ def _containers_conf(folder: Path) -> Path:
     return path
 
 
-def _api_answers(path: Path) -> bool:
+def api_answers(path: Path) -> bool:
     """Whether the Docker-compatible API on the unix socket ``path`` answers ``/_ping``."""
     import socket as sockets
 
@@ -203,7 +203,7 @@ def podman() -> Iterator[Podman]:
     try:
         deadline = time.monotonic() + 30
         # The socket file appears before the API listens on it: wait for an answer.
-        while not _api_answers(socket):
+        while not api_answers(socket):
             if service.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(
                     f"podman system service did not start: {(folder / 'service.log').read_text()}"

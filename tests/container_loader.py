@@ -1,6 +1,7 @@
 """A server that loads before it serves, as a model server loads its checkpoint: it holds
-``MIB`` MiB of host memory, taken 4 MiB at a time, then answers ``/health`` and
-``/v1/models`` on ``PORT``.
+``MIB`` MiB of host memory, taken 4 MiB at a time after a second of start-up (a server
+reads its configuration first), then answers ``/health`` and ``/v1/models`` on ``PORT``.
+SIGTERM ends it at once, as a stopped server ends.
 
 Run inside a test container: ``python container_loader.py MIB PORT``.
 """
@@ -8,6 +9,7 @@ Run inside a test container: ``python container_loader.py MIB PORT``.
 from __future__ import annotations
 
 import http.server
+import signal
 import sys
 import time
 
@@ -29,6 +31,9 @@ class _Ready(http.server.BaseHTTPRequestHandler):
 
 def main() -> None:
     mib, port = int(sys.argv[1]), int(sys.argv[2])
+    # As the container's first process it has no default handler for SIGTERM: give it one.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    time.sleep(1.0)
     held = []
     for _ in range(mib // 4):
         block = bytearray(_STEP)

@@ -96,6 +96,7 @@ def test_simulate_serves_until_stopped(tmp_path: Path) -> None:
         ("300.1.1.1", "argument --host: expected an IP address, got '300.1.1.1'"),
         # An address this machine does not have: refused when it is bound, in one line.
         ("192.0.2.1", "error: cannot listen on 192.0.2.1:"),
+        ("2001:db8::1", "error: cannot listen on [2001:db8::1]:1:"),
     ],
 )
 def test_simulate_refuses_an_address_it_cannot_listen_on(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 from ledger.errors import InvalidArtifact
 from ledger.measures import verdicts
 from runners.plan import parse_plan
-from runners.probes import cgroups, startup
+from runners.plan_container import ContainerSpec
+from runners.probes import cgroups, containers, startup
+from runners.probes.container_documents import ContainerWitness, restoration_document
 from tests.conftest import CliRun
 
 MIB = 1 << 20
@@ -61,20 +64,97 @@ def test_no_limit_and_a_gone_folder(tmp_path: Path) -> None:
     assert cgroups.read_memory("v2", tmp_path / "gone") is None
 
 
+def _replace(path: Path, text: str) -> None:
+    """Writes ``path`` whole at once, as the kernel serves a cgroup file."""
+    path.with_suffix(".new").write_text(text)
+    os.replace(path.with_suffix(".new"), path)
+
+
+def _readings(watch: cgroups.MemoryWatch, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while watch.readings < count:
+        assert time.monotonic() < deadline, "the watch stopped reading"
+        time.sleep(0.001)
+
+
 def test_a_watch_keeps_the_peak_and_the_last_counters(tmp_path: Path) -> None:
     folder = _write(tmp_path / "v1", {**V1_KILLED, "memory.max_usage_in_bytes": "0\n"})
     watch = cgroups.MemoryWatch("v1", folder, interval_s=0.001).start()
-    while watch.readings < 3:
-        pass
-    (folder / "memory.usage_in_bytes").write_text(f"{10 * MIB}\n")
-    readings = watch.readings
-    while watch.readings < readings + 2:
-        pass
+    _readings(watch, 3)
+    _replace(folder / "memory.usage_in_bytes", f"{10 * MIB}\n")
+    _readings(watch, watch.readings + 2)
     watch.stop()
     seen = watch.to_json()
     # Usage fell; the peak it reached stays.
     assert seen["peak_mib"] == 60.0 and seen["oom_kills"] == 1 and seen["limit_hits"] == 233
     assert watch.oom_killed and watch.at_limit
+
+
+def test_a_watch_takes_the_kernel_s_own_peak(tmp_path: Path) -> None:
+    # Between two readings usage rose to 64 MiB and fell back: only the kernel saw it.
+    folder = _write(tmp_path / "v1", {**V1_KILLED, "memory.usage_in_bytes": f"{10 * MIB}\n"})
+    watch = cgroups.MemoryWatch("v1", folder, interval_s=0.001).start()
+    _readings(watch, 2)
+    watch.stop()
+    assert watch.to_json()["peak_mib"] == 64.0
+
+
+def test_a_watch_ends_when_the_folder_goes_and_not_before(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "v1", V1_KILLED)
+    watch = cgroups.MemoryWatch("v1", folder, interval_s=0.001).start()
+    _readings(watch, 2)
+    # A file caught half-written is skipped, not taken for the container's end.
+    (folder / "memory.usage_in_bytes").write_text("")
+    time.sleep(0.05)
+    assert watch._thread.is_alive()
+    _replace(folder / "memory.usage_in_bytes", f"{MIB}\n")
+    _readings(watch, watch.readings + 1)
+    for name in V1_KILLED:
+        (folder / name).unlink()
+    folder.rmdir()
+    watch._thread.join(timeout=10)
+    assert not watch._thread.is_alive()
+    watch.stop()
+
+
+@pytest.mark.parametrize(
+    ("outcome", "evidence", "expected"),
+    [
+        ("exited", ["killed-at-limit"], "oom-killed"),
+        # A worker killed and its server left waiting: not merely not ready.
+        ("not-ready", ["cgroup-oom-kill"], "oom-killed"),
+        ("ready", ["cgroup-oom-kill"], "ready"),
+        ("exited", [], "exited"),
+        ("not-ready", [], "not-ready"),
+        ("start-failed", ["engine"], "start-failed"),
+    ],
+)
+def test_oom_evidence_settles_the_outcome(outcome: str, evidence: list[str], expected: str) -> None:
+    assert startup.with_oom(outcome, evidence) == expected
+
+
+def test_the_environment_digest_holds_values_and_leaves_out_the_hostname() -> None:
+    digest = containers.env_digest
+    assert digest({"Env": ["A=1", "HOSTNAME=x"]}) == digest({"Env": ["HOSTNAME=y", "A=1"]})
+    assert digest({"Env": ["A=1"]}) != digest({"Env": ["A=2"]})
+    assert digest({"Env": ["A=1"]}) != digest({"Env": ["A=1", "B=1"]})
+    assert digest({"Env": None}) == digest({})
+
+
+def test_an_engine_that_does_not_answer_is_a_finding_not_a_traceback(tmp_path: Path) -> None:
+    import docker
+
+    client = docker.DockerClient(base_url=f"unix://{tmp_path}/gone.sock", version="1.41")
+    spec = ContainerSpec("i", None, {}, (), {}, (), None)
+    for attempt in (
+        startup.start_and_watch(client, "c", "http://x", deadline_s=1),
+        startup.start_and_watch(client, "c", "http://x", deadline_s=1, spec=spec),
+    ):
+        assert attempt["outcome"] == "engine-unavailable"
+        assert attempt["detail"].startswith("the engine stopped answering: ConnectionError")
+    assert startup.stop(client, "c").startswith("the engine stopped answering: ")
+    with pytest.raises(containers.EngineUnavailable):
+        containers.snapshot(client, "c")
 
 
 def test_locate_refuses_what_is_not_the_container() -> None:
@@ -123,6 +203,9 @@ def _snapshot(started_at: str, container_id: str = "a" * 64) -> dict[str, Any]:
         "env_sha256": "2" * 64,
         "config_sha256": "3" * 64,
         "started_at": started_at,
+        "restart_count": 0,
+        "oom_killed": False,
+        "state": "running",
     }
 
 
@@ -164,6 +247,32 @@ def test_each_restart_rule_alone(path: tuple[str, ...], value: Any, code: str) -
         target = target[key]
     target[path[-1]] = value
     assert [f["code"] for f in verdicts.restart_failures(broken)] == [code]
+
+
+def test_a_container_that_would_not_stop() -> None:
+    # As restart() leaves it: no second start was tried.
+    stuck = {**copy.deepcopy(RESTORED), "stop_error": "timeout", "attempt": None}
+    stuck["second_start"] = None
+    assert [f["code"] for f in verdicts.restart_failures(stuck)] == [
+        "restart-stop-failed",
+        "restart-missing-snapshot",
+    ]
+
+
+def test_the_restoration_document_counts_the_restart() -> None:
+    plan = parse_plan(_plan('image = "localhost/i:1"', "restart = true"))
+    arm, stage = plan.arms[0], plan.evidence_of("restoration")
+    assert arm.container is not None and stage is not None
+    witness = ContainerWitness(arm.container)
+    before = (RESTORED["first_start"], "2026-12-03T09:59:00Z")
+    after = (RESTORED["first_start"], "2026-12-03T10:04:59Z")
+    passed = restoration_document(plan, arm, stage, witness, before, after, RESTORED)
+    assert passed["passed"] is True and passed["restart"] == RESTORED
+    moved = copy.deepcopy(RESTORED)
+    moved["second_start"]["image_id"] = "sha256:" + "9" * 64
+    refused = restoration_document(plan, arm, stage, witness, before, after, moved)
+    assert refused["passed"] is False
+    assert [f["code"] for f in refused["failures"]] == ["restart-image-changed"]
 
 
 def test_the_same_start_is_not_a_restart() -> None:
@@ -228,6 +337,20 @@ def test_a_managed_container_as_recorded() -> None:
     }
 
 
+def test_container_settings_are_recorded_in_one_order() -> None:
+    plan = parse_plan(
+        _plan(
+            'image = "i"\nports = { "9000" = 9000, "8000" = 8000 }\n'
+            'environment_from = ["B", "A", "B"]\nmemory_limit_mib = 6'
+        )
+    )
+    container = plan.arms[0].container
+    assert container is not None and container.spec is not None
+    assert list(container.spec.ports) == ["8000/tcp", "9000/tcp"]
+    assert container.spec.environment_from == ("B", "A")
+    assert container.spec.memory_limit_mib == 6
+
+
 def test_a_plan_without_restart_records_what_it_did() -> None:
     plan = parse_plan(_plan(""))
     stage = plan.evidence_of("restoration")
@@ -256,7 +379,10 @@ def test_a_plan_without_restart_records_what_it_did() -> None:
         ('image = "i"\nvolumes = ["/models"]', "", 'expected "SOURCE:TARGET'),
         ('image = "i"\nvolumes = ["/m:models"]', "", 'expected "SOURCE:TARGET'),
         ('image = "i"\nvolumes = ["/m:/m:rx"]', "", 'expected "SOURCE:TARGET'),
-        ('image = "i"\nmemory_limit_mib = 4', "", "memory_limit_mib: must be at least 6"),
+        ('image = "i"\nmemory_limit_mib = 5', "", "memory_limit_mib: must be at least 6"),
+        ('image = "i"\nports = { "8000" = 0 }', "", r"ports.8000: expected a host port"),
+        ('image = "i"\nports = { "8000/sctp" = 8000 }', "", r"ports.8000/sctp: expected a"),
+        ('image = "i"\nvolumes = [":/m"]', "", 'expected "SOURCE:TARGET'),
         ("memory_limit_mib = 1024", "", "memory_limit_mib: needs an image"),
         ('command = ["serve"]', "", "command: needs an image"),
         ("", "restart = 1", "restart: expected true or false"),

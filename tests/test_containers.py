@@ -13,6 +13,7 @@ import copy
 import http.server
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import docker.errors
@@ -213,10 +214,16 @@ def test_a_container_ledger_did_not_create_is_never_replaced(engine: Any, create
 
 
 def test_a_managed_container_is_created_from_the_plan_and_replaced(
-    engine: Any, created: str
+    engine: Any, created: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     engine.containers.get(created).remove(force=True)
-    spec = _spec(environment={"NCCL_P2P_DISABLE": "1"}, ports={"8000/tcp": "127.0.0.1:18123"})
+    monkeypatch.setenv("ANVIL_PASSED", "from-ledger")
+    spec = _spec(
+        environment={"NCCL_P2P_DISABLE": "1"},
+        environment_from=("ANVIL_PASSED",),
+        ports={"8000/tcp": "127.0.0.1:18123", "9000/tcp": "18124"},
+        volumes=(f"{tmp_path}:/models:ro", f"{tmp_path}:/cache"),
+    )
     ids = []
     for _ in range(2):
         # /bin/serve is not in the tiny image: created, then refused at the start.
@@ -232,7 +239,16 @@ def test_a_managed_container_is_created_from_the_plan_and_replaced(
         made = engine.containers.get(created)
         assert made.labels[startup.MANAGED_LABEL] == "c"
         assert made.attrs["HostConfig"]["Memory"] == 64 << 20
-        assert "NCCL_P2P_DISABLE=1" in made.attrs["Config"]["Env"]
+        assert {"NCCL_P2P_DISABLE=1", "ANVIL_PASSED=from-ledger"} <= set(
+            made.attrs["Config"]["Env"]
+        )
+        # Published where the plan says: loopback only when it says so.
+        assert made.attrs["HostConfig"]["PortBindings"] == {
+            "8000/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18123"}],
+            "9000/tcp": [{"HostIp": "", "HostPort": "18124"}],
+        }
+        mounts = {m["Destination"]: m["RW"] for m in made.attrs["Mounts"]}
+        assert mounts == {"/models": False, "/cache": True}
         ids.append(made.id)
     # The second attempt replaced the first container: ledger created it.
     assert ids[0] != ids[1]

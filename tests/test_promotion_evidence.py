@@ -14,6 +14,7 @@ import pytest
 
 from ledger.promotion import Evidence, comparison_failures, evaluate, load_evidence
 from ledger.promotion import _evaluation as promotion
+from ledger.promotion._decide import _next_gate
 from ledger.promotion.policy import load_policy
 
 POLICY = load_policy()
@@ -112,6 +113,20 @@ def test_startup_gate(outcome: str, passed: bool, measured: bool) -> None:
     )
 
 
+def test_a_failed_start_names_the_next_gate_itself() -> None:
+    evidence = Evidence(Path("."), "x")
+    gate = "managed host-memory containment and loader diagnosis before retry"
+    document = {"stage": "startup", "outcome": "oom-killed", "detail": "d", "next_gate": gate}
+    evidence.stages[("a", "startup")] = ("a/startup.json", document)
+    evaluation = evaluate(evidence, POLICY, candidate="a")
+    assert evaluation.unmet and _next_gate(evidence, evaluation) == gate
+    # A ready start names none; a next gate written into one by hand is not taken.
+    evidence.stages[("a", "startup")] = ("a/startup.json", {**document, "outcome": "ready"})
+    evaluation = evaluate(evidence, POLICY, candidate="a")
+    first = evaluation.unmet[0]
+    assert _next_gate(evidence, evaluation) == f"{first.rule}: {first.reason}"
+
+
 SNAPSHOT = {"id": "a" * 64, "image_id": "sha256:" + "b" * 64, "config_sha256": "c" * 64,
             "restart_count": 0, "started_at": "2026-11-29T10:00:00Z", "oom_killed": False,
             "state": "running"}  # fmt: skip
@@ -158,6 +173,45 @@ def test_restoration_gate(document: dict[str, Any], codes: list[str], measured: 
              if u.rule == "restoration"]  # fmt: skip
     assert unmet == [f"a/restoration.json: {c}: {m}" for c, m in
                      (p.split(": ", 1) for p in gate.detail.split("; "))] if codes else not unmet  # fmt: skip
+
+
+def _restart(**second: Any) -> dict[str, Any]:
+    first = {**SNAPSHOT, "command": ["serve"], "env_sha256": "e" * 64}
+    return {
+        "first_start": first,
+        "stopped_at": "2026-11-29T10:05:01Z",
+        "stop_error": None,
+        "attempt": {"outcome": "ready", "detail": "ready after 2 probes", "time_to_ready_s": 4.5},
+        "second_start": {**first, "started_at": "2026-11-29T10:05:03Z", **second},
+        "first_request": {"ok": True, "error": None, "e2e_ms": 31.25},
+    }
+
+
+def test_a_restart_is_judged_with_the_restoration() -> None:
+    evidence = Evidence(Path("."), "x")
+    evidence.stages[("a", "restoration")] = ("a/restoration.json", _restoration(restart=_restart()))
+    (gate,) = promotion.stage_gates(evidence, "a", POLICY)
+    assert gate.passed is True
+    assert gate.detail == (
+        "same container id, image and configuration; no restart, no OOM kill during the "
+        "workload; stopped and started again with the same image, command, environment and "
+        "configuration, ready in 4.5 s, first request served in 31.25 ms"
+    )
+    # What the schema allows, a ready start with no time recorded, is stated, not a crash.
+    untimed = _restart()
+    untimed["attempt"]["time_to_ready_s"] = None
+    evidence.stages[("a", "restoration")] = ("a/restoration.json", _restoration(restart=untimed))
+    (gate,) = promotion.stage_gates(evidence, "a", POLICY)
+    assert gate.passed is True and ", ready, first request served in 31.25 ms" in gate.detail
+    # Another image at the second start: refused, whatever the artifact says of itself.
+    moved = _restoration(restart=_restart(image_id="sha256:" + "9" * 64), passed=True)
+    evidence.stages[("a", "restoration")] = ("a/restoration.json", moved)
+    (gate,) = promotion.stage_gates(evidence, "a", POLICY)
+    assert gate.passed is False and gate.detail.startswith("restart-image-changed: ")
+    unmet = evaluate(evidence, POLICY, candidate="a").unmet
+    assert [u.rule for u in unmet if u.reason.startswith("a/restoration.json: restart-")] == [
+        "restoration"
+    ]
 
 
 # Functional gates

@@ -445,12 +445,12 @@ def _restored(document: dict[str, Any]) -> str:
     restart = document.get("restart")
     if restart is None:
         return detail
-    request = restart["first_request"]
+    ready_s = restart["attempt"].get("time_to_ready_s")
     return (
         f"{detail} during the workload; stopped and started again with the same image, "
-        f"command, environment and configuration, ready in "
-        f"{restart['attempt']['time_to_ready_s']:g} s, first request served in "
-        f"{request['e2e_ms']:g} ms"
+        "command, environment and configuration, ready"
+        + (f" in {ready_s:g} s" if ready_s is not None else "")
+        + f", first request served in {restart['first_request']['e2e_ms']:g} ms"
     )
 
 

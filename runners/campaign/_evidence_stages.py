@@ -58,8 +58,7 @@ class EvidenceStages:
         if self.state.evidence[key] == "complete":
             path = self.state.folder / evidence.artifact_path(arm, step)
             return bool(read_document(path).get("passed"))
-        assert arm.container is not None
-        ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
+        ready_url = _ready_url(arm, base_url)
         document = await asyncio.to_thread(
             container_documents.startup_document, self.plan, arm, step, witness, ready_url
         )
@@ -95,10 +94,12 @@ class EvidenceStages:
         after = (await asyncio.to_thread(witness.snapshot), at)
         restarted = None
         if step.settings.get("restart"):
-            assert arm.container is not None
-            ready_url = arm.container.ready_url or base_url.rstrip("/") + "/models"
             restarted = await asyncio.to_thread(
-                container_documents.restart, witness, ready_url, step, self.plan.campaign_id
+                container_documents.restart,
+                witness,
+                _ready_url(arm, base_url),
+                step,
+                self.plan.campaign_id,
             )
             if (restarted["attempt"] or {}).get("outcome") == "ready":
                 restarted["first_request"] = await self._first_request(arm, base_url, api_key)
@@ -146,6 +147,12 @@ class EvidenceStages:
             return
         document = await asyncio.to_thread(evidence.reserve_document, self.plan, arm, step)
         self.write(arm, step, document, "complete")
+
+
+def _ready_url(arm: Arm, base_url: str) -> str:
+    """Where the arm's server says it is ready: its ``ready_url``, else ``/models``."""
+    assert arm.container is not None
+    return arm.container.ready_url or base_url.rstrip("/") + "/models"
 
 
 def _evidence_line(document: dict[str, Any]) -> str:

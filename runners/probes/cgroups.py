@@ -5,9 +5,10 @@ Engines disagree on whether a container was killed for want of memory: Docker En
 process. The cgroup's own counters settle it: on cgroup v1 ``memory.oom_control`` counts
 ``oom_kill`` and ``memory.failcnt`` how often usage hit the limit; on cgroup v2
 ``memory.events`` counts ``oom_kill`` and ``max``. The folder is removed when the container
-exits, so the counters are read while it runs, by a :class:`MemoryWatch` polling often
-enough to see the last reading before the kill (the kernel leaves the folder for a
-fraction of a second after it).
+exits (by the runtime, or systemd for a systemd-managed cgroup), so the counters are read
+while it runs, by a :class:`MemoryWatch` polling every 20 ms: the last reading before the
+folder goes is usually one taken after the kill (on the test machines it stays 100 to 200
+ms after it), and when it is not, the exit status and the limit's counter still tell.
 
 The cgroup is found from the container's main process (``/proc/<pid>/cgroup``), so only an
 engine on this host, in this PID namespace, can be read; its path must name the
@@ -87,7 +88,7 @@ def _int(folder: Path, name: str) -> int | None:
         text = (folder / name).read_text().strip()
     except OSError:
         return None
-    return None if text == "max" else int(text)
+    return int(text) if text.isdigit() else None
 
 
 def _keyed(folder: Path, name: str) -> dict[str, int]:
@@ -155,7 +156,11 @@ class MemoryWatch:
         while not self._stop.is_set():
             reading = read_memory(self.version, self.folder)
             if reading is None:
-                return
+                if not self.folder.is_dir():
+                    return
+                # Present but not readable as counters this once: the next reading may be.
+                self._stop.wait(self.interval_s)
+                continue
             self.readings += 1
             self.last = reading
             self._peak = max(self._peak, reading.usage, reading.peak or 0)

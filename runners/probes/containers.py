@@ -70,7 +70,7 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
         else:
             client = docker.from_env(timeout=30)
         client.ping()
-    except docker.errors.DockerException as e:
+    except (docker.errors.DockerException, OSError) as e:
         raise EngineUnavailable(f"{type(e).__name__}: {e}") from None
     return client
 
@@ -154,7 +154,8 @@ def snapshot(client: docker.DockerClient, container: str) -> dict[str, Any]:
         return snapshot_attrs(found.attrs, digests)
     except docker.errors.NotFound:
         raise LookupError(f"no container {container!r}") from None
-    except docker.errors.DockerException as e:
+    except (docker.errors.DockerException, OSError) as e:
+        # requests' connection errors (an engine that went away) are OSErrors.
         raise EngineUnavailable(f"{type(e).__name__}: {e}") from None
 
 

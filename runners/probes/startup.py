@@ -21,7 +21,17 @@ from runners.plan_container import ContainerSpec
 from runners.probes import cgroups
 from runners.probes.containers import Observation, probe_ready, watch_startup
 
-__all__ = ["MANAGED_LABEL", "StartRefused", "create_managed", "oom_evidence", "start_and_watch"]
+__all__ = [
+    "KILLED",
+    "MANAGED_LABEL",
+    "StartRefused",
+    "create_managed",
+    "oom_evidence",
+    "remove_managed",
+    "start_and_watch",
+    "stop",
+    "with_oom",
+]
 
 MANAGED_LABEL = "io.anvil-ledger.managed"
 """The label on a container ledger created: its value is the campaign's id."""
@@ -63,10 +73,6 @@ def create_managed(
                 "remove it, or name another container in the plan"
             )
         existing.remove(force=True)
-    volumes: dict[str, dict[str, str]] = {}
-    for volume in spec.volumes:
-        source, target, *mode = volume.split(":")
-        volumes[source] = {"bind": target, "mode": mode[0] if mode else "rw"}
     ports: dict[str, Any] = {}
     for port, host in spec.ports.items():
         address, _, number = host.rpartition(":")
@@ -78,7 +84,9 @@ def create_managed(
             name=name,
             environment=environment,
             ports=ports,
-            volumes=volumes,
+            # As strings, not the SDK's mapping keyed by source: one source may be mounted
+            # at two places.
+            volumes=list(spec.volumes),
             mem_limit=f"{spec.memory_limit_mib}m" if spec.memory_limit_mib is not None else None,
             labels={MANAGED_LABEL: campaign_id},
         )
@@ -108,6 +116,13 @@ def oom_evidence(
     return sources
 
 
+def with_oom(outcome: str, evidence: list[str]) -> str:
+    """The outcome once the OOM evidence is counted: a server that exited, or hung without
+    becoming ready (a worker killed, the server left waiting), is ``oom-killed`` when
+    anything shows a kill for want of memory; a ready one stays ready."""
+    return "oom-killed" if outcome in ("exited", "not-ready") and evidence else outcome
+
+
 def _memory_watch(target: Any) -> tuple[cgroups.MemoryWatch | None, str | None]:
     """A watch on the started container's memory cgroup, or why there is none."""
     pid = int((target.attrs.get("State") or {}).get("Pid") or 0)
@@ -116,6 +131,18 @@ def _memory_watch(target: Any) -> tuple[cgroups.MemoryWatch | None, str | None]:
     except cgroups.CgroupUnreadable as e:
         return None, str(e)
     return cgroups.MemoryWatch(version, folder).start(), None
+
+
+_ENGINE_GONE = (docker.errors.DockerException, OSError)
+"""What the SDK raises when the engine stops answering: requests' connection errors are
+OSErrors, not the SDK's own exceptions."""
+
+
+def _engine_gone(error: BaseException, began: float) -> dict[str, Any]:
+    return {
+        **_refused(f"the engine stopped answering: {type(error).__name__}: {error}", began),
+        "outcome": "engine-unavailable",
+    }
 
 
 def _refused(detail: str, began: float) -> dict[str, Any]:
@@ -155,6 +182,7 @@ def start_and_watch(
         if spec is not None:
             create_managed(client, container, spec, campaign_id)
         target = client.containers.get(container)
+        starting = time.monotonic()
         target.start()
         target.reload()
     except StartRefused as e:
@@ -163,6 +191,8 @@ def start_and_watch(
         return _refused(f"no container {container!r}", began)
     except docker.errors.APIError as e:
         return _refused(f"the engine refused to start it: {_explain(e)}", began)
+    except _ENGINE_GONE as e:
+        return _engine_gone(e, began)
     watch, unreadable = _memory_watch(target)
 
     def observe() -> Observation:
@@ -178,42 +208,50 @@ def start_and_watch(
 
     try:
         outcome, probes, last = watch_startup(observe, deadline_s=deadline_s, poll_s=poll_s)
+    except _ENGINE_GONE as e:
+        return _engine_gone(e, began)
     finally:
         if watch is not None:
             watch.stop()
-    elapsed = round(time.monotonic() - began, 3)
+    settled = time.monotonic()
     exited = last.state in ("exited", "dead")
     evidence = oom_evidence(last.oom_killed, last.exit_code if exited else None, watch)
-    if outcome in ("exited", "not-ready") and evidence:
-        # Killed before it was ready, or a worker killed and the server left hanging.
-        outcome = "oom-killed"
+    outcome = with_oom(outcome, evidence)
     memory = watch.to_json() if watch is not None else cgroups.unreadable(str(unreadable))
     return {
-        "log_tail": _log_tail(target) if outcome != "ready" else [],
         "outcome": outcome,
         "detail": _detail(outcome, probes, last, deadline_s, memory, evidence),
         "probes": probes,
-        "elapsed_s": elapsed,
-        "time_to_ready_s": elapsed if outcome == "ready" else None,
+        "elapsed_s": round(settled - began, 3),
+        "time_to_ready_s": round(settled - starting, 3) if outcome == "ready" else None,
         "last_probe": last.probe,
         "exit_code": last.exit_code if exited else None,
         "oom_evidence": evidence,
         "memory": memory,
+        "log_tail": _log_tail(target, spec) if outcome != "ready" else [],
     }
 
 
 _LOG_LINES = 20
 _LOG_LINE_CHARS = 300
+_HIDDEN_MIN_CHARS = 4
 
 
-def _log_tail(target: Any) -> list[str]:
+def _log_tail(target: Any, spec: ContainerSpec | None) -> list[str]:
     """The last lines the container wrote (stdout and stderr), each cut to a bounded length:
-    why a server did not become ready is usually in them."""
+    why a server did not become ready is usually in them. A value passed from ledger's
+    environment (``environment_from``: a token, as a rule) is replaced by its name, for a
+    server that prints its environment or arguments as it starts."""
     try:
         raw = target.logs(stdout=True, stderr=True, tail=_LOG_LINES)
-    except docker.errors.APIError:
+    except _ENGINE_GONE:
         return []
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+    for name in spec.environment_from if spec is not None else ():
+        value = os.environ.get(name, "")
+        # A value this short says nothing secret and would blot out ordinary text.
+        if len(value) >= _HIDDEN_MIN_CHARS:
+            text = text.replace(value, f"<{name}>")
     return [line[:_LOG_LINE_CHARS] for line in text.splitlines()[-_LOG_LINES:]]
 
 
@@ -244,11 +282,13 @@ def stop(client: docker.DockerClient, container: str, timeout_s: int = 30) -> st
         return f"no container {container!r}"
     except docker.errors.APIError as e:
         return f"the engine refused to stop it: {_explain(e)}"
+    except _ENGINE_GONE as e:
+        return f"the engine stopped answering: {type(e).__name__}: {e}"
     return None
 
 
 def remove_managed(client: docker.DockerClient, container: str) -> None:
-    """Removes the container if ledger created it (tests and ``--clean`` tidy with it)."""
+    """Removes the container if ledger created it; one ledger did not create stays."""
     with contextlib.suppress(docker.errors.NotFound):
         found = client.containers.get(container)
         if MANAGED_LABEL in (found.labels or {}):
