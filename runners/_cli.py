@@ -30,8 +30,9 @@ def register_run(commands: Any, common: argparse.ArgumentParser) -> None:
         epilog=exit_statuses(
             ok="every cell completed with at least its stage's min_success successful "
             "requests (default 1; failed requests are evidence, recorded either way)",
-            refused="a cell fell short (one line names it), or an error (a changed plan on "
-            "--resume, an unset API key or environment_from variable)",
+            refused="a cell fell short or a container was not ready (one line names each), "
+            "or an error (a changed plan on --resume, an unset API key or environment_from "
+            "variable)",
             unusable="a missing or malformed plan, a context target beyond what the endpoint "
             "or the plan allows",
             stopped="the complete cells are kept (finish with --resume)",
@@ -376,9 +377,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         return result.stopped_status
     shortfall = success_shortfall(result.cells)
-    if shortfall is not None:
-        print(f"ledger run: {shortfall}", file=sys.stderr)
-    return 0 if result.complete and shortfall is None else 1
+    for line in (*result.not_started, *([shortfall] if shortfall is not None else [])):
+        print(f"ledger run: {line}", file=sys.stderr)
+    return 0 if result.complete and shortfall is None and not result.not_started else 1
 
 
 def _simulate(args: argparse.Namespace) -> int:

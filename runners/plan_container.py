@@ -9,6 +9,7 @@ Without an image the container must already exist; ledger starts and snapshots i
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import attrs
@@ -19,6 +20,8 @@ from runners.plan_reader import ENV_NAME, TableReader
 __all__ = ["Container", "ContainerSpec", "parse_container"]
 
 _MODES = ("ro", "rw")
+_ENGINE_SCHEMES = ("unix://", "tcp://", "ssh://", "npipe://", "http://", "https://")
+"""What the docker SDK connects through (http and https are tcp by another name)."""
 
 
 @attrs.frozen
@@ -83,6 +86,10 @@ def parse_container(source: str, index: int, table: Any) -> Container | None:
     if not name:
         raise reader.error("name", "must not be empty")
     host = reader.get("docker_host", (str,), None, "unix:///path or tcp://host:port")
+    if host is not None and not host.startswith(_ENGINE_SCHEMES):
+        raise reader.error(
+            "docker_host", f"expected unix://, tcp://, ssh:// or npipe://, got {host!r}"
+        )
     ready_url = reader.get("ready_url", (str,), None, "a URL")
     if ready_url is not None and (problem := url_problem(ready_url)) is not None:
         raise reader.error("ready_url", f"{problem}, got {ready_url!r}")
@@ -114,8 +121,10 @@ def _spec(reader: TableReader) -> ContainerSpec:
         raise reader.error("command", f"expected a non-empty list of strings, got {command!r}")
     environment = reader.get("environment", (dict,), {}, "a table of strings")
     for key, value in environment.items():
-        if not ENV_NAME.fullmatch(key) or not isinstance(value, str):
-            raise reader.error(f"environment.{key}", f'expected NAME = "value", got {value!r}')
+        if not ENV_NAME.fullmatch(key):
+            raise reader.error(f"environment.{key}", "not a variable name")
+        if not isinstance(value, str):
+            raise reader.error(f"environment.{key}", f"expected a string, got {value!r}")
     passed = reader.get("environment_from", (list,), [], "a list of variable names")
     for key in passed:
         if not isinstance(key, str) or not ENV_NAME.fullmatch(key):
@@ -153,14 +162,23 @@ def _ports(reader: TableReader) -> dict[str, str]:
         if not isinstance(value, str):
             raise reader.error(f"ports.{key}", f'expected a host port or "IP:PORT", got {value!r}')
         address, _, port = value.rpartition(":")
-        if not _port_number(port) or (":" in value and not address):
+        if not _port_number(port) or (":" in value and not _ip(address)):
             raise reader.error(f"ports.{key}", f'expected a host port or "IP:PORT", got {value!r}')
         ports[f"{number}/{protocol or 'tcp'}"] = value
     return dict(sorted(ports.items()))
 
 
+def _ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def _volumes(reader: TableReader) -> tuple[str, ...]:
-    volumes = reader.get("volumes", (list,), [], 'a list of "SOURCE:TARGET[:ro]"')
+    volumes = reader.get("volumes", (list,), [], 'a list of "SOURCE:TARGET[:ro|rw]"')
+    targets: set[str] = set()
     for volume in volumes:
         parts = volume.split(":") if isinstance(volume, str) else []
         if (
@@ -170,4 +188,7 @@ def _volumes(reader: TableReader) -> tuple[str, ...]:
             or (len(parts) == 3 and parts[2] not in _MODES)
         ):
             raise reader.error("volumes", f'expected "SOURCE:TARGET[:ro|rw]", got {volume!r}')
+        if parts[1] in targets:
+            raise reader.error("volumes", f"{parts[1]} is mounted twice")
+        targets.add(parts[1])
     return tuple(volumes)

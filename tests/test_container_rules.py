@@ -365,8 +365,8 @@ def test_a_plan_without_restart_records_what_it_did() -> None:
         ('image = ""', "", "container.image: must not be empty"),
         ('image = "i"\ncommand = []', "", "container.command: expected a non-empty list"),
         ('image = "i"\ncommand = "serve"', "", "container.command: expected a list of strings"),
-        ('image = "i"\nenvironment = { "A-B" = "1" }', "", r"container.environment.A-B"),
-        ('image = "i"\nenvironment = { A = 1 }', "", r"container.environment.A: expected"),
+        ('image = "i"\nenvironment = { "A-B" = "1" }', "", "environment.A-B: not a variable name"),
+        ('image = "i"\nenvironment = { A = 1 }', "", "environment.A: expected a string, got 1"),
         ('image = "i"\nenvironment_from = ["1X"]', "", "not a variable name: '1X'"),
         (
             'image = "i"\nenvironment = { A = "1" }\nenvironment_from = ["A"]',
@@ -380,6 +380,10 @@ def test_a_plan_without_restart_records_what_it_did() -> None:
         ('image = "i"\nvolumes = ["/m:models"]', "", 'expected "SOURCE:TARGET'),
         ('image = "i"\nvolumes = ["/m:/m:rx"]', "", 'expected "SOURCE:TARGET'),
         ('image = "i"\nmemory_limit_mib = 5', "", "memory_limit_mib: must be at least 6"),
+        ('image = "i"\nports = { "8000" = "300.1.1.1:8000" }', "", r"ports.8000: expected a host"),
+        ('image = "i"\nvolumes = ["/a:/m", "/b:/m:ro"]', "", "volumes: /m is mounted twice"),
+        ('docker_host = "bogus://x"', "", "docker_host: expected unix://, tcp://"),
+        ('docker_host = "/run/docker.sock"', "", "docker_host: expected unix://, tcp://"),
         ('image = "i"\nports = { "8000" = 0 }', "", r"ports.8000: expected a host port"),
         ('image = "i"\nports = { "8000/sctp" = 8000 }', "", r"ports.8000/sctp: expected a"),
         ('image = "i"\nvolumes = [":/m"]', "", 'expected "SOURCE:TARGET'),
@@ -418,3 +422,47 @@ def test_an_unset_passed_variable_is_refused_before_anything_runs(
     # Set, even empty, it is passed on: the refusal was the variable's absence alone.
     status, _, err = cli("run", str(plan), "--raw-dir", str(tmp_path / "raw"))
     assert "environment_from" not in err
+
+
+def _watch(states: list[str | None], **settings: Any) -> tuple[str, int, list[float]]:
+    """watch_startup over probes answering ``states`` in turn, one second apart."""
+    answers = iter(states)
+    now = iter(float(t) for t in range(100))
+    waits: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        return bool(settings.get("stop_after") and len(waits) >= settings["stop_after"])
+
+    outcome, probes, _ = containers.watch_startup(
+        lambda: containers.Observation("running", False, None, next(answers)),
+        deadline_s=settings.get("deadline_s", 10.0),
+        poll_s=settings.get("poll_s", 1.0),
+        clock=lambda: next(now),
+        wait=wait,
+    )
+    return outcome, probes, waits
+
+
+def test_the_deadline_bounds_the_start() -> None:
+    assert _watch(["HTTP 503", "ready"])[:2] == ("ready", 2)
+    # Ready at the third probe, 3 s in, against a 2 s deadline: not ready in time.
+    assert _watch(["HTTP 503", "HTTP 503", "ready"], deadline_s=2.0)[0] == "not-ready"
+    # A poll longer than what is left of the deadline waits only what is left (the clock
+    # reads 1 s at the first probe, 2 s at the second).
+    outcome, _, waits = _watch(["HTTP 503"] * 3, deadline_s=2.5, poll_s=100.0)
+    assert outcome == "not-ready" and waits == [1.5, 0.5]
+
+
+def test_a_stop_ends_the_watch_at_once() -> None:
+    outcome, probes, waits = _watch(["HTTP 503"] * 50, deadline_s=900.0, stop_after=2)
+    assert (outcome, probes, len(waits)) == ("not-ready", 2, 2)
+
+
+def test_the_progress_line_of_a_snapshot_before_the_workload() -> None:
+    from runners.campaign._evidence_stages import _evidence_line
+
+    before = {"passed": False, "failures": [{"code": "in-progress", "message": "m"}]}
+    assert _evidence_line(before) == "snapshot taken before the workload"
+    after = {"passed": False, "failures": [{"code": "restart-image-changed", "message": "x"}]}
+    assert _evidence_line(after) == "failed: x"

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from runners.plan_container import ContainerSpec
 from runners.probes import container_documents, containers, startup
 from tests import cells
 from tests.components import api_answers
-from tests.conftest import forge_seal, run_plan_text
+from tests.conftest import CliRun, forge_seal, run_plan_text
 from tests.container_host import LOADER, ContainerHost, free_port
 from tests.llama_server import LlamaBuild
 
@@ -132,6 +133,7 @@ def test_a_loader_past_its_limit_is_oom_killed_and_the_host_lives(
     assert attempt["memory_limit_mib"] == 64 and attempt["time_to_ready_s"] is None
     assert attempt["next_gate"].startswith("managed host-memory containment and loader")
     assert result.complete is True
+    assert result.not_started == (f"arm 'candidate' startup: oom-killed ({attempt['detail']})",)
     decided = decide(campaign, load_policy())
     decision = decided.summary["decision"]
     assert decision["promotion_authorized"] is False
@@ -483,7 +485,11 @@ def test_an_engine_that_goes_away_mid_start_is_engine_unavailable(
 
 
 def test_a_server_that_exits_names_its_code_and_its_log_keeps_no_passed_secret(
-    container_host: ContainerHost, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    container_host: ContainerHost,
+    name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli: CliRun,
 ) -> None:
     secret = "hf_aVeryPrivateTokenValue0123456789"
     monkeypatch.setenv("ANVIL_TEST_TOKEN", secret)
@@ -505,7 +511,15 @@ kind = "startup"
 deadline_s = 60
 poll_s = 0.2
 """
-    _, campaign = run_plan_text(plan, tmp_path / "raw")
+    plan_file = tmp_path / "plan.toml"
+    plan_file.write_text(plan)
+    status, _, err = cli("run", str(plan_file), "--raw-dir", str(tmp_path / "raw"))
+    # Nothing else to run, yet the server never came up: the run says so, and fails.
+    assert status == 1
+    assert err.strip().splitlines()[-1] == (
+        "ledger run: arm 'candidate' startup: exited (exited with code 3 before it was ready)"
+    )
+    campaign = tmp_path / "raw/2026-12-03-exits"
     text = (campaign / "candidate/startup.json").read_text()
     attempt = json.loads(text)
     assert attempt["outcome"] == "exited" and attempt["exit_code"] == 3, attempt["detail"]
@@ -515,3 +529,73 @@ poll_s = 0.2
     assert "ANVIL_TEST_TOKEN=<ANVIL_TEST_TOKEN>" in attempt["log_tail"]
     assert secret not in text
     assert all(secret not in p.read_text() for p in campaign.rglob("*.json"))
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_signal_during_a_start_ends_the_run_at_once(
+    container_host: ContainerHost, engine: Any, name: str, tmp_path: Path, signum: int, status: int
+) -> None:
+    port = free_port()
+    arm = _contained_arm(
+        container_host, name, port, ["/bin/sleep", "300"], arm="candidate", model="m", limit_mib=64
+    )
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'campaign_id = "2026-12-03-stopped"\n{arm}\n[[stages]]\nkind = "startup"\n')
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "run", str(plan), "--raw-dir", str(tmp_path / "raw")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline and process.poll() is None
+        with contextlib.suppress(docker.errors.NotFound):
+            if engine.containers.get(name).status == "running":
+                break
+        time.sleep(0.05)
+    signalled = time.monotonic()
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    # Not after the start's 900 s deadline: the watch ends with the run.
+    assert time.monotonic() - signalled < 20
+    assert process.returncode == status, err.decode()
+    assert "--resume" in err.decode()
+    assert not (tmp_path / "raw/2026-12-03-stopped/candidate/startup.json").exists()
+
+
+def test_a_running_container_of_another_campaign_is_left_alone(
+    container_host: ContainerHost, engine: Any, name: str
+) -> None:
+    port = free_port()
+    spec = ContainerSpec(
+        container_host.image,
+        (sys.executable, str(LOADER), "8", "8080"),
+        {},
+        (),
+        {"8080/tcp": f"127.0.0.1:{port}"},
+        tuple(container_host.python_volumes()),
+        64,
+    )
+    url = f"http://127.0.0.1:{port}/health"
+
+    def start(campaign_id: str) -> dict[str, Any]:
+        return startup.start_and_watch(
+            engine, name, url, deadline_s=60, poll_s=0.2, spec=spec, campaign_id=campaign_id
+        )
+
+    assert start("2026-12-03-a")["outcome"] == "ready"
+    serving = engine.containers.get(name).id
+    refused = start("2026-12-03-b")
+    assert refused["outcome"] == "start-failed"
+    assert refused["detail"] == (
+        f"a container named {name!r} runs for campaign 2026-12-03-a: stop it, or name "
+        "another container in the plan"
+    )
+    assert engine.containers.get(name).id == serving
+    assert engine.containers.get(name).status == "running"
+    # Its own campaign's is replaced (a run repeated), and so is a stopped one of another.
+    assert start("2026-12-03-a")["outcome"] == "ready"
+    assert engine.containers.get(name).id != serving
+    engine.containers.get(name).stop(timeout=10)
+    assert start("2026-12-03-b")["outcome"] == "ready"
+    assert engine.containers.get(name).labels[startup.MANAGED_LABEL] == "2026-12-03-b"

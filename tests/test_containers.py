@@ -175,7 +175,7 @@ def test_startup_classification(
             _observer(engine, created, url, **state),
             deadline_s=3,
             clock=lambda: float(next(clock)),
-            sleep=lambda _: None,
+            wait=lambda _: False,
         )
 
     outcome, probes, last = watch(Status="running")
@@ -266,10 +266,28 @@ def test_a_managed_start_refused_before_anything_is_created(
         ),
         (
             _spec(image="localhost/anvil-absent:none"),
-            "image 'localhost/anvil-absent:none' is not on the engine",
+            # No registry answers for localhost: the pull fails, and says why.
+            "image 'localhost/anvil-absent:none' is not on the engine and could not be pulled: ",
         ),
     ):
         attempt = startup.start_and_watch(engine, name, "http://x", deadline_s=1, spec=spec)
-        assert attempt["outcome"] == "start-failed" and attempt["detail"] == reason
+        assert attempt["outcome"] == "start-failed"
+        assert attempt["detail"].startswith(reason) and len(attempt["detail"].splitlines()) == 1
         with pytest.raises(docker.errors.NotFound):
             engine.containers.get(name)
+
+
+def test_a_port_already_answering_is_not_taken_for_the_start(
+    engine: Any, created: str, readiness: tuple[str, type[_Ready]]
+) -> None:
+    url, handler = readiness
+    handler.status = 200
+    engine.containers.get(created).remove(force=True)
+    attempt = startup.start_and_watch(engine, created, url, deadline_s=5, spec=_spec())
+    assert attempt["outcome"] == "start-failed"
+    assert attempt["detail"] == (
+        f"{url} answers before the container starts: another server holds its port, and "
+        "its readiness would be taken for this one's"
+    )
+    # Created from the plan, never started.
+    assert engine.containers.get(created).status == "created"

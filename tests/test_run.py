@@ -302,9 +302,11 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
     [
         (signal.SIGINT, 130, "interrupted by SIGINT"),
         (signal.SIGTERM, 143, "interrupted by SIGTERM"),
+        # A closed terminal: the run stops as on SIGTERM, and says how to finish it.
+        (signal.SIGHUP, 129, "interrupted by SIGHUP"),
         (signal.SIGKILL, -9, "running"),
     ],
-    ids=["sigint", "sigterm", "sigkill"],
+    ids=["sigint", "sigterm", "sighup", "sigkill"],
 )
 def test_interrupt_then_resume(
     tmp_path: Path, cli: CliRun, key: str, signum: int, status: int, reason: str

@@ -27,6 +27,7 @@ import itertools
 import os
 import shutil
 import signal
+import threading
 from pathlib import Path
 
 import attrs
@@ -55,11 +56,18 @@ class RunResult:
     interrupted: str | None
     """The signal that stopped the run, if one did."""
     cells: tuple[CellOutcome, ...]
+    not_started: tuple[str, ...] = ()
+    """An arm's startup that was not ready, one line each: the arm went no further."""
 
     @property
     def stopped_status(self) -> int:
-        """The exit status of a run a signal stopped: 130 after SIGINT, 143 after SIGTERM."""
-        stopped = {"SIGINT": ExitStatus.INTERRUPTED, "SIGTERM": ExitStatus.TERMINATED}
+        """The exit status of a run a signal stopped: 130 after SIGINT, 143 after SIGTERM,
+        129 after SIGHUP."""
+        stopped = {
+            "SIGINT": ExitStatus.INTERRUPTED,
+            "SIGTERM": ExitStatus.TERMINATED,
+            "SIGHUP": ExitStatus.HANGUP,
+        }
         return int(stopped.get(self.interrupted or "", ExitStatus.REFUSED))
 
 
@@ -87,7 +95,11 @@ class CampaignRun:
             plan, raw_dir, resume=resume, progress=progress, adds_arm=adds_arm
         )
         self.outcomes: list[CellOutcome] = []
+        self.not_started: list[str] = []
+        """Why each arm whose container was not ready went no further."""
         self.signal_name: str | None = None
+        self.stopping = threading.Event()
+        """Set with :attr:`signal_name`: work in threads (a container's start) ends at it."""
         self.keys: dict[str, str | None] = {}
         self.context_limits: dict[str, int] = {}
         """Each arm's context as its endpoint reports it."""
@@ -157,9 +169,11 @@ class CampaignRun:
     async def _run_arm(
         self, arm: Arm, base_url: str, api_key: str | None, pending: list[tuple[Stage, Cell]]
     ) -> None:
-        witness = ContainerWitness(arm.container) if arm.container else None
+        witness = ContainerWitness(arm.container, self.stopping) if arm.container else None
         try:
-            if not await self.stages.startup(arm, base_url, witness):
+            not_started = await self.stages.startup(arm, base_url, witness)
+            if not_started is not None:
+                self.not_started.append(not_started)
                 return
             limit = await self._context_limit(base_url, api_key)
             if limit is not None:
@@ -275,7 +289,13 @@ def run_plan(
         if campaign.folder.exists():
             complete = campaign.write_run_manifest()
             manifest.seal(campaign.folder, check=False, jobs=1)
-    return RunResult(campaign.folder, complete, campaign.signal_name, tuple(campaign.outcomes))
+    return RunResult(
+        campaign.folder,
+        complete,
+        campaign.signal_name,
+        tuple(campaign.outcomes),
+        tuple(campaign.not_started),
+    )
 
 
 def _bookkeeping_only(folder: Path) -> bool:
@@ -293,10 +313,14 @@ async def _main(campaign: CampaignRun) -> None:
     def stop(name: str) -> None:
         if campaign.signal_name is None:
             campaign.signal_name = name
+            campaign.stopping.set()
             task.cancel()
 
     handled = []
-    for number, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+    signals = [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")]
+    if hasattr(signal, "SIGHUP"):
+        signals.append((signal.SIGHUP, "SIGHUP"))
+    for number, name in signals:
         try:
             loop.add_signal_handler(number, stop, name)
             handled.append(number)

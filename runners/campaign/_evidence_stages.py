@@ -49,21 +49,30 @@ class EvidenceStages:
         self.state.evidence[(arm.name, step.name)] = status
         self.state.progress.note(f"{arm.name} {step.name}: {_evidence_line(document)}")
 
-    async def startup(self, arm: Arm, base_url: str, witness: ContainerWitness | None) -> bool:
-        """Runs the startup stage once; whether the arm may go on (its container is ready)."""
+    async def startup(
+        self, arm: Arm, base_url: str, witness: ContainerWitness | None
+    ) -> str | None:
+        """Runs the startup stage once; why the arm may not go on (its container was not
+        ready), or None."""
         step = self.plan.evidence_of("startup")
         if step is None or witness is None:
-            return True
+            return None
         key = (arm.name, step.name)
         if self.state.evidence[key] == "complete":
-            path = self.state.folder / evidence.artifact_path(arm, step)
-            return bool(read_document(path).get("passed"))
-        ready_url = _ready_url(arm, base_url)
-        document = await asyncio.to_thread(
-            container_documents.startup_document, self.plan, arm, step, witness, ready_url
-        )
-        self.write(arm, step, document, "complete")
-        return bool(document["passed"])
+            document = read_document(self.state.folder / evidence.artifact_path(arm, step))
+        else:
+            document = await asyncio.to_thread(
+                container_documents.startup_document,
+                self.plan,
+                arm,
+                step,
+                witness,
+                _ready_url(arm, base_url),
+            )
+            self.write(arm, step, document, "complete")
+        if document.get("passed"):
+            return None
+        return f"arm {arm.name!r} {step.name}: {document['outcome']} ({document['detail']})"
 
     async def restoration_before(
         self, arm: Arm, step: EvidenceStage, witness: ContainerWitness
@@ -126,7 +135,8 @@ class EvidenceStages:
         return {
             "sent_at": sent_at,
             "ok": record.ok,
-            "status": (record.error or {}).get("status"),
+            # A stream is read only from a 200; a failure records the status it had.
+            "status": 200 if record.ok else (record.error or {}).get("status"),
             "error": (record.error or {}).get("class"),
             "ttft_ms": round(ttft / 1e6, 3) if ttft is not None else None,
             "e2e_ms": round(((record.end_ns or record.sent_ns) - record.sent_ns) / 1e6, 3),
@@ -173,6 +183,8 @@ def _evidence_line(document: dict[str, Any]) -> str:
         return f"{'passed' if document['passed'] else 'failed'} ({counts})"
     if "outcome" in document:
         return f"{document['outcome']} ({document['detail']})"
+    if (document.get("failures") or [{}])[0].get("code") == "in-progress":
+        return "snapshot taken before the workload"
     if "samples" in document:
         return f"{len(document['samples'])} samples"
     failures = document.get("failures") or []

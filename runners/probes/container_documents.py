@@ -7,6 +7,7 @@ Each verdict is computed by the ledger functions the promotion policy recomputes
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ledger.measures.verdicts import STARTUP_PASSED, restart_failures, restoration_failures
@@ -31,8 +32,10 @@ STARTUP_SCHEMA = "anvil-serving.startup-attempt/v1"
 class ContainerWitness:
     """Snapshots of one arm's container; remembers why the engine could not be reached."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Container, stopping: threading.Event | None = None) -> None:
         self.container = container
+        self.stopping = stopping
+        """Set when a signal ends the run: a start being watched ends at once."""
         self.error: str | None = None
         self._client: Any = None
 
@@ -88,6 +91,7 @@ class ContainerWitness:
             poll_s=float(timing["poll_s"]),
             spec=self.container.spec,
             campaign_id=campaign_id,
+            stop=self.stopping,
         )
 
     def close(self) -> None:

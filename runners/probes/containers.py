@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -71,8 +73,17 @@ def connect(docker_host: str | None = None) -> docker.DockerClient:
             client = docker.from_env(timeout=30)
         client.ping()
     except (docker.errors.DockerException, OSError) as e:
-        raise EngineUnavailable(f"{type(e).__name__}: {e}") from None
+        where = docker_host or os.environ.get("DOCKER_HOST") or "the default socket"
+        raise EngineUnavailable(f"no container engine answers at {where}: {_cause(e)}") from None
     return client
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost reason the SDK gives (a missing socket, a refused connection), not
+    its wrappers' wording."""
+    while error.__context__ is not None and error.__context__ is not error:
+        error = error.__context__
+    return f"{type(error).__name__}: {error}"
 
 
 def _env_names(config: dict[str, Any]) -> list[str]:
@@ -187,24 +198,30 @@ def watch_startup(
     deadline_s: float,
     poll_s: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    wait: Callable[[float], bool] | None = None,
 ) -> tuple[str, int, Observation]:
     """Polls until the container is ready, dies or the deadline passes.
+
+    A readiness seen after the deadline does not count: the deadline bounds the start, and
+    the last wait is cut short to end on it. ``wait(seconds)`` waits between observations
+    and says whether to stop (a signal ended the run: ``threading.Event.wait`` of that
+    event), which ends the watch as ``not-ready`` at once rather than at the deadline.
 
     Returns the outcome (``ready``, ``exited``, ``oom-killed``, ``not-ready``), how many
     observations were made and the last one.
     """
+    wait = wait or threading.Event().wait
     start = clock()
     count = 0
     while True:
         last = observe()
         count += 1
         outcome = classify(last)
-        if outcome is not None:
+        spent = clock() - start
+        if outcome is not None and not (outcome == "ready" and spent > deadline_s):
             return outcome, count, last
-        if clock() - start >= deadline_s:
+        if spent >= deadline_s or wait(min(poll_s, deadline_s - spent)):
             return "not-ready", count, last
-        sleep(poll_s)
 
 
 def probe_ready(url: str, timeout_s: float = 5.0) -> str:

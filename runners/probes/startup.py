@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from typing import Any
 
@@ -67,16 +68,24 @@ def create_managed(
     except docker.errors.NotFound:
         existing = None
     if existing is not None:
-        if MANAGED_LABEL not in (existing.labels or {}):
+        owner = (existing.labels or {}).get(MANAGED_LABEL)
+        if owner is None:
             raise StartRefused(
                 f"a container named {name!r} exists and ledger did not create it: "
                 "remove it, or name another container in the plan"
+            )
+        if owner != campaign_id and existing.status == "running":
+            # Another campaign's server, serving now: perhaps a run beside this one.
+            raise StartRefused(
+                f"a container named {name!r} runs for campaign {owner}: stop it, or name "
+                "another container in the plan"
             )
         existing.remove(force=True)
     ports: dict[str, Any] = {}
     for port, host in spec.ports.items():
         address, _, number = host.rpartition(":")
         ports[port] = (address, int(number)) if address else int(number)
+    _pull_if_absent(client, spec.image)
     try:
         client.containers.create(
             spec.image,
@@ -90,10 +99,28 @@ def create_managed(
             mem_limit=f"{spec.memory_limit_mib}m" if spec.memory_limit_mib is not None else None,
             labels={MANAGED_LABEL: campaign_id},
         )
-    except docker.errors.ImageNotFound:
-        raise StartRefused(f"image {spec.image!r} is not on the engine") from None
     except docker.errors.APIError as e:
         raise StartRefused(f"the engine refused to create it: {_explain(e)}") from None
+
+
+def _pull_if_absent(client: docker.DockerClient, image: str) -> None:
+    """Pulls ``image`` when the engine does not have it, as ``docker run`` does.
+
+    Raises:
+        StartRefused: it could not be pulled (no registry reachable, no such image).
+    """
+    try:
+        client.images.get(image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.pull(image)
+    except docker.errors.APIError as e:
+        reason = " ".join(_explain(e).split())
+        raise StartRefused(
+            f"image {image!r} is not on the engine and could not be pulled: {reason}"
+        ) from None
 
 
 def oom_evidence(
@@ -169,19 +196,26 @@ def start_and_watch(
     poll_s: float = 1.0,
     spec: ContainerSpec | None = None,
     campaign_id: str = "",
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Starts a container (created first from ``spec`` when given) and watches it become
     ready within ``deadline_s``.
 
     Returns the attempt: its outcome (``ready``, ``exited``, ``oom-killed``, ``not-ready``
     or ``start-failed``), a one-line detail, the probes made, time to ready, the exit code,
-    what shows an OOM kill and the memory its cgroup counted.
+    what shows an OOM kill and the memory its cgroup counted. Setting ``stop`` (a signal
+    ended the run) ends the watch at once.
     """
     began = time.monotonic()
     try:
         if spec is not None:
             create_managed(client, container, spec, campaign_id)
         target = client.containers.get(container)
+        if probe_ready(ready_url) == "ready":
+            raise StartRefused(
+                f"{ready_url} answers before the container starts: another server holds "
+                "its port, and its readiness would be taken for this one's"
+            )
         starting = time.monotonic()
         target.start()
         target.reload()
@@ -207,7 +241,9 @@ def start_and_watch(
         )
 
     try:
-        outcome, probes, last = watch_startup(observe, deadline_s=deadline_s, poll_s=poll_s)
+        outcome, probes, last = watch_startup(
+            observe, deadline_s=deadline_s, poll_s=poll_s, wait=stop.wait if stop else None
+        )
     except _ENGINE_GONE as e:
         return _engine_gone(e, began)
     finally:
