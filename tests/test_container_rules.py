@@ -19,7 +19,7 @@ from ledger.measures import verdicts
 from runners.plan import parse_plan
 from runners.plan_container import ContainerSpec
 from runners.probes import cgroups, containers, startup
-from runners.probes.container_documents import ContainerWitness, restoration_document
+from runners.probes.container_documents import ContainerWitness, next_gate, restoration_document
 from tests.conftest import CliRun
 
 MIB = 1 << 20
@@ -466,3 +466,41 @@ def test_the_progress_line_of_a_snapshot_before_the_workload() -> None:
     assert _evidence_line(before) == "snapshot taken before the workload"
     after = {"passed": False, "failures": [{"code": "restart-image-changed", "message": "x"}]}
     assert _evidence_line(after) == "failed: x"
+    # A reserve's failures are sentences, not coded objects.
+    assert _evidence_line({"passed": False, "failures": ["card 0: 2 MiB free"]}) == (
+        "failed: card 0: 2 MiB free"
+    )
+
+
+@pytest.mark.parametrize(
+    ("attempt", "expected"),
+    [
+        ({"outcome": "ready"}, None),
+        (
+            {"outcome": "oom-killed", "memory": {"limit_mib": 64.0, "peak_mib": 64.0}},
+            (
+                "managed host-memory containment and loader diagnosis before retry: it reached "
+                "its 64 MiB limit (peak 64 MiB)"
+            ),
+        ),
+        (
+            {"outcome": "oom-killed", "memory": {"limit_mib": None, "peak_mib": None}},
+            "managed host-memory containment and loader diagnosis before retry",
+        ),
+        (
+            {"outcome": "exited", "exit_code": 1},
+            "the server's exit with code 1 explained before retry",
+        ),
+        (
+            {"outcome": "not-ready", "last_probe": "HTTP 503"},
+            "readiness within 900 s (last probe: HTTP 503)",
+        ),
+        (
+            {"outcome": "start-failed", "detail": "no image"},
+            "a container the engine starts: no image",
+        ),
+        ({"outcome": "engine-unavailable", "detail": "gone"}, "a reachable container engine: gone"),
+    ],
+)
+def test_each_outcome_names_its_next_gate(attempt: dict[str, Any], expected: str | None) -> None:
+    assert next_gate(attempt, 900.0) == expected

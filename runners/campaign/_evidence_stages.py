@@ -183,7 +183,8 @@ def _evidence_line(document: dict[str, Any]) -> str:
         return f"{'passed' if document['passed'] else 'failed'} ({counts})"
     if "outcome" in document:
         return f"{document['outcome']} ({document['detail']})"
-    if (document.get("failures") or [{}])[0].get("code") == "in-progress":
+    first = (document.get("failures") or [None])[0]
+    if isinstance(first, dict) and first.get("code") == "in-progress":
         return "snapshot taken before the workload"
     if "samples" in document:
         return f"{len(document['samples'])} samples"
