@@ -239,14 +239,7 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         ),
     )
     query.add_argument("statement", metavar="SQL", help="one read-only SQL statement")
-    query.add_argument(
-        "--from",
-        dest="sources",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help=f"{sources}; repeatable",
-    )
+    _add_sources(query, sources)
     query.add_argument(
         "--format",
         choices=("table", "json", "csv"),
@@ -266,14 +259,7 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
             "is a file, a folder that is not empty, or inside a source",
         ),
     )
-    export.add_argument(
-        "--from",
-        dest="sources",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help=f"{sources}; repeatable",
-    )
+    _add_sources(export, sources)
     export.add_argument(
         "--parquet",
         required=True,
@@ -281,6 +267,18 @@ def _add_database_commands(commands: Any, common: argparse.ArgumentParser) -> No
         help="the folder to write: a new or empty one",
     )
     export.set_defaults(func=_export)
+
+
+def _add_sources(parser: argparse.ArgumentParser, sources: str) -> None:
+    """``--from PATH``, repeatable and required: the evidence a database is built from."""
+    parser.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help=f"{sources}; repeatable",
+    )
 
 
 def _add_derive(commands: Any, common: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ledger.measures.verdicts import STARTUP_PASSED, restart_failures, restoration_failures
 from runners.plan import Arm, Container, EvidenceStage, Plan
-from runners.probes import cgroups, containers, startup
+from runners.probes import containers, startup
 from runners.probes.evidence import head, utc_now
 
 __all__ = [
@@ -71,18 +71,9 @@ class ContainerWitness:
         become ready; the attempt, as :func:`runners.probes.startup.start_and_watch` says."""
         client = self.client()
         if client is None:
-            return {
-                "outcome": "engine-unavailable",
-                "detail": str(self.error),
-                "probes": 0,
-                "elapsed_s": None,
-                "time_to_ready_s": None,
-                "last_probe": None,
-                "exit_code": None,
-                "oom_evidence": [],
-                "memory": cgroups.unreadable("no container engine"),
-                "log_tail": [],
-            }
+            return startup.unstarted(
+                "engine-unavailable", str(self.error), None, "no container engine"
+            )
         return startup.start_and_watch(
             client,
             self.container.name,

@@ -31,6 +31,7 @@ __all__ = [
     "remove_managed",
     "start_and_watch",
     "stop",
+    "unstarted",
     "with_oom",
 ]
 
@@ -166,23 +167,36 @@ OSErrors, not the SDK's own exceptions."""
 
 
 def _engine_gone(error: BaseException, began: float) -> dict[str, Any]:
-    return {
-        **_refused(f"the engine stopped answering: {type(error).__name__}: {error}", began),
-        "outcome": "engine-unavailable",
-    }
+    return unstarted(
+        "engine-unavailable",
+        f"the engine stopped answering: {type(error).__name__}: {error}",
+        round(time.monotonic() - began, 3),
+    )
 
 
 def _refused(detail: str, began: float) -> dict[str, Any]:
+    return unstarted("start-failed", detail, round(time.monotonic() - began, 3))
+
+
+def unstarted(
+    outcome: str,
+    detail: str,
+    elapsed_s: float | None,
+    unread: str = "the container did not start",
+) -> dict[str, Any]:
+    """An attempt that ended before a container ran: ``start-failed`` (refused, not
+    created, a port already answering) or ``engine-unavailable``; ``unread`` says why no
+    cgroup was read."""
     return {
-        "outcome": "start-failed",
+        "outcome": outcome,
         "detail": detail,
         "probes": 0,
-        "elapsed_s": round(time.monotonic() - began, 3),
+        "elapsed_s": elapsed_s,
         "time_to_ready_s": None,
         "last_probe": None,
         "exit_code": None,
         "oom_evidence": [],
-        "memory": cgroups.unreadable("the container did not start"),
+        "memory": cgroups.unreadable(unread),
         "log_tail": [],
     }
 
