@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -67,12 +66,6 @@ def _outermost(paths: list[Path]) -> list[Path]:
         if not any(path.is_relative_to(k) for k in kept):
             kept.append(path)
     return kept
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @attrs.frozen

@@ -276,7 +276,8 @@ def build(root: Path | None = None) -> LlamaBuild:
         return LlamaBuild(binary, model, source)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
@@ -288,7 +289,7 @@ class LlamaServer:
     def __init__(self, built: LlamaBuild, *, parallel: int, log: Path, extra: tuple[str, ...] = ()):
         self.built = built
         self.parallel = parallel
-        self.port = _free_port()
+        self.port = free_port()
         self.log = log
         self.command = [
             str(built.binary),

@@ -8,7 +8,6 @@ import itertools
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from ledger.formats.jsonio import read_json
 from runners.bench import BenchSettings, bench_plan
 from runners.simulate.serve import SimulatorProcess
 from tests.conftest import ROOT, CliRun, verify_json
+from tests.llama_server import free_port
 
 VLLM_FILE = (
     ROOT / "tests/data/realworld/vllm-bench-serve/vllm-0.15.0-qwen3-8b-tp8-c50-detailed.json"
@@ -222,9 +222,7 @@ def test_a_range_ratio_spreads_each_requests_lengths_as_recorded(
 def test_a_refused_connection_exits_1_naming_arm_stage_and_port(
     cli: CliRun, tmp_path: Path
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     status, out, err = _bench(cli, f"http://127.0.0.1:{port}", tmp_path)
     assert status == 1
     line = err.strip().splitlines()[-1]

@@ -35,8 +35,8 @@ from runners.probes import container_documents, containers, startup
 from tests import cells
 from tests.components import api_answers
 from tests.conftest import CliRun, forge_seal, run_plan_text
-from tests.container_host import LOADER, ContainerHost, free_port
-from tests.llama_server import LlamaBuild
+from tests.container_host import LOADER, ContainerHost
+from tests.llama_server import LlamaBuild, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("containers")]
 
