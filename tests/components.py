@@ -129,8 +129,8 @@ class Podman:
 
 def _containers_conf(folder: Path) -> Path:
     """podman's configuration for these machines: no ulimit above the host's (podman's
-    defaults are refused: ``error setting rlimit``), and Debian's runc where it is installed
-    (crun refuses hybrid cgroups and ``setrlimit`` here)."""
+    defaults are refused: ``error setting rlimit``), locks of its own, and Debian's runc
+    where it is installed (crun refuses hybrid cgroups and ``setrlimit`` here)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     files = min(1024, hard if hard != resource.RLIM_INFINITY else 1024)
     processes = 1024
@@ -138,8 +138,11 @@ def _containers_conf(folder: Path) -> Path:
         "[containers]",
         f'default_ulimits = ["nofile={files}:{files}", "nproc={processes}:{processes}"]',
     ]
+    # File locks in the instance's own tmpdir, not the shared memory segment every podman
+    # on the machine allocates its lock numbers from.
+    lines += ["", "[engine]", 'lock_type = "file"']
     if shutil.which("runc", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") is not None:
-        lines += ["", "[engine]", 'runtime = "runc"']
+        lines += ['runtime = "runc"']
     path = folder / "containers.conf"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -178,6 +181,11 @@ def podman() -> Iterator[Podman]:
         str(folder / "root"),
         "--runroot",
         str(folder / "run"),
+        # libpod's own state (exit files, its database's paths) would otherwise be
+        # /run/libpod, shared with every other podman on the machine: another xdist
+        # worker's instance, or the host's own.
+        "--tmpdir",
+        str(folder / "tmp"),
         "--storage-driver",
         "vfs",
     ]

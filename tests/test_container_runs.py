@@ -284,7 +284,9 @@ def test_a_restart_onto_another_image_digest_is_refused(
         # The tag moves while the server runs, as a pull of ":latest" moves it.
         second_id = container_host.import_image(tag, "second build")
         assert second_id != first_id
-        restarted = container_documents.restart(witness, ready_url, stage, "2026-12-03-x")
+        restarted = container_documents.restart(
+            witness, ready_url, stage, "2026-12-03-x", witness.snapshot()
+        )
     finally:
         witness.close()
     assert restarted["attempt"]["outcome"] == "ready"
@@ -307,7 +309,9 @@ def test_a_restart_with_other_arguments_is_refused(
     )
     relaunch = container_documents.ContainerWitness(other)
     try:
-        restarted = container_documents.restart(relaunch, ready_url, stage, "2026-12-03-x")
+        restarted = container_documents.restart(
+            relaunch, ready_url, stage, "2026-12-03-x", relaunch.snapshot()
+        )
     finally:
         witness.close()
         relaunch.close()
@@ -343,7 +347,9 @@ def test_an_existing_container_restarts_in_place(
         timing = {"deadline_s": 60.0, "poll_s": 0.2}
         assert witness.start(ready_url, timing, "2026-12-03-x")["outcome"] == "ready"
         stage = EvidenceStage("restoration", "restoration", {"restart": True, **timing})
-        restarted = container_documents.restart(witness, ready_url, stage, "2026-12-03-x")
+        restarted = container_documents.restart(
+            witness, ready_url, stage, "2026-12-03-x", witness.snapshot()
+        )
         witness.close()
     finally:
         engine.containers.get(name).remove(force=True)

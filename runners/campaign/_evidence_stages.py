@@ -109,6 +109,7 @@ class EvidenceStages:
                 _ready_url(arm, base_url),
                 step,
                 self.plan.campaign_id,
+                after[0],
             )
             if (restarted["attempt"] or {}).get("outcome") == "ready":
                 restarted["first_request"] = await self._first_request(arm, base_url, api_key)

@@ -140,11 +140,15 @@ def startup_document(
 
 
 def restart(
-    witness: ContainerWitness, ready_url: str, stage: EvidenceStage, campaign_id: str
+    witness: ContainerWitness,
+    ready_url: str,
+    stage: EvidenceStage,
+    campaign_id: str,
+    first: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """Stops the container and starts it again; the restart section without its first
-    request (the caller sends it once the attempt is ready)."""
-    first = witness.snapshot()
+    request (the caller sends it once the attempt is ready). ``first`` is the snapshot
+    of the running container just taken (the restoration's *after*)."""
     stopped_at = utc_now()
     client = witness.client()
     stop_error = (
