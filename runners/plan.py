@@ -305,6 +305,9 @@ class Arm:
     """What the workload stages stream: ``chat`` (``/chat/completions``, the server's chat
     template applied) or ``completions`` (``/completions``, the prompt as it is: what
     vLLM's ``bench serve`` sends by default). Functional gates always use chat."""
+    repeat_of: str | None = None
+    """The arm this one runs again, unchanged (an A/A control): ``ledger derive`` measures
+    the noise between two runs of one configuration from the pair."""
 
     def thinking_fields(self, enabled: bool) -> dict[str, Any]:
         """The fields to merge into a request for that thinking mode."""
@@ -312,18 +315,22 @@ class Arm:
 
     def to_json(self) -> dict[str, Any]:
         """As recorded in ``run-plan.json`` (the key's variable name, never the key)."""
-        return {
-            "name": self.name,
-            "base_url": self.base_url,
-            "model": self.model,
-            "api_key_env": self.api_key_env,
-            "identity": self.identity,
-            "extra_body": self.extra_body,
-            "simulated": self.simulated.to_json() if self.simulated else None,
-            "container": self.container.to_json() if self.container else None,
-            "gpus": list(self.gpus) if self.gpus is not None else None,
-            "thinking": self.thinking,
-        } | ({"api": self.api} if self.api != "chat" else {})
+        return (
+            {
+                "name": self.name,
+                "base_url": self.base_url,
+                "model": self.model,
+                "api_key_env": self.api_key_env,
+                "identity": self.identity,
+                "extra_body": self.extra_body,
+                "simulated": self.simulated.to_json() if self.simulated else None,
+                "container": self.container.to_json() if self.container else None,
+                "gpus": list(self.gpus) if self.gpus is not None else None,
+                "thinking": self.thinking,
+            }
+            | ({"api": self.api} if self.api != "chat" else {})
+            | ({"repeat_of": self.repeat_of} if self.repeat_of is not None else {})
+        )
 
 
 @attrs.frozen
@@ -445,6 +452,48 @@ def _arm(source: str, base: Path, index: int, table: Any) -> Arm:
         thinking,
         api,
     )
+
+
+def _arms(source: str, base: Path, tables: list[Any]) -> tuple[Arm, ...]:
+    """Every arm, a repeat (``repeat_of``) as a copy of the arm it names under its own name."""
+    parsed: list[Arm | tuple[str, str, _Reader]] = []
+    for index, table in enumerate(tables):
+        if isinstance(table, dict) and "repeat_of" in table:
+            reader = _Reader(source, f"arms[{index}]", table)
+            name = reader.name("name")
+            repeated = reader.get("repeat_of", (str,), what="the name of another arm")
+            # Every setting is the repeated arm's: one given here would make the repeat
+            # another configuration, and its pair no A/A control.
+            extra = sorted(set(table) - {"name", "repeat_of"})
+            if extra:
+                raise reader.error(
+                    extra[0], f"an arm with repeat_of takes every setting of {repeated!r}"
+                )
+            parsed.append((name, repeated, reader))
+        else:
+            parsed.append(_arm(source, base, index, table))
+    named = {a.name: a for a in parsed if isinstance(a, Arm)}
+    arms = []
+    for entry in parsed:
+        if isinstance(entry, Arm):
+            arms.append(entry)
+            continue
+        name, repeated, reader = entry
+        original = named.get(repeated)
+        if original is None:
+            others = ", ".join(sorted(named)) or "none"
+            raise reader.error(
+                "repeat_of", f"names no arm with its own settings: {repeated!r} (arms: {others})"
+            )
+        if original.container is not None and original.container.spec is not None:
+            # Its container is created and removed by name: two arms cannot own it.
+            raise reader.error(
+                "repeat_of",
+                f"arm {repeated!r} manages its container; repeat an arm that names a "
+                "running one (base_url and [arms.container] without image)",
+            )
+        arms.append(attrs.evolve(original, name=name, repeat_of=repeated))
+    return tuple(arms)
 
 
 def _thinking(source: str, index: int, table: Any) -> dict[str, dict[str, Any]]:
@@ -786,7 +835,7 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
         raise reader.error("arms", "at least one arm is required")
     if not stages_table:
         raise reader.error("stages", "at least one stage is required")
-    arms = tuple(_arm(source, base, i, t) for i, t in enumerate(arms_table))
+    arms = _arms(source, base, arms_table)
     parsed = [_stage(source, i, t, seed) for i, t in enumerate(stages_table)]
     stages = tuple(s for s in parsed if isinstance(s, Stage))
     evidence = tuple(s for s in parsed if isinstance(s, EvidenceStage))

@@ -189,11 +189,13 @@ def _merge_arms(plan: dict[str, Any], fragment: dict[str, Any], where: str) -> N
 def against(plan: dict[str, Any], urls: Sequence[str], model: str) -> dict[str, Any]:
     """The plan with its arms' endpoints replaced, in order, by ``urls`` and ``model`` (a
     simulated arm becomes a served one), and without its container-starting stages;
-    everything else as it was."""
-    if len(urls) != len(plan["arms"]):
-        raise ValueError(f"{len(plan['arms'])} arms, {len(urls)} endpoints")
+    everything else as it was. An arm that repeats another (``repeat_of``) has no endpoint
+    of its own: it runs against the one it repeats."""
     rewritten = copy.deepcopy(plan)
-    for arm, url in zip(rewritten["arms"], urls, strict=True):
+    served = [arm for arm in rewritten["arms"] if "repeat_of" not in arm]
+    if len(urls) != len(served):
+        raise ValueError(f"{len(served)} arms, {len(urls)} endpoints")
+    for arm, url in zip(served, urls, strict=True):
         arm.pop("simulated", None)
         arm.update(base_url=url, model=model)
     rewritten["stages"] = [s for s in rewritten["stages"] if s["kind"] not in CONTAINER_STAGES]

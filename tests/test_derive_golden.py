@@ -89,8 +89,15 @@ def _documents() -> dict[str, Any]:
     for no_ttft in (False, True):
         db = _database(no_ttft)
         for kind in ("ab", "os"):
+            # As derived before verdicts existed: what a published comparison without
+            # ``inference`` is derived again as (tests/test_calibration.py has the rest).
             document = derive(
-                db, CAMPAIGN, *ARMS, kind=kind, differs=["os"] if kind == "os" else []
+                db,
+                CAMPAIGN,
+                *ARMS,
+                kind=kind,
+                differs=["os"] if kind == "os" else [],
+                inference=False,
             )
             out[f"{kind}{'-no-ttft' if no_ttft else ''}"] = json.loads(document_bytes(document))
         db.close()
@@ -115,6 +122,33 @@ def test_derived_medians_and_intervals_are_byte_identical_to_the_pinned_ones() -
 if __name__ == "__main__":
     Path(EXPECTED).write_text(json.dumps(_documents(), indent=1, sort_keys=True) + "\n")
     sys.exit(0)
+
+
+def test_verdicts_add_to_the_pinned_figures_and_change_none_of_them() -> None:
+    db = _database(False)
+    plain = derive(db, CAMPAIGN, *ARMS, inference=False)
+    judged = derive(db, CAMPAIGN, *ARMS)
+    db.close()
+    added = {"verdict", "mde_percent"}
+    for before, after in zip(plain["rows"], judged["rows"], strict=True):
+        for metric, entry in after["metrics"].items():
+            new = set(entry) - set(before["metrics"][metric])
+            assert new == (added if "change_ci95" in entry else set())
+            assert {k: v for k, v in entry.items() if k not in added} == before["metrics"][metric]
+    assert judged["limitations"][: len(plain["limitations"])] == plain["limitations"]
+    unmeasured = (
+        "no A/A control: the noise between two runs of one configuration is not measured, "
+        "and the verdicts rest on each run's own requests"
+    )
+    assert judged["limitations"][len(plain["limitations"]) :] == [unmeasured]
+    assert judged["derivation"].pop("inference") == {
+        "level": 0.95, "power": 0.8, "percentile_confidence": 0.95, "control": None
+    }  # fmt: skip
+    assert judged["derivation"] == plain["derivation"]
+    # The pinned cells both read each verdict: a 7 % shift of TTFT is a regression where
+    # its interval excludes zero, and no difference where it does not.
+    verdicts = {r["metrics"]["ttft_p50_ms"]["verdict"] for r in judged["rows"]}
+    assert {"regression", "no difference detected", "descriptive"} <= verdicts
 
 
 def test_a_last_cell_without_successes() -> None:

@@ -52,6 +52,7 @@ ARGV = {
     "gate": ["gate", "PATH"],
     "report": ["report", "PATH"],
     "ticket new": ["ticket", "new", "PATH"],
+    "history": ["history", "PATH", "--html", "OUT/history.html"],
     "approve": ["approve", "PATH", "--no-sign"],
     "audit": ["audit", "PATH", "--identity", "a@example.com", "--issuer", "https://issuer.example"],
     "demo": ["demo", "--out", "PATH"],

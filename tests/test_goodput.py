@@ -340,8 +340,13 @@ def test_the_report_charts_latency_against_rate_with_the_slo_and_the_sustainable
         for role in ("baseline", "candidate")
         for q in ("p50", "p99")
     ]
+    # A cell of fewer than 299 successful requests states no p99: its line is not drawn,
+    # and the table names it.
+    assert all(r["succeeded"] < 299 and r["e2e_p99_ms"] is None for r in rows)
+    assert all(r["e2e_p50_ms"] is not None for r in rows)
+    assert section.count("too few requests for p99") == 4 * len(rows)
     svg = (folder / "report/load-1.svg").read_text()
-    assert svg.count("<polyline") == 4 and "SLO E2E 12.00 ms" in svg
+    assert svg.count("<polyline") == 2 and "SLO E2E 12.00 ms" in svg
     assert verify_json(cli, folder)[0] == 0
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from ledger.errors import InvalidArtifact
@@ -425,3 +427,51 @@ def test_output_is_controlled_unless_a_stage_says_false() -> None:
     }  # fmt: skip
     recorded = {s["name"]: s["controlled_output"] for s in plan.to_json()["stages"]}
     assert recorded == controlled
+
+
+_ARM_A = {"name": "a", "base_url": "http://127.0.0.1:1/v1", "model": "m", "identity": {"x": 1}}
+
+
+def test_a_repeat_runs_the_arm_again_under_its_own_name() -> None:
+    plan = parse_plan(_plan(arms=[_ARM_A, {"name": "a-again", "repeat_of": "a"}]))
+    first, again = plan.arms
+    assert again.name == "a-again" and again.repeat_of == "a" and first.repeat_of is None
+    assert attrs.evolve(again, name="a", repeat_of=None) == first
+    recorded = plan.to_json()
+    assert recorded["arms"][1]["repeat_of"] == "a" and "repeat_of" not in recorded["arms"][0]
+    assert str(validate(recorded)) == "anvil-serving.run-plan/v1"
+    # Named before the arm it repeats, it is the same copy.
+    before = parse_plan(_plan(arms=[{"name": "a-again", "repeat_of": "a"}, _ARM_A]))
+    assert [a.name for a in before.arms] == ["a-again", "a"]
+    assert attrs.evolve(before.arms[0], name="a", repeat_of=None) == before.arms[1]
+
+
+@pytest.mark.parametrize(
+    ("repeat", "message"),
+    [
+        ({"name": "b", "repeat_of": "a", "model": "m"}, "arms[1].model: an arm with repeat_of"),
+        ({"name": "b", "repeat_of": "a", "base_url": "x"}, "arms[1].base_url: an arm with"),
+        ({"name": "b", "repeat_of": "z"}, "arms[1].repeat_of: names no arm with its own settings"),
+        ({"name": "b", "repeat_of": 3}, "arms[1].repeat_of: expected the name of another arm"),
+        ({"name": "a", "repeat_of": "a"}, "arms: name 'a' is used twice"),
+        ({"repeat_of": "a"}, "arms[1].name: is required"),
+    ],
+)
+def test_a_repeat_takes_nothing_of_its_own(repeat: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArtifact, match=re.escape(message)):
+        parse_plan(_plan(arms=[_ARM_A, repeat]))
+
+
+def test_a_repeat_of_a_repeat_is_refused() -> None:
+    arms = [_ARM_A, {"name": "b", "repeat_of": "a"}, {"name": "c", "repeat_of": "b"}]
+    with pytest.raises(InvalidArtifact, match=r"arms\[2\].repeat_of: names no arm with its own"):
+        parse_plan(_plan(arms=arms))
+
+
+def test_a_managed_container_is_not_repeated() -> None:
+    managed = {**_ARM_A, "container": {"name": "serve", "image": "busybox"}}
+    with pytest.raises(InvalidArtifact, match="arm 'a' manages its container"):
+        parse_plan(_plan(arms=[managed, {"name": "b", "repeat_of": "a"}]))
+    named = {**_ARM_A, "container": {"name": "serve"}}
+    plan = parse_plan(_plan(arms=[named, {"name": "b", "repeat_of": "a"}]))
+    assert plan.arms[1].container == plan.arms[0].container

@@ -663,14 +663,20 @@ def test_the_closing_table_states_vllms_figures_of_each_cell() -> None:
     assert main.split()[-2] == "32.79"
     assert figures_header.split() == ["arm", "stage", "cell", "metric", "mean", "median",
                                       "p90", "p99", "std"]  # fmt: skip
-    rows = {" ".join(line.split()[3:5]): line.split()[5:] for line in figures}
-    # TTFT 10 and 30 ms: mean 20, median 20, p90 28, p99 29.8, std 10.
-    assert rows["TTFT ms"] == ["20.00", "20.00", "28.00", "29.80", "10.00"]
+    rows = {" ".join(line.split()[3:5]): " ".join(line.split()[5:]) for line in figures}
+    # TTFT 10 and 30 ms: mean 20, std 10; two requests bound no percentile at 95 %.
+    few = "too few requests for"
+    assert rows["TTFT ms"] == f"20.00 {few} p50 {few} p90 {few} p99 10.00"
     # TPOT (e2e - ttft) / 3: (26 - 10) / 3 and (61 - 30) / 3.
-    assert rows["TPOT ms"][0] == "7.83"
+    assert rows["TPOT ms"].startswith("7.83 ")
     # ITL pools every gap: three of 5 ms and three of 10 ms.
-    assert rows["ITL ms"] == ["7.50", "7.50", "10.00", "10.00", "2.50"]
-    assert rows["E2E ms"][:2] == ["43.50", "43.50"]
+    assert rows["ITL ms"] == f"7.50 {few} p50 {few} p90 {few} p99 2.50"
+    assert rows["E2E ms"].startswith("43.50 ")
+    # 300 requests bound each of them: TTFT 1, 2, ... 300 ms.
+    many = [record(0, ms, [5, 5, 5], 4) for ms in range(1, 301)]
+    lines = closing_table([CellOutcome("a", "capacity", "c", "complete", cell_stats(many))])
+    ttft = next(r.split()[5:] for r in lines.splitlines() if r.split()[3:5] == ["TTFT", "ms"])
+    assert ttft == ["150.50", "150.50", "270.10", "297.01", "86.60"]
 
 
 def test_success_shortfall_judges_every_complete_cell() -> None:

@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from ledger.errors import InvalidArtifact
+from runners.campaign._stats import request_metrics
 from runners.client import EndpointClient, RequestRecord
+from runners.simulate._app import SimulatedEndpoint
 from runners.simulate._model import PrefixCache
 from runners.simulate.profile import Profile, load_profile
 from runners.simulate.serve import SimulatorProcess
@@ -221,3 +223,70 @@ def test_a_child_that_exits_at_start_is_one_error_naming_its_status(
     monkeypatch.setattr(serve.subprocess, "Popen", exits)
     with pytest.raises(serve.ServerError, match="exited at start with status 3"):
         SimulatorProcess(Profile()).start()
+
+
+def _factors(profile: Profile, count: int) -> list[float]:
+    endpoint = SimulatedEndpoint(profile)
+    return [endpoint._service_factor() for _ in range(count)]
+
+
+def _cv(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 / mean
+
+
+def test_jitter_scales_each_request_by_a_lognormal_of_mean_one() -> None:
+    factors = _factors(Profile(jitter_cv=0.1, jitter_seed=3), 20000)
+    assert sum(factors) / len(factors) == pytest.approx(1.0, abs=0.005)
+    assert _cv(factors) == pytest.approx(0.1, abs=0.005)
+    assert min(factors) > 0
+    # Seeded, the draws repeat; unseeded, each start of the server draws its own.
+    assert _factors(Profile(jitter_cv=0.1, jitter_seed=3), 50) == factors[:50]
+    assert _factors(Profile(jitter_cv=0.1), 50) != _factors(Profile(jitter_cv=0.1), 50)
+    assert set(_factors(Profile(jitter_seed=3), 100)) == {1.0}
+
+
+def test_run_noise_is_one_factor_per_start() -> None:
+    starts = [SimulatedEndpoint(Profile(run_cv=0.05, jitter_seed=seed)) for seed in range(4000)]
+    runs = [s.run_factor for s in starts]
+    assert _cv(runs) == pytest.approx(0.05, abs=0.004)
+    # Without request noise, every request of one start has that start's factor.
+    assert set(_factors(Profile(run_cv=0.05, jitter_seed=8), 20)) == {
+        SimulatedEndpoint(Profile(run_cv=0.05, jitter_seed=8)).run_factor
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("jitter_cv = -0.1\n", "jitter_cv must be >= 0"),
+        ("run_cv = -1\n", "run_cv must be >= 0"),
+        ("jitter_seed = true\n", "jitter_seed must be a whole number"),
+        ("jitter_seed = 1.5\n", "jitter_seed must be a whole number"),
+    ],
+)
+def test_jitter_settings_are_checked(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "profile.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidArtifact, match=message):
+        load_profile(path)
+
+
+def test_a_jittered_server_streams_at_each_request_s_own_rate(simulator: Start) -> None:
+    # 40 tokens at 400 tok/s is about 100 ms of decode, long against the client's
+    # resolution: each request's measured rate follows the rate the server drew for it.
+    sim = simulator(decode_tok_s=400.0, jitter_cv=0.3, jitter_seed=5, overhead_ms=0.0)
+    body = {"model": "anvil-sim", "messages": MESSAGES, "max_tokens": 40, "ignore_eos": True}
+
+    async def some() -> list[RequestRecord]:
+        async with EndpointClient(sim.base_url, concurrency=1) as client:
+            origin = time.perf_counter_ns()
+            return [await client.chat(body, origin_ns=origin) for _ in range(12)]
+
+    records = asyncio.run(some())
+    log = httpx.get(sim.root_url + "/sim/requests", trust_env=False).json()["requests"][-12:]
+    drawn = [entry["decode_tok_s"] for entry in log]
+    measured = [request_metrics(r.to_json())["decode_tok_s"] for r in records]
+    assert _cv(drawn) > 0.1
+    for m, d in zip(measured, drawn, strict=True):
+        assert m == pytest.approx(d, rel=0.05)

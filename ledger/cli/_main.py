@@ -22,6 +22,7 @@ from ledger.cli._decisions import (
     is_folder,
 )
 from ledger.cli._help import HelpFormatter, exit_statuses, group_exit_statuses
+from ledger.cli._history import add_history
 from ledger.cli._jobs import add_jobs_option, jobs_of, positive_int
 from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
 from ledger.exit_status import ExitStatus
@@ -94,6 +95,7 @@ def _parser(*, plugins: bool = True) -> argparse.ArgumentParser:
     _add_import(commands, common)
     _add_publication_commands(commands, common)
     add_decision_commands(commands, common)
+    add_history(commands, common)
     if plugins:
         _add_plugin_commands(commands, common)
     return parser
@@ -326,6 +328,13 @@ def _add_derive(commands: Any, common: argparse.ArgumentParser) -> None:
         "percentile; default percentile 99; default: the run plan's [slo]); repeatable, "
         "each objective once; --kind ab only",
     )
+    derive.add_argument(
+        "--control",
+        metavar="ARM",
+        help="an arm run with the baseline's configuration (an A/A control): each median "
+        "gains its noise floor, and a change within it reads no difference detected "
+        "(default: the run plan's arm with repeat_of = the baseline; --kind ab only)",
+    )
     add_review_flag(derive)
     add_replace_flag(derive, "comparisons")
     derive.set_defaults(func=_derive)
@@ -556,6 +565,8 @@ def _derive(args: argparse.Namespace) -> int:
             slo = parse_slo(",".join(args.slo))
         except ValueError as e:
             raise UsageError(f"--slo: {e}") from None
+    if args.control is not None and args.kind != "ab":
+        raise UsageError("--control: an A/A control calibrates an A/B comparison (--kind ab)")
     target = derive_into(
         args.campaign,
         args.baseline,
@@ -565,6 +576,7 @@ def _derive(args: argparse.Namespace) -> int:
         slo=slo,
         reseal_after_review=args.reseal_after_review,
         replace=args.replace,
+        control=args.control,
     )
     print(f"derived {target}")
     document = json.loads(target.read_bytes())
@@ -574,6 +586,10 @@ def _derive(args: argparse.Namespace) -> int:
         print(printable(f"  {reason}"))
     for entry in document.get("unchecked", ()):
         print(printable(f"  not checked, {entry['rule']}: {entry['reason']}"))
+    from ledger.derivation.calibration import verdict_lines
+
+    for line in verdict_lines(document):
+        print(printable(line))
     from ledger.derivation.goodput import sustained_text
 
     load = document.get("load")
@@ -635,6 +651,7 @@ CORE_COMMANDS = frozenset(
         "gate",
         "report",
         "ticket",
+        "history",
     }
 )
 COMMAND_GROUP = "anvil_ledger.commands"

@@ -4,11 +4,12 @@ bootstrap intervals, and goodput under latency objectives (:mod:`~ledger.derivat
 
 from __future__ import annotations
 
-from ledger.derivation import goodput
+from ledger.derivation import calibration, goodput
 from ledger.derivation._derive import (
     ArgumentError,
     DeriveError,
     comparison_of,
+    comparisons_of,
     derive,
     derive_into,
     first_difference,
@@ -21,7 +22,9 @@ from ledger.derivation._derive import (
 __all__ = [
     "ArgumentError",
     "DeriveError",
+    "calibration",
     "comparison_of",
+    "comparisons_of",
     "derive",
     "derive_into",
     "first_difference",

@@ -144,6 +144,10 @@ class Reads:
         self._evidence: dict[Comparison, dict[CellKey, tuple[int, int, int]]] | None = None
         self._known = set(self._comparisons)
 
+    def holds(self, comparison: Comparison) -> bool:
+        """Whether ``comparison`` is one these reads were made for."""
+        return comparison in self._known
+
     def _read_for(self, comparison: Comparison) -> None:
         # A comparison never read would answer as one without cells, values or evidence:
         # a prompt check that passes for want of rows.

@@ -25,7 +25,7 @@ import numpy as np
 
 from ledger.database import Database, DatabaseError, build
 from ledger.derivation import _bootstrap as bootstrap
-from ledger.derivation import goodput
+from ledger.derivation import calibration, goodput
 from ledger.derivation._comparison_reads import DuplicateCell, Ordered, Reads
 from ledger.errors import Error, UsageError
 from ledger.evidence import manifest
@@ -33,6 +33,7 @@ from ledger.findings import Issue
 from ledger.formats.outputs import check_name, refuse_other_content
 from ledger.formats.schema import document_bytes, read_document
 from ledger.imports import DATASET_KEYS
+from ledger.measures import percentiles
 
 KINDS = ("os", "ab")
 MEDIANS = {
@@ -506,6 +507,8 @@ def derive(
     check_declared: bool = False,
     slo: dict[str, float] | None = None,
     reads: Reads | None = None,
+    control: str | None = None,
+    inference: bool = True,
 ) -> dict[str, Any]:
     """The comparison document (not yet written).
 
@@ -516,6 +519,12 @@ def derive(
             sustainable rate at the SLO (``ledger/derivation/goodput.py``).
         reads: what :func:`reads_of` read for many comparisons, this one among them
             (verify's); by default it is read for this one alone.
+        control: an arm run with the baseline's configuration (an A/A control): each
+            metric gains the A/A change and the noise floor (``calibration.py``).
+        inference: (``ab`` only) state each metric's verdict and minimum detectable
+            effect, and only the load percentiles each cell's requests support
+            (``ledger/measures/percentiles.py``); false derives a comparison again as
+            ledger derived it before these existed.
 
     Raises:
         DeriveError: unknown kind or arm, no cell both arms ran, or (``check_declared``) a
@@ -527,6 +536,12 @@ def derive(
         raise DeriveError("an SLO's goodput is part of an A/B comparison (--kind ab)")
     if baseline == candidate:
         raise ArgumentError(f"baseline and candidate are the same arm {baseline!r}")
+    inference = inference and kind == "ab"
+    if control is not None:
+        if not inference:
+            raise DeriveError("an A/A control calibrates an A/B comparison (--kind ab)")
+        if control in (baseline, candidate):
+            raise ArgumentError(f"the A/A control {control!r} is one of the compared arms")
     arms = (baseline, candidate)
     comparison = (campaign, arms)
     reads = reads or reads_of(db, [comparison])
@@ -554,20 +569,90 @@ def derive(
         document = _os_document(pairs, intervals, arms)
     else:
         document = _ab_document(pairs, intervals, arms)
+    limitations = _limitations(pairs, arms) + _unpaired(cells, arms)
+    if inference:
+        derivation["inference"] = {
+            "level": calibration.LEVEL,
+            "power": calibration.POWER,
+            "percentile_confidence": percentiles.CONFIDENCE,
+            "control": control,
+        }
+        aa = None
+        if control is not None:
+            aa = _control(db, campaign, baseline, control, reads)
+            document["calibration"] = {
+                "control": control,
+                "matched": aa["matched"],
+                "match_reasons": aa["match_reasons"],
+            }
+        limitations += _judge(document["rows"], aa, control)
     document.update(
         campaign_id=campaign,
         matched=not failures,
         match_reasons=[f["reason"] for f in failures],
         match_failures=failures,
-        limitations=_limitations(pairs, arms) + _unpaired(cells, arms),
+        limitations=limitations,
         derivation=derivation,
     )
     unchecked = _unchecked(pairs, arms)
     if unchecked:
         document["unchecked"] = unchecked
     if slo is not None:
-        document["load"] = _load(db, campaign, arms, slo)
+        document["load"] = _load(db, campaign, arms, slo, inference=inference)
     return document
+
+
+def _control(
+    db: Database, campaign: str, baseline: str, control: str, reads: Reads
+) -> dict[str, Any]:
+    """The A/A comparison of the baseline with its control, matched on every rule with no
+    declared difference (a control that differs in anything measures more than noise)."""
+    pair = (campaign, (baseline, control))
+    try:
+        return derive(
+            db,
+            campaign,
+            baseline,
+            control,
+            reads=reads if reads.holds(pair) else reads_of(db, [pair]),
+            inference=False,
+        )
+    except DeriveError as e:
+        raise type(e)(f"the A/A control {control!r}: {e}") from None
+
+
+def _judge(rows: list[dict[str, Any]], aa: dict[str, Any] | None, control: str | None) -> list[str]:
+    """Each median's verdict and MDE (with the control, its A/A change and noise floor) in
+    place; the limitations that follow from the control."""
+    controlled = aa is not None
+    usable = aa is not None and aa["matched"]
+    limitations = []
+    if aa is not None and not usable:
+        limitations.append(
+            f"the A/A control {control} is not matched with the baseline "
+            f"({'; '.join(aa['match_reasons'])}): no noise floor"
+        )
+    elif aa is None:
+        limitations.append(
+            "no A/A control: the noise between two runs of one configuration is not "
+            "measured, and the verdicts rest on each run's own requests"
+        )
+    by_cell = {(r["stage"], r["cell"]): r for r in aa["rows"]} if usable and aa else {}
+    for row in rows:
+        aa_row = by_cell.get((row["stage"], row["cell"]))
+        if usable and aa_row is None:
+            limitations.append(
+                f"{row['stage']}/{row['cell']}: not run by the A/A control {control}; no "
+                "noise floor"
+            )
+        aa_metrics = aa_row["metrics"] if aa_row else {}
+        for metric, entry in list(row["metrics"].items()):
+            if "change_ci95" not in entry:
+                continue  # throughput: one figure per cell, no interval to judge by
+            row["metrics"][metric] = calibration.judged(
+                metric, entry, aa_metrics.get(metric), controlled
+            )
+    return limitations
 
 
 def _paired_cells(
@@ -635,7 +720,12 @@ def _unpaired(cells: list[dict[tuple[str, str], Any]], arms: tuple[str, str]) ->
 
 
 def _load(
-    db: Database, campaign: str, arms: tuple[str, str], slo: dict[str, float]
+    db: Database,
+    campaign: str,
+    arms: tuple[str, str],
+    slo: dict[str, float],
+    *,
+    inference: bool = True,
 ) -> dict[str, Any]:
     """Goodput per rate and the sustainable rate of every load stage both arms ran, a
     stage's thinking modes apart (each its own run of rates)."""
@@ -675,6 +765,7 @@ def _load(
                         campaign=campaign,
                         arm=arm,
                         stage=f"{name}/{'think' if thinking else 'nothink'}",
+                        supported_only=inference,
                     )
                     for role, arm in zip(("baseline", "candidate"), arms, strict=True)
                 },
@@ -842,8 +933,12 @@ def derive_into(
     reseal_after_review: bool = False,
     replace: bool = False,
     slo: dict[str, float] | None = None,
+    control: str | None = None,
 ) -> Path:
     """Derives a comparison from a campaign folder, writes it under ``derived/`` and re-seals.
+
+    ``control``: the A/A control arm; by default (``ab``) the run plan's first arm that
+    repeats the baseline (``repeat_of``), if it has one and it is not the candidate.
 
     Raises:
         DeriveError: as :func:`derive`, or the folder holds no campaign.
@@ -854,9 +949,13 @@ def derive_into(
     root = Path(folder)
     check_name("arm", baseline)
     check_name("arm", candidate)
+    if control is not None:
+        check_name("arm", control)
     from_plan = slo is None and kind == "ab"
     if from_plan:
         slo = plan_slo(root)
+    if control is None and kind == "ab":
+        control = plan_control(root, baseline, candidate)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
         db = build([root], gaps=False)
@@ -877,6 +976,7 @@ def derive_into(
             differs=differs,
             check_declared=True,
             slo=slo,
+            control=control,
         )
     finally:
         db.close()
@@ -901,6 +1001,24 @@ def _both_ran_load(db: Database, campaign: str, baseline: str, candidate: str) -
         [campaign, baseline, candidate],
     ).rows
     return bool(found) and found[0][0] == 2
+
+
+def plan_control(folder: Path, baseline: str, candidate: str) -> str | None:
+    """The run plan's first arm that repeats ``baseline`` (``repeat_of``) and is not
+    ``candidate``: the comparison's A/A control."""
+    path = folder / "run-plan.json"
+    if not path.is_file():
+        return None
+    try:
+        arms = read_document(path).get("arms")
+    except (OSError, Error) as e:
+        raise DeriveError(f"{path}: {e}") from None
+    for arm in arms if isinstance(arms, list) else ():
+        if isinstance(arm, dict) and arm.get("repeat_of") == baseline:
+            name = arm.get("name")
+            if isinstance(name, str) and name != candidate:
+                return name
+    return None
 
 
 def plan_slo(folder: Path) -> dict[str, float] | None:
@@ -944,6 +1062,7 @@ def recompute(
         db = build([folder], gaps=False) if database is None else database
         try:
             campaign, (baseline, candidate) = comparison_of(document)
+            inference = derivation.get("inference")
             fresh = derive(
                 db,
                 campaign,
@@ -953,6 +1072,8 @@ def recompute(
                 differs=list(derivation.get("declared_differences") or ()),
                 slo=derivation.get("slo"),
                 reads=reads if database is not None else None,
+                control=_stated_control(inference),
+                inference=inference is not None,
             )
         finally:
             if database is None:
@@ -989,6 +1110,21 @@ def _cut(value: Any, limit: int = 200) -> str:
 
 def _more(count: int) -> str:
     return f" (and {count - 1} more)" if count > 1 else ""
+
+
+def _stated_control(inference: Any) -> str | None:
+    control = inference.get("control") if isinstance(inference, dict) else None
+    return control if isinstance(control, str) else None
+
+
+def comparisons_of(document: dict[str, Any]) -> list[tuple[str, tuple[str, str]]]:
+    """Every (campaign, (arm, arm)) deriving ``document`` again reads: its own, and the A/A
+    one of its control where it states one."""
+    campaign, arms = comparison_of(document)
+    derivation = document.get("derivation")
+    stated = derivation.get("inference") if isinstance(derivation, dict) else None
+    control = _stated_control(stated)
+    return [(campaign, arms)] + ([(campaign, (arms[0], control))] if control else [])
 
 
 def comparison_of(document: dict[str, Any]) -> tuple[str, tuple[str, str]]:

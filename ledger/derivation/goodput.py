@@ -26,6 +26,7 @@ import numpy as np
 
 from ledger.database import sql
 from ledger.derivation import _bootstrap as bootstrap
+from ledger.measures import percentiles
 from ledger.measures.arrivals import LATE_THRESHOLD_MS
 
 __all__ = [
@@ -116,6 +117,7 @@ def cell_query(slo: dict[str, float]) -> str:
     )
     return f"""
         SELECT arm, stage, cell, count(*) AS requests, count(*) FILTER (WHERE {good}) AS good,
+               count(*) FILTER (WHERE ok) AS succeeded,
                (count(*) - 1) / nullif((max(sent_ns) - min(sent_ns)) / 1e9, 0)
                    AS achieved_rate_rps,
                quantile_cont(lateness_ms, 0.99) AS lateness_p99_ms,
@@ -182,9 +184,20 @@ def seed_of(campaign: str, arm: str, stage: str) -> int:
 
 
 def stage_summary(
-    rows: list[dict[str, Any]], slo: dict[str, float], *, campaign: str, arm: str, stage: str
+    rows: list[dict[str, Any]],
+    slo: dict[str, float],
+    *,
+    campaign: str,
+    arm: str,
+    stage: str,
+    supported_only: bool = True,
 ) -> dict[str, Any]:
-    """One arm's load stage: its rows by rate with goodput, and the sustainable rate."""
+    """One arm's load stage: its rows by rate with goodput, and the sustainable rate.
+
+    ``supported_only``: a latency percentile is stated only where the cell's successful
+    requests support it (the lateness p99 where its requests do), null elsewhere, and each
+    row states how many succeeded (``ledger/measures/percentiles.py``); false states them
+    all, as ledger did before."""
     target = slo["percentile"] / 100
     rows = sorted(rows, key=lambda r: r["rate"])
     out_rows = []
@@ -211,6 +224,8 @@ def stage_summary(
                 },
             }
         )
+        if supported_only:
+            _supported(out_rows[-1], int(row["succeeded"]))
     rates = [r["rate"] for r in out_rows]
     fractions = [r["good_fraction"] or 0.0 for r in out_rows]
     return {
@@ -224,3 +239,18 @@ def stage_summary(
             seed=seed_of(campaign, arm, stage),
         ),
     }
+
+
+def _supported(row: dict[str, Any], succeeded: int) -> None:
+    """Nulls the percentiles a load row's requests cannot support, in place."""
+    row["succeeded"] = succeeded
+    for key in list(row):
+        quantile = _QUANTILES.get(key.rsplit("_", 2)[-2]) if key.endswith("_ms") else None
+        if quantile is None:
+            continue
+        count = row["requests"] if key.startswith("lateness_") else succeeded
+        if not percentiles.supported(quantile, count):
+            row[key] = None
+
+
+_QUANTILES = {"p50": 0.5, "p99": 0.99}

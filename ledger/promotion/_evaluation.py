@@ -484,6 +484,9 @@ def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
     )
     if policy.matched_ab.sustainable_rate_no_worse:
         reasons.extend(_rate_reasons(document))
+    effect = policy.matched_ab.minimum_detectable_effect_percent
+    if effect is not None:
+        reasons.extend(_detectable_reasons(document, effect))
     minimum = policy.matched_ab.min_samples_per_cell
     for row in document["rows"]:
         for side in ("baseline", "candidate"):
@@ -493,6 +496,32 @@ def comparison_failures(document: dict[str, Any], policy: Policy) -> list[str]:
                     f"{row['stage']}/{row['cell']}: {ok} successful requests on "
                     f"{document[side]['arm']}, the policy needs {minimum}"
                 )
+    return reasons
+
+
+def _detectable_reasons(document: dict[str, Any], effect: float) -> list[str]:
+    """Where the comparison cannot detect a change of ``effect`` percent: it has no usable
+    A/A control, or a median's minimum detectable effect is larger."""
+    needs = f"the policy needs a minimum detectable effect of {effect:g}%"
+    calibration = document.get("calibration")
+    if not isinstance(calibration, dict):
+        arm = document["baseline"]["arm"]
+        return [f"{needs}; the comparison has no A/A control (an arm with repeat_of = {arm})"]
+    if not calibration["matched"]:
+        why = "; ".join(calibration["match_reasons"])
+        control = calibration["control"]
+        return [f"{needs}; the A/A control {control} is not matched with the baseline ({why})"]
+    reasons = []
+    for row in document["rows"]:
+        for metric, entry in sorted(row["metrics"].items()):
+            if "verdict" not in entry:
+                continue
+            where = f"{row['stage']}/{row['cell']}: {metric}"
+            mde = entry.get("mde_percent")
+            if entry.get("noise_floor_percent") is None or mde is None:
+                reasons.append(f"{where} has no noise floor; {needs}")
+            elif mde > effect:
+                reasons.append(f"{where} detects no change under {mde:.2f}%; {needs}")
     return reasons
 
 

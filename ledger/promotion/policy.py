@@ -48,13 +48,18 @@ class MatchedAB:
     sustainable_rate_no_worse: bool = False
     """The candidate's sustainable rate at the comparison's SLO is at least the baseline's,
     in every load stage (the comparison must then be derived with an SLO)."""
+    minimum_detectable_effect_percent: float | None = None
+    """Every median of every compared cell must detect a change this small: the comparison
+    needs an A/A control, and each median's MDE at most this (None: no such rule)."""
 
     def to_json(self) -> dict[str, Any]:
-        """As a policy document holds it; the rate rule only when set, so every policy
-        written before it existed keeps its bytes and its digest."""
+        """As a policy document holds it; the rate and MDE rules only when set, so every
+        policy written before they existed keeps its bytes and its digest."""
         found = attrs.asdict(self)
         if not self.sustainable_rate_no_worse:
             del found["sustainable_rate_no_worse"]
+        if self.minimum_detectable_effect_percent is None:
+            del found["minimum_detectable_effect_percent"]
         return found
 
     def enforced_rules(self) -> frozenset[str]:

@@ -27,7 +27,7 @@ from ledger.errors import Error, InvalidArtifact, SchemaError
 from ledger.evidence import manifest, tree
 from ledger.formats.outputs import refuse_other_content
 from ledger.formats.schema import document_bytes, read_document
-from ledger.measures import arrivals
+from ledger.measures import arrivals, percentiles
 from ledger.promotion import Evidence, load_evidence
 from ledger.reporting import _charts as charts
 from ledger.reporting import _markdown as markdown
@@ -80,7 +80,45 @@ def _change(metric: dict[str, Any]) -> str:
     text = f"{change:+.1f}%"
     if interval is not None:
         text += f" ({interval[0]:+.1f} to {interval[1]:+.1f})"
+    verdict = metric.get("verdict")
+    if verdict is not None and verdict != "descriptive":
+        text += f", {verdict}"
+    floor = metric.get("noise_floor_percent")
+    if floor is not None:
+        text += f" (noise floor {floor:.1f}%)"
     return text
+
+
+def _verdicts_said(comparison: dict[str, Any]) -> str:
+    """How many cells' decode p50 reads each verdict, and against what noise."""
+    found: dict[str, int] = {}
+    for row in comparison["rows"]:
+        verdict = row["metrics"].get("decode_tok_s_p50", {}).get("verdict")
+        if verdict is not None:
+            found[verdict] = found.get(verdict, 0) + 1
+    if not found:
+        return ""
+    counted = ", ".join(
+        f"{verdict} in {count}" for verdict, count in sorted(found.items(), key=lambda i: i[0])
+    )
+    calibration = comparison.get("calibration")
+    if isinstance(calibration, dict) and calibration.get("matched"):
+        against = f"against the noise floor of the A/A control {calibration['control']}"
+    else:
+        against = "with no A/A control: the noise between runs is not measured"
+    return f" ({counted}, {against})"
+
+
+def _quantile(value: Any, q: float, count: int | None) -> Any:
+    """A percentile as a report may state it: None where ``count`` values cannot support
+    it (``ledger/measures/percentiles.py``)."""
+    return value if percentiles.supported(q, count) else None
+
+
+def _quantile_text(value: Any, q: float, count: int | None) -> str:
+    if not percentiles.supported(q, count):
+        return percentiles.too_few(q)
+    return _fmt(value)
 
 
 class _Builder:
@@ -216,7 +254,9 @@ class _Builder:
             if changes:
                 sentences.append(
                     f"Decode p50 of {self.candidate} against {self.baseline} changed "
-                    f"{min(changes):+.1f}% to {max(changes):+.1f}% across {len(changes)} cells."
+                    f"{min(changes):+.1f}% to {max(changes):+.1f}% across {len(changes)} cells"
+                    + _verdicts_said(self.comparison)
+                    + "."
                 )
             unmet_rules = {u.get("rule") for u in self.decision.get("unmet") or []}
             if not self.comparison.get("matched"):
@@ -290,7 +330,11 @@ class _Builder:
                 (
                     f"Medians per cell, {c} against {b}; changes are (candidate - baseline) / "
                     "baseline with a seeded bootstrap 95% interval. Decode and effective prefill "
-                    "are better when higher, TTFT and E2E when lower."
+                    "are better when higher, TTFT and E2E when lower. A change is an "
+                    "improvement or a regression only where its interval excludes zero and, "
+                    "with an A/A control, it exceeds the noise floor (the largest change a "
+                    "repeat of the baseline is consistent with); otherwise no difference is "
+                    "detected."
                 ),
             )
         )
@@ -439,7 +483,18 @@ class _Builder:
             rates.append([*where, _fmt(completed), _fmt(failed), *map(_fmt, per_second)])
             stats = iter(values[len(_SERVING_RATES) :])
             for _, name in _SERVING_METRICS:
-                latencies.append([*where, name, *(_fmt(next(stats)) for _ in _SERVING_STATS)])
+                latencies.append(
+                    [
+                        *where,
+                        name,
+                        *(
+                            _fmt(next(stats))
+                            if q is None
+                            else _quantile_text(next(stats), q, completed)
+                            for q in _SERVING_STATS.values()
+                        ),
+                    ]
+                )
         return [
             ("h3", "Serving metrics"),
             (
@@ -603,17 +658,25 @@ class _Builder:
             marks = []
             for arm, side in zip(arms, sides, strict=True):
                 by_rate = {r["rate"]: r for r in side["rows"]}
-                for q in ("p50", "p99"):
+                for q, fraction in (("p50", 0.5), ("p99", 0.99)):
                     series.append(
-                        (f"{arm} {q}", [by_rate.get(r, {}).get(f"{stem}_{q}_ms") for r in rates])
+                        (
+                            f"{arm} {q}",
+                            [
+                                _quantile(row.get(f"{stem}_{q}_ms"), fraction, _succeeded(row))
+                                for row in (by_rate.get(r, {}) for r in rates)
+                            ],
+                        )
                     )
                 for r in side["rows"]:
+                    ok = _succeeded(r)
                     table.append(
                         [arm, _fmt(r["rate"]), _fmt(r["achieved_rate_rps"]),
                          f"{r['good']}/{r['requests']}", _fmt(r["goodput_rps"]),
-                         _fmt(r["ttft_p50_ms"]), _fmt(r["ttft_p99_ms"]), _fmt(r["tpot_p50_ms"]),
-                         _fmt(r["tpot_p99_ms"]), _fmt(r["e2e_p50_ms"]), _fmt(r["e2e_p99_ms"]),
-                         _fmt(r["lateness_p99_ms"])]
+                         *(_quantile_text(r[f"{name}_{q}_ms"], fraction, ok)
+                           for name in ("ttft", "tpot", "e2e")
+                           for q, fraction in (("p50", 0.5), ("p99", 0.99))),
+                         _quantile_text(r["lateness_p99_ms"], 0.99, r["requests"])]
                     )  # fmt: skip
                     if r["limited_by_client"]:
                         limited.append(f"{arm} at {_fmt(r['rate'])} req/s")
@@ -843,7 +906,15 @@ _SERVING_RATES = (
     "total_token_throughput",
 )
 _SERVING_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E"))
-_SERVING_STATS = ("mean", "median", "std", "p90", "p99")
+_SERVING_STATS = {"mean": None, "median": 0.5, "std": None, "p90": 0.9, "p99": 0.99}
+"""The statistics of the serving table, each percentile's quantile."""
+
+
+def _succeeded(row: dict[str, Any]) -> int | None:
+    """A load row's successful requests; derived before they were stated, its requests (at
+    least as many): a percentile its requests cannot support, its successes cannot either."""
+    found = row.get("succeeded", row.get("requests"))
+    return found if isinstance(found, int) else None
 
 
 _RATE = re.compile(r"-r(?P<whole>[0-9]+)(?:_(?P<part>[0-9]+))?(?:-|$)")

@@ -1319,7 +1319,9 @@ def _recomputed(batch: Sequence[tuple[str, str]], known: Known | None = None) ->
         # campaign never finds that one's rows in it (it is derived alone, and fails).
         reads = None
         if shared is not None:
-            reads = derivation.reads_of(shared, [derivation.comparison_of(d) for _, d in jobs])
+            reads = derivation.reads_of(
+                shared, [pair for _, d in jobs for pair in derivation.comparisons_of(d)]
+            )
         for (folder, _), document in zip(batch, documents, strict=True):
             found = (
                 None

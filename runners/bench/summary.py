@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ledger.measures import percentiles
 from ledger.measures.serving import ServingSummary
 
 _TITLES = {
@@ -55,6 +56,13 @@ def summary_block(
         lines.append(_line(f"Mean {short} (ms):", _number(dist.mean if dist else None)))
         lines.append(_line(f"Median {short} (ms):", _number(dist.median if dist else None)))
         for p, value in dist.percentiles if dist else ():
-            lines.append(_line(f"P{percentile_name(p)} {short} (ms):", _number(value)))
+            # vLLM prints every percentile asked for; one the requests cannot support is
+            # named, not stated (the saved result keeps vLLM's number for its readers).
+            shown = (
+                _number(value)
+                if percentiles.supported(p / 100, summary.completed)
+                else percentiles.too_few(p / 100)
+            )
+            lines.append(_line(f"P{percentile_name(p)} {short} (ms):", shown))
     lines.append("=" * _WIDTH)
     return "\n".join(lines) + "\n"

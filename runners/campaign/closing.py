@@ -1,10 +1,12 @@
 """The closing table of ``ledger run``: a row per cell, then vLLM's standard figures of each
-cell (TTFT, TPOT, ITL and E2E latency: mean, median, p90, p99 and std)."""
+cell (TTFT, TPOT, ITL and E2E latency: mean, median, p90, p99 and std), each percentile
+only where the cell's completed requests support it (``ledger/measures/percentiles.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ledger.measures import percentiles
 from runners.campaign._cells import CellOutcome
 from runners.campaign._stats import SERVING_PERCENTILES
 
@@ -13,6 +15,11 @@ _METRICS = (("ttft", "TTFT ms"), ("tpot", "TPOT ms"), ("itl", "ITL ms"), ("e2el"
 
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _supported(value: float | None, q: float, count: int) -> str:
+    """A percentile, or what stands for one the cell's requests cannot support."""
+    return _fmt(value, 2) if percentiles.supported(q, count) else percentiles.too_few(q)
 
 
 def _aligned(rows: list[list[str]]) -> list[str]:
@@ -66,8 +73,12 @@ def _figures(cells: Sequence[CellOutcome]) -> list[list[str]]:
             dist = serving.metrics[name]
             if dist is None:
                 continue
-            values = [dist.mean, dist.median, *(v for _, v in dist.percentiles), dist.std]
-            rows.append(
-                [outcome.arm, outcome.stage, outcome.cell, label, *(_fmt(v, 2) for v in values)]
-            )
+            ok = serving.completed
+            values = [
+                _fmt(dist.mean, 2),
+                _supported(dist.median, 0.5, ok),
+                *(_supported(v, p / 100, ok) for p, v in dist.percentiles),
+                _fmt(dist.std, 2),
+            ]
+            rows.append([outcome.arm, outcome.stage, outcome.cell, label, *values])
     return rows

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
 import random
 import time
 from collections import deque
@@ -82,6 +84,14 @@ class SimulatedEndpoint:
             "prefix_cache_hits": 0,
         }
         self.log: deque[dict[str, Any]] = deque(maxlen=LOG_LIMIT)
+        seed = profile.jitter_seed
+        self._jitter = random.Random(seed if seed is not None else os.urandom(16))
+        self.run_factor = _lognormal(self._jitter, profile.run_cv)
+        """This start's speed: every request's service time is scaled by it."""
+
+    def _service_factor(self) -> float:
+        """The scale of one request's service time: this run's, times the request's own."""
+        return self.run_factor * _lognormal(self._jitter, self.profile.jitter_cv)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -236,7 +246,12 @@ class SimulatedEndpoint:
             thinking=thinking,
             prompt_tokens=prompt_tokens,
         )
-        entry.update(completion_tokens=reply.tokens, decode_tok_s=self.profile.decode_tok_s)
+        factor = self._service_factor()
+        entry.update(
+            completion_tokens=reply.tokens,
+            decode_tok_s=self.profile.decode_tok_s / factor,
+            service_factor=factor,
+        )
         await self._in_slot(
             entry, reply, tokens, prompt_tokens, body, fault, receive, send, completions
         )
@@ -332,9 +347,8 @@ class SimulatedEndpoint:
             self._counters["prefix_cache_queries"] += prompt_tokens
             self._counters["prefix_cache_hits"] += cached
             self._counters["prompt_tokens"] += prompt_tokens
-            first = (
-                started
-                + self.profile.overhead_ms / 1000
+            first = started + entry["service_factor"] * (
+                self.profile.overhead_ms / 1000
                 + (prompt_tokens - cached) / self.profile.prefill_tok_s
             )
             entry.update(
@@ -400,7 +414,7 @@ class SimulatedEndpoint:
             prompt_tokens=prompt_tokens,
         )
         self._requests += 1
-        duration = (
+        duration = self._service_factor() * (
             self.profile.overhead_ms / 1000
             + prompt_tokens / self.profile.prefill_tok_s
             + reply.tokens / self.profile.decode_tok_s
@@ -438,7 +452,7 @@ class SimulatedEndpoint:
     ) -> None:
         count = reply.tokens
         pieces = list(reply.pieces())
-        end = first + max(count - 1, 0) / self.profile.decode_tok_s
+        end = first + max(count - 1, 0) / entry["decode_tok_s"]
         await asyncio.sleep(max(0.0, end - time.monotonic()))
         message: dict[str, Any] = {"role": "assistant", "content": None}
         reasoning = "".join(p.text for p in pieces if p.channel == "reasoning")
@@ -478,6 +492,14 @@ def _input_text(content: Any) -> Any:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and "text" in p)
     return content
+
+
+def _lognormal(rng: random.Random, cv: float) -> float:
+    """A lognormal draw of mean 1 and coefficient of variation ``cv`` (1.0 when 0)."""
+    if cv == 0:
+        return 1.0
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return rng.lognormvariate(-sigma * sigma / 2, sigma)
 
 
 class _Stream:
@@ -554,7 +576,7 @@ class _Stream:
         # Like vLLM and SGLang, the role chunk goes out with the first token, not before.
         opening = b"" if self.completions else self._chunk({"role": "assistant", "content": ""})
         fault = self.fault
-        rate = profile.decode_tok_s
+        rate = self.entry["decode_tok_s"]
         sent_tool_header = False
         for index, piece in enumerate(self.reply.pieces()):
             if fault is not None and index == fault.after_tokens:
