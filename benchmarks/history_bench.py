@@ -112,17 +112,7 @@ def least_squares(values: FloatArray) -> list[int]:
         pick = int(np.argmin(best[starts] + cost))
         best[t] = best[starts[pick]] + cost[pick] + beta
         previous[t] = starts[pick]
-    return _backtrack(previous, n)
-
-
-def _backtrack(previous: npt.NDArray[np.int64], n: int) -> list[int]:
-    breaks = []
-    t = n
-    while t > 0:
-        t = int(previous[t])
-        if t > 0:
-            breaks.append(t)
-    return sorted(breaks)
+    return changepoints.backtrack(previous, n)
 
 
 def ruptures_method(kind: str, model: str) -> Method:

@@ -122,6 +122,9 @@ def test_the_mde_adds_0_84_standard_errors_to_the_threshold() -> None:
         ("ttft_p50_ms", -4.0, [-7.0, -1.0], 4.5, "no difference detected"),
         # Just beyond it: detected.
         ("decode_tok_s_p50", 4.01, [1.0, 7.0], 4.0, "improvement"),
+        # An interval that touches zero does not exclude it.
+        ("decode_tok_s_p50", 2.0, [0.0, 4.0], None, "no difference detected"),
+        ("ttft_p50_ms", -2.0, [-4.0, 0.0], None, "no difference detected"),
         ("decode_tok_s_p50", 4.0, None, None, "descriptive"),
         ("decode_tok_s_p50", None, [1.0, 7.0], None, "descriptive"),
     ],
@@ -163,17 +166,25 @@ def test_the_plan_s_repeat_is_the_control_and_sets_each_noise_floor(
         assert entry["aa_change_percent"] == stated["change_percent"]
         assert entry["aa_change_ci95"] == stated["change_ci95"]
         assert entry["noise_floor_percent"] == max(abs(v) for v in stated["change_ci95"])
-        assert entry["mde_percent"] > entry["noise_floor_percent"]
+        low, high = entry["change_ci95"]
+        error = (high - low) / (2 * 1.959963984540054)
+        assert entry["mde_percent"] == pytest.approx(
+            entry["noise_floor_percent"] + 0.8416212335729143 * error
+        )
     # 400 against 320 tok/s: a 20 % slower decode, far beyond any floor.
     decode = row["metrics"]["decode_tok_s_p50"]
     assert decode["verdict"] == "regression" and decode["change_percent"] < -15
     assert "  A/A control: baseline-again (matched)" in out.splitlines()
-    assert "decode_tok_s_p50 regression" in out
+    floor = decode["noise_floor_percent"]
+    assert (
+        f"decode_tok_s_p50 regression {decode['change_percent']:+.1f}% (noise floor {floor:.1f}%)"
+        in out
+    )
     assert verify_json(cli, campaign)[0] == 0
 
 
 def test_a_control_that_differs_gives_no_noise_floor(campaign: Path, cli: CliRun) -> None:
-    status, _, err, document = _derive(cli, campaign, "--control", "other")
+    status, out, err, document = _derive(cli, campaign, "--control", "other")
     assert status == 0, err
     calibrated = document["calibration"]
     assert calibrated["control"] == "other" and calibrated["matched"] is False
@@ -184,6 +195,8 @@ def test_a_control_that_differs_gives_no_noise_floor(campaign: Path, cli: CliRun
         line.startswith("the A/A control other is not matched with the baseline")
         for line in document["limitations"]
     )
+    assert "  A/A control: other (not matched: no noise floor)" in out.splitlines()
+    assert "noise floor" not in out.replace("no noise floor", "")
     assert verify_json(cli, campaign)[0] == 0
 
 
@@ -301,6 +314,8 @@ def test_the_policy_requires_a_detectable_effect_only_when_it_states_one(
     assert comparison_failures(document, _policy(tmp_path, None)) == []
     loose = _policy(tmp_path, max(mdes) + 0.01)
     assert comparison_failures(document, loose) == []
+    # An MDE equal to the policy's is enough.
+    assert comparison_failures(document, _policy(tmp_path, max(mdes))) == []
     # Stated without the rule, a policy keeps its bytes: its digest does not move.
     assert (
         "minimum_detectable_effect_percent" not in _policy(tmp_path, None).to_json()["matched_ab"]
@@ -343,3 +358,50 @@ def test_a_bad_minimum_detectable_effect_is_refused(tmp_path: Path, value: Any) 
     (tmp_path / "policy.toml").write_text(text)
     with pytest.raises(InvalidArtifact, match="minimum_detectable_effect_percent"):
         load_policy(tmp_path / "policy.toml")
+
+
+def test_a_repeat_the_run_never_reached_leaves_the_comparison_uncalibrated(
+    campaign: Path, cli: CliRun
+) -> None:
+    # A run stopped before the plan's repeat ran: the comparison is derived without it,
+    # while a control named on the command line must have run.
+    shutil.rmtree(campaign / "baseline-again")
+    manifest = json.loads((campaign / "run-manifest.json").read_text())
+    manifest["cells"] = [c for c in manifest["cells"] if c["arm"] != "baseline-again"]
+    (campaign / "run-manifest.json").write_bytes(dumps_deterministic(manifest))
+    forge_seal(campaign)
+    status, _, err, document = _derive(cli, campaign)
+    assert status == 0, err
+    assert "calibration" not in document
+    assert document["derivation"]["inference"]["control"] is None
+    status, _, err, _ = _derive(cli, campaign, "--control", "baseline-again", "--replace")
+    assert status == 2 and "the A/A control 'baseline-again'" in err, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ((), "(regression in 1, against the noise floor of the A/A control baseline-again)"),
+        (
+            ("--control", "other"),
+            (
+                "(regression in 1, the A/A control other is not matched with the baseline: "
+                "the noise between runs is not measured)"
+            ),
+        ),
+    ],
+)
+def test_the_report_states_each_verdict_and_the_noise_it_stands_against(
+    campaign: Path, cli: CliRun, extra: tuple[str, ...], said: str
+) -> None:
+    assert _derive(cli, campaign, *extra)[0] == 0
+    assert cli("decide", str(campaign), "--candidate", "candidate")[0] in (0, 1)
+    status, _, err = cli("report", str(campaign))
+    assert status == 0, err
+    report = (campaign / "report.md").read_text()
+    card = report.split("## Result card", 1)[1].split("\n## ", 1)[0]
+    assert said in " ".join(card.split())
+    # Beside each change: its verdict, and with a matched control its noise floor.
+    performance = report.split("## Performance", 1)[1]
+    assert ", regression" in performance
+    assert ("(noise floor " in performance) == (not extra)

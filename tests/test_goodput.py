@@ -279,6 +279,8 @@ def test_a_request_is_good_by_its_latency_from_when_it_was_due(tmp_path: Path) -
         (base,) = stage["baseline"]["rows"]
         (cand,) = stage["candidate"]["rows"]
         assert (base["good"], cand["good"]) == (3, 1)
+        # Percentiles stand on the successful requests: the failed one is not counted.
+        assert cand["succeeded"] == cand["requests"] - 1
         assert stage["baseline"]["sustainable_rate_rps"] == 20.0
         assert stage["candidate"]["sustainable_rate_rps"] is None  # 1/3 < 50 %
     # Time per output token is the decode gap: 10 ms between the chunks here.

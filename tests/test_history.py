@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from ledger.cli._history import _FIELDS
-from ledger.history import NAMED
+from ledger.history import NAMED, WORKLOAD
 from tests.conftest import ROOT, CliRun, run_plan_text
 
 CAMPAIGNS = (
@@ -184,7 +184,7 @@ def test_the_key_holds_the_named_fields_and_the_rest_is_carried(
     cli: CliRun, evidence: Path
 ) -> None:
     _, document, _ = _json(cli, str(evidence))
-    assert document["key"] == [*NAMED, *document["key"][5:]]
+    assert document["key"] == [*NAMED, *WORKLOAD]
     (decode,) = _series(document, "decode_tok_s", gpu="sim-gpu-0")
     # No identity names a model: the endpoint's served model stands for it.
     assert decode["key"] == {
@@ -399,3 +399,18 @@ def test_starts_compare_as_times_whatever_their_offset_or_precision() -> None:
         key=lambda c: _time_order(*c),
     )  # fmt: skip
     assert [c for c, _ in order] == ["2026-10-01-z", "2026-10-02-b", "2026-10-02-c", "2026-10-02-a"]
+
+
+def test_a_campaign_starts_with_its_earliest_cell() -> None:
+    from ledger.history._series import _starts
+
+    cells = [
+        {"campaign_id": "c", "started_at": "2026-10-01T12:00:05Z"},
+        {"campaign_id": "c", "started_at": "2026-10-01T12:00:01Z"},
+        {"campaign_id": "c", "started_at": None},
+        {"campaign_id": "c", "started_at": "2026-10-01T12:00:09Z"},
+        {"campaign_id": "d", "started_at": None},
+    ]
+    starts = _starts(cells)
+    assert starts["d"] is None
+    assert starts["c"] is not None and starts["c"].startswith("2026-10-01T12:00:01")

@@ -144,3 +144,37 @@ def test_step_intervals_hold_the_true_step_about_95_times_in_100() -> None:
 def test_a_step_needs_a_value_either_side() -> None:
     with pytest.raises(ValueError, match="either side"):
         step_of([], [1.0], seed=0)
+
+
+def test_a_segment_of_three_points_is_the_shortest_found() -> None:
+    assert changepoints.MIN_SEGMENT == 3
+    assert fit([100.0] * 10 + [80.0] * 3).breaks == (10,)
+    # Two points after the step are no segment: the last one holds three.
+    assert fit([100.0] * 10 + [80.0] * 2).breaks == (9,)
+
+
+@pytest.mark.parametrize(
+    ("metric", "after", "regression"),
+    [
+        ("decode_tok_s", 90.0, True),
+        ("decode_tok_s", 110.0, False),
+        ("throughput_tok_s", 90.0, True),
+        ("effective_prefill_tok_s", 110.0, False),
+        ("ttft_ms", 110.0, True),
+        ("ttft_ms", 90.0, False),
+        ("e2e_ms", 90.0, False),
+        ("e2e_ms", 110.0, True),
+    ],
+)
+def test_a_step_is_a_regression_by_the_metric_s_direction(
+    metric: str, after: float, regression: bool
+) -> None:
+    from ledger.history._history import fit_series
+    from ledger.history._series import Point, Series
+
+    values = [100.0] * 10 + [after] * 10
+    points = tuple(
+        Point(f"2026-10-{i + 1:02d}-c", "a", "cell", None, v, 10, {}) for i, v in enumerate(values)
+    )
+    (change,) = fit_series(Series({"stage": "s"}, metric, points)).change_points
+    assert change.index == 10 and change.regression is regression

@@ -259,8 +259,10 @@ def test_run_noise_is_one_factor_per_start() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("jitter_cv = -0.1\n", "jitter_cv must be >= 0"),
-        ("run_cv = -1\n", "run_cv must be >= 0"),
+        ("jitter_cv = -0.1\n", "jitter_cv must be between 0 and 10, got -0.1"),
+        ("jitter_cv = 1e200\n", "jitter_cv must be between 0 and 10, got 1e"),
+        ("run_cv = -1\n", "run_cv must be between 0 and 10"),
+        ("run_cv = nan\n", "run_cv: nan is not a finite number"),
         ("jitter_seed = true\n", "jitter_seed must be a whole number"),
         ("jitter_seed = 1.5\n", "jitter_seed must be a whole number"),
     ],
@@ -275,7 +277,7 @@ def test_jitter_settings_are_checked(tmp_path: Path, text: str, message: str) ->
 def test_a_jittered_server_streams_at_each_request_s_own_rate(simulator: Start) -> None:
     # 40 tokens at 400 tok/s is about 100 ms of decode, long against the client's
     # resolution: each request's measured rate follows the rate the server drew for it.
-    sim = simulator(decode_tok_s=400.0, jitter_cv=0.3, jitter_seed=5, overhead_ms=0.0)
+    sim = simulator(decode_tok_s=400.0, jitter_cv=0.3, jitter_seed=5, overhead_ms=60.0)
     body = {"model": "anvil-sim", "messages": MESSAGES, "max_tokens": 40, "ignore_eos": True}
 
     async def some() -> list[RequestRecord]:
@@ -286,7 +288,13 @@ def test_a_jittered_server_streams_at_each_request_s_own_rate(simulator: Start) 
     records = asyncio.run(some())
     log = httpx.get(sim.root_url + "/sim/requests", trust_env=False).json()["requests"][-12:]
     drawn = [entry["decode_tok_s"] for entry in log]
-    measured = [request_metrics(r.to_json())["decode_tok_s"] for r in records]
+    factors = [entry["service_factor"] for entry in log]
     assert _cv(drawn) > 0.1
-    for m, d in zip(measured, drawn, strict=True):
-        assert m == pytest.approx(d, rel=0.05)
+    # Within 15 %: a loaded machine wakes the server late now and then; the draws differ by
+    # 30 % and more, so a server that ignored them would miss by as much.
+    for record, rate, factor in zip(records, drawn, factors, strict=True):
+        figures = request_metrics(record.to_json())
+        assert figures["decode_tok_s"] == pytest.approx(rate, rel=0.15)
+        # The overhead before the first token is scaled by the same draw (the prompt's
+        # prefill is a fraction of a millisecond beside it).
+        assert figures["first_token_ms"] == pytest.approx(60.0 * factor, rel=0.15, abs=3.0)

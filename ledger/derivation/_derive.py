@@ -954,7 +954,8 @@ def derive_into(
     from_plan = slo is None and kind == "ab"
     if from_plan:
         slo = plan_slo(root)
-    if control is None and kind == "ab":
+    planned = control is None and kind == "ab"
+    if planned:
         control = plan_control(root, baseline, candidate)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
@@ -967,6 +968,10 @@ def derive_into(
             # The plan's SLO is for its load stages: with none to apply it to, the
             # comparison has no goodput, rather than no comparison at all.
             slo = None
+        if planned and control is not None and not _ran(db, campaign, control):
+            # A run stopped before the plan's repeat ran: no control, rather than no
+            # comparison (named with --control, a missing one is refused).
+            control = None
         document = derive(
             db,
             campaign,
@@ -1001,6 +1006,14 @@ def _both_ran_load(db: Database, campaign: str, baseline: str, candidate: str) -
         [campaign, baseline, candidate],
     ).rows
     return bool(found) and found[0][0] == 2
+
+
+def _ran(db: Database, campaign: str, arm: str) -> bool:
+    """Whether ``arm`` has a cell in the campaign."""
+    found = db.query(
+        "SELECT count(*) FROM cell_settings WHERE campaign_id = ? AND arm = ?", [campaign, arm]
+    ).rows
+    return bool(found) and found[0][0] > 0
 
 
 def plan_control(folder: Path, baseline: str, candidate: str) -> str | None:

@@ -42,6 +42,7 @@ __all__ = [
     "RESAMPLES",
     "Fit",
     "Step",
+    "backtrack",
     "fit",
     "noise_scale",
     "step_of",
@@ -178,13 +179,18 @@ def fit(
         pick = int(np.argmin(totals))
         best[t] = totals[pick] + beta
         previous[t] = starts[pick]
+    return Fit(tuple(backtrack(previous, n)), scale)
+
+
+def backtrack(previous: npt.NDArray[np.int64], n: int) -> list[int]:
+    """The breaks of an optimal partition of ``n`` points, from each end's best start."""
     breaks = []
     t = n
     while t > 0:
         t = int(previous[t])
         if t > 0:
             breaks.append(t)
-    return Fit(tuple(sorted(breaks)), scale)
+    return sorted(breaks)
 
 
 def step_of(

@@ -102,10 +102,15 @@ def _verdicts_said(comparison: dict[str, Any]) -> str:
         f"{verdict} in {count}" for verdict, count in sorted(found.items(), key=lambda i: i[0])
     )
     calibration = comparison.get("calibration")
-    if isinstance(calibration, dict) and calibration.get("matched"):
+    if not isinstance(calibration, dict):
+        against = "with no A/A control: the noise between runs is not measured"
+    elif calibration.get("matched"):
         against = f"against the noise floor of the A/A control {calibration['control']}"
     else:
-        against = "with no A/A control: the noise between runs is not measured"
+        against = (
+            f"the A/A control {calibration['control']} is not matched with the baseline: "
+            "the noise between runs is not measured"
+        )
     return f" ({counted}, {against})"
 
 

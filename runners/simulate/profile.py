@@ -35,6 +35,15 @@ def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: floa
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
+MAX_CV = 10.0
+"""The largest coefficient of variation of a jitter: ten times the mean is noise enough."""
+
+
+def _coefficient(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0 <= value <= MAX_CV:
+        raise ValueError(f"{attribute.name} must be between 0 and {MAX_CV:g}, got {value!r}")
+
+
 def _whole_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"{attribute.name} must be a whole number, got {value!r}")
@@ -146,17 +155,18 @@ class Profile:
     never), it stalls for ``pause_s``: no request starts until the pause is over (an
     engine stopped by a hang, a recompilation or a collection)."""
     pause_s: float = 0.0
-    jitter_cv: float = attrs.field(default=0.0, validator=_not_negative)
+    jitter_cv: float = attrs.field(default=0.0, validator=_coefficient)
     """Each request's service time (overhead, prefill and every decode step) is scaled by a
     lognormal factor of mean 1 and this coefficient of variation: a server's
     request-to-request noise. 0: every request as the timing model says."""
-    run_cv: float = attrs.field(default=0.0, validator=_not_negative)
+    run_cv: float = attrs.field(default=0.0, validator=_coefficient)
     """One lognormal factor of mean 1 and this coefficient of variation, drawn when the
     server starts, scales every request it serves: the noise between two runs of one
     configuration, which no resampling of a single run can see."""
     jitter_seed: int | None = attrs.field(default=None, validator=_whole_or_none)
     """Seeds the jitter draws; None: a fresh seed each start, so two runs of one profile
-    differ as two runs of a real server do."""
+    differ as two runs of a real server do (a repeat of an arm with a seed draws what it
+    drew: no A/A control)."""
 
     def to_json(self) -> dict[str, Any]:
         """The profile as recorded in an arm's identity."""
