@@ -42,7 +42,6 @@ name = "main"
 decode_tok_s = {decode}
 prefill_tok_s = 200000.0
 run_cv = 0.01
-jitter_seed = {seed}
 [arms.identity]
 engine = "sim"
 engine_version = "1.0"
@@ -54,7 +53,6 @@ name = "other"
 decode_tok_s = {other_decode}
 prefill_tok_s = 200000.0
 run_cv = 0.01
-jitter_seed = {other_seed}
 [arms.identity]
 engine = "sim"
 engine_version = "{version}"
@@ -79,10 +77,8 @@ def _build(base: Path) -> Path:
         plan = PLAN.format(
             campaign=campaign,
             decode=200.0 if after else 240.0,
-            seed=number + 1,
             image="sim:b" if after else "sim:a",
             other_decode=260.0 if after else 300.0,
-            other_seed=number + 101,
             version="1.1" if after else "1.0",
         )
         result, folder = run_plan_text(plan, raw)
@@ -95,6 +91,10 @@ def _build(base: Path) -> Path:
 def evidence(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The published evidence root of the eight campaigns (built once per module)."""
     return _build(tmp_path_factory.mktemp("history"))
+
+
+STEPPED = ("--across", "image", "--across", "simulated_profile")
+"""What changed with the main arm's step: without them, before and after are two series."""
 
 
 def _json(cli: CliRun, *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -111,7 +111,7 @@ def _series(document: dict[str, Any], metric: str, **key: Any) -> list[dict[str,
 
 
 def test_the_step_is_flagged_at_the_campaign_it_came_with(cli: CliRun, evidence: Path) -> None:
-    status, document, err = _json(cli, str(evidence))
+    status, document, err = _json(cli, str(evidence), *STEPPED)
     assert (status, err) == (0, "")
     (decode,) = _series(document, "decode_tok_s", gpu="sim-gpu-0")
     assert [p["campaign_id"] for p in decode["points"]] == list(CAMPAIGNS)
@@ -136,7 +136,7 @@ def test_the_step_is_flagged_at_the_campaign_it_came_with(cli: CliRun, evidence:
 
 
 def test_text_names_the_step_and_what_changed(cli: CliRun, evidence: Path) -> None:
-    status, out, err = cli("history", str(evidence))
+    status, out, err = cli("history", str(evidence), *STEPPED)
     assert (status, err) == (0, "")
     lines = out.splitlines()
     heading = next(
@@ -159,8 +159,7 @@ def test_text_names_the_step_and_what_changed(cli: CliRun, evidence: Path) -> No
         "    image differs: sim:a -> sim:b",
         "    simulated_profile.decode_tok_s differs: 240.0 -> 200.0",
     ]
-    # Each campaign's simulator draws its own run-to-run noise: a seed of its own.
-    assert lines[heading + 5] == f"    simulated_profile.jitter_seed differs: {STEP} -> {STEP + 1}"
+    assert not lines[heading + 5].startswith("    ")
     # The series are those of two arms' cells, five metrics each; other steps (a latency
     # on a busy machine) may be flagged too, so their count is not fixed here.
     assert re.fullmatch(
@@ -185,6 +184,17 @@ def test_the_key_holds_the_named_fields_and_the_rest_is_carried(
 ) -> None:
     _, document, _ = _json(cli, str(evidence))
     assert document["key"] == [*NAMED, *WORKLOAD]
+    # The arm's other identity fields are in the key too: its configuration before and
+    # after the step (a new image and decode rate) are two series, as two arms of an A/B
+    # that differ in one of them would be.
+    before, after = _series(document, "decode_tok_s", gpu="sim-gpu-0")
+    assert (before["key"]["image"], after["key"]["image"]) == ("sim:a", "sim:b")
+    assert before["key"]["simulated_profile.decode_tok_s"] == 240.0
+    assert after["key"]["simulated_profile.decode_tok_s"] == 200.0
+    assert [len(s["points"]) for s in (before, after)] == [STEP, len(CAMPAIGNS) - STEP]
+    assert before["change_points"] == [] and after["change_points"] == []
+    assert before["points"][0]["identity"] == {}
+    _, document, _ = _json(cli, str(evidence), *STEPPED)
     (decode,) = _series(document, "decode_tok_s", gpu="sim-gpu-0")
     # No identity names a model: the endpoint's served model stands for it.
     assert decode["key"] == {
@@ -213,9 +223,10 @@ def test_the_key_holds_the_named_fields_and_the_rest_is_carried(
 
 
 def test_across_follows_a_metric_over_engine_versions(cli: CliRun, evidence: Path) -> None:
-    status, document, _ = _json(cli, str(evidence), "--across", "engine_version")
+    across = ("--across", "engine_version", "--across", "simulated_profile.decode_tok_s")
+    status, document, _ = _json(cli, str(evidence), *across)
     assert status == 0
-    assert document["across"] == ["engine_version"]
+    assert document["across"] == ["engine_version", "simulated_profile.decode_tok_s"]
     assert "engine_version" not in document["key"]
     (other,) = _series(document, "decode_tok_s", gpu="sim-gpu-1")
     assert "engine_version" not in other["key"]
@@ -223,8 +234,22 @@ def test_across_follows_a_metric_over_engine_versions(cli: CliRun, evidence: Pat
     (change,) = other["change_points"]
     assert change["index"] == STEP and change["regression"] is True
     assert {"field": "engine_version", "before": "1.0", "after": "1.1"} in change["differs"]
-    status, out, _ = cli("history", str(evidence), "--across", "engine_version")
+    # The rest of the profile stays in the key: the fields named are all that moved.
+    assert other["key"]["simulated_profile.prefill_tok_s"] == 200000.0
+    assert "simulated_profile.decode_tok_s" not in other["key"]
+    status, out, _ = cli("history", str(evidence), *across)
     assert "    engine_version differs: 1.0 -> 1.1" in out.splitlines()
+    # Without the decode rate in --across, the other arm's configuration changes too.
+    _, split, _ = _json(cli, str(evidence), "--across", "engine_version")
+    assert len(_series(split, "decode_tok_s", gpu="sim-gpu-1")) == 2
+
+
+def test_across_takes_any_identity_field_and_refuses_one_none_has(
+    cli: CliRun, evidence: Path
+) -> None:
+    status, out, err = cli("history", str(evidence), "--across", "imagery")
+    assert (status, out) == (2, "")
+    assert "--across imagery: no campaign's identity has it" in err and len(err.splitlines()) == 1
 
 
 def test_a_campaign_that_fails_verification_is_excluded_and_the_rest_written(
@@ -247,7 +272,7 @@ def test_a_campaign_that_fails_verification_is_excluded_and_the_rest_written(
         f"  {CAMPAIGNS[1]}: hash-mismatch manifest.json#/artifacts/0/sha256: "
         "'main/capacity/ctx256-c1-nothink.json' has sha256 "
     )
-    status, document, _ = _json(cli, str(root))
+    status, document, _ = _json(cli, str(root), *STEPPED)
     assert status == 1
     assert [e["campaign"] for e in document["excluded"]] == [CAMPAIGNS[1]]
     assert CAMPAIGNS[1] not in [c["campaign_id"] for c in document["campaigns"]]
@@ -275,8 +300,9 @@ def test_a_campaign_without_raw_rows_is_skipped_and_named(
 
 
 def test_json_is_a_valid_history_document(cli: CliRun, evidence: Path) -> None:
-    _, document, _ = _json(cli, str(evidence))
     schema = json.loads((ROOT / "schemas" / "history" / "v1.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(_json(cli, str(evidence), *STEPPED)[1])
+    _, document, _ = _json(cli, str(evidence))
     jsonschema.Draft202012Validator(schema).validate(document)
     assert document["schema"] == "anvil-serving.history/v1"
     summary = document["summary"]
@@ -303,9 +329,9 @@ def test_every_output_is_the_same_bytes_for_the_same_evidence(
 
 def test_the_page_has_one_chart_per_series(cli: CliRun, evidence: Path, tmp_path: Path) -> None:
     page = tmp_path / "history.html"
-    status, _, err = cli("history", str(evidence), "--html", str(page))
+    status, _, err = cli("history", str(evidence), *STEPPED, "--html", str(page))
     assert (status, err) == (0, "")
-    _, document, _ = _json(cli, str(evidence))
+    _, document, _ = _json(cli, str(evidence), *STEPPED)
     html = page.read_text()
     assert html.count("<svg ") == len(document["series"]) > 0
     assert "<script" not in html and "src=" not in html and "href=" not in html

@@ -59,11 +59,11 @@ def add_history(commands: Any, common: argparse.ArgumentParser) -> None:
         "--across",
         action="append",
         default=[],
-        choices=_FIELDS,
         metavar="FIELD",
         help="follow a metric across this identity field (one of "
-        f"{', '.join(_FIELDS)}): it leaves the series key, and a change point names it "
-        "when it differs across the step; repeatable",
+        f"{', '.join(_FIELDS)}, or any other, dotted where nested; a prefix takes every "
+        "field beneath it): it leaves the series key, and a change point names it when it "
+        "differs across the step; repeatable",
     )
     history.add_argument(
         "--html",

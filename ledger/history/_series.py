@@ -4,10 +4,11 @@ rows, grouped into series by what they measured and put in time order.
 A point is one cell of one arm of one campaign and one metric: the cell's median over its
 successful measured requests (the ``cells`` view of :mod:`ledger.database`). Its series
 key is what it measured: the named identity fields (:data:`NAMED`; ``model`` falls back to
-the model the endpoint served), the workload shape (:data:`WORKLOAD`) and the metric. The
-rest of the arm's identity (an image, a simulated profile) is carried on the point, so
-that a step can name what changed across it; so is a named field left out of the key with
-``across``.
+the model the endpoint served), the workload shape (:data:`WORKLOAD`), every other field of
+the arm's identity (nested ones dotted: ``simulated_profile.decode_tok_s``) and the metric,
+so that two arms of an A/B are two series. A field left out of the key with ``across`` (a
+dotted prefix leaves out all beneath it) is carried on the point instead, so that a step
+can name what changed across it.
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ def _reason(finding: Finding) -> str:
     return f"{finding.code} {where}: {finding.message}"
 
 
+def _left_out(field: str, across: Sequence[str]) -> bool:
+    """Whether ``across`` leaves ``field`` out of the key: named, or a dotted prefix of it."""
+    return any(field == a or field.startswith(a + ".") for a in across)
+
+
 def _flatten(value: Any, prefix: str, into: dict[str, Any]) -> None:
     if isinstance(value, dict) and value:
         for key in sorted(value):
@@ -220,16 +226,14 @@ def read_series(root: str | Path, *, across: Sequence[str] = ()) -> Reading:
 
     Args:
         root: an evidence root (a folder of campaign folders) or one campaign folder.
-        across: named identity fields (:data:`NAMED`) to leave out of the key.
+        across: identity fields to leave out of the key: named (:data:`NAMED`) or any
+            other, dotted where nested (a prefix leaves out every field beneath it).
 
     Raises:
         UsageError: ``root`` is not a folder, holds no campaign, or ``across`` names a
-            field that is not one of :data:`NAMED`.
+            field that is neither named nor in any campaign's identity.
         HistoryError: a campaign that passed verification cannot be read.
     """
-    unknown = [f for f in across if f not in NAMED]
-    if unknown:
-        raise UsageError(f"--across {unknown[0]}: not one of {', '.join(NAMED)}")
     path = Path(root)
     if not path.is_dir():
         reason = "not a folder" if path.exists() or path.is_symlink() else "no such folder"
@@ -253,6 +257,7 @@ def read_series(root: str | Path, *, across: Sequence[str] = ()) -> Reading:
     starts = _starts(cells)
     skipped = [Excluded(name, "no raw request rows") for name in passed if name not in starts]
     named = [f for f in NAMED if f not in across]
+    fields: dict[str, Any] = {}
     grouped: dict[tuple[str, str], list[tuple[tuple[Any, ...], Point]]] = {}
     keys: dict[tuple[str, str], dict[str, Any]] = {}
     for cell in cells:
@@ -261,9 +266,13 @@ def read_series(root: str | Path, *, across: Sequence[str] = ()) -> Reading:
             identity = {}
         if identity.get("model") is None and cell["served"] is not None:
             identity = {**identity, "model": cell["served"]}
+        rest: dict[str, Any] = {}
+        _flatten({k: v for k, v in identity.items() if k not in NAMED}, "", rest)
+        fields.update(rest)
         key = {f: identity.get(f) for f in named} | {f: cell[f] for f in WORKLOAD}
-        carried: dict[str, Any] = {}
-        _flatten({k: v for k, v in identity.items() if k not in named}, "", carried)
+        key |= {f: v for f, v in rest.items() if not _left_out(f, across)}
+        carried = {f: identity.get(f) for f in NAMED if f in across}
+        carried |= {f: v for f, v in rest.items() if _left_out(f, across)}
         text = json.dumps(key, sort_keys=True, ensure_ascii=False)
         campaign, start = cell["campaign_id"], starts.get(cell["campaign_id"])
         order = (*_time_order(campaign, start), cell["arm"], cell["cell"])
@@ -282,6 +291,12 @@ def read_series(root: str | Path, *, across: Sequence[str] = ()) -> Reading:
             )
             grouped.setdefault((text, metric), []).append((order, point))
             keys[(text, metric)] = key
+    unknown = [a for a in across if a not in NAMED and not any(_left_out(f, [a]) for f in fields)]
+    if unknown and cells:
+        raise UsageError(
+            f"--across {unknown[0]}: no campaign's identity has it (named fields: "
+            f"{', '.join(NAMED)}; or any identity field, dotted where nested)"
+        )
     series = [
         Series(keys[k], k[1], tuple(p for _, p in sorted(points, key=lambda o: o[0])))
         for k, points in grouped.items()
