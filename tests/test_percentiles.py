@@ -95,3 +95,9 @@ def test_the_bench_summary_names_a_percentile_it_cannot_state() -> None:
     assert "P99 TTFT (ms):                           too few requests for p99\n" in few
     many = summary_block(_summary(299), concurrency=None, metrics=("ttft",))
     assert "P99 TTFT (ms):                           12.50\n" in many
+
+
+def test_a_percentile_is_shown_or_named() -> None:
+    assert percentiles.stated(0.99, 299, "12.50") == "12.50"
+    assert percentiles.stated(0.99, 298, "12.50") == "too few requests for p99"
+    assert percentiles.stated(0.5, None, "3.00") == "too few requests for p50"

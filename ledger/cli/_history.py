@@ -15,13 +15,6 @@ from ledger.errors import printable
 _FIELDS = ("model", "revision", "engine", "engine_version", "gpu")
 
 
-def _root(text: str) -> str:
-    # Path("") is ".": an empty argument would be the current folder, unasked.
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path")
-    return text
-
-
 def add_history(commands: Any, common: argparse.ArgumentParser) -> None:
     """Adds ``history``."""
     history = commands.add_parser(
@@ -45,7 +38,6 @@ def add_history(commands: Any, common: argparse.ArgumentParser) -> None:
     history.add_argument(
         "root",
         metavar="ROOT",
-        type=_root,
         help="an evidence root (a folder of campaign folders), or one campaign folder",
     )
     history.add_argument(

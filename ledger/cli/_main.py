@@ -32,7 +32,17 @@ _logger = logging.getLogger("ledger")
 
 
 _PATH_METAVARS = frozenset(
-    {"PATH", "DIR", "FILE", "CAMPAIGN_DIR", "RAW_CAMPAIGN", "BUNDLE", "PLAN.toml", "DIR|URL"}
+    {
+        "PATH",
+        "DIR",
+        "FILE",
+        "CAMPAIGN_DIR",
+        "RAW_CAMPAIGN",
+        "BUNDLE",
+        "PLAN.toml",
+        "DIR|URL",
+        "ROOT",
+    }
 )
 
 

@@ -952,11 +952,13 @@ def derive_into(
     if control is not None:
         check_name("arm", control)
     from_plan = slo is None and kind == "ab"
-    if from_plan:
-        slo = plan_slo(root)
     planned = control is None and kind == "ab"
-    if planned:
-        control = plan_control(root, baseline, candidate)
+    if from_plan or planned:
+        path, plan = _run_plan(root)
+        if from_plan:
+            slo = _slo_of(path, plan)
+        if planned:
+            control = _control_of(plan, baseline, candidate)
     review = manifest.check_seal(root, "derive", reseal_after_review=reseal_after_review)
     try:
         db = build([root], gaps=False)
@@ -1016,16 +1018,23 @@ def _ran(db: Database, campaign: str, arm: str) -> bool:
     return bool(found) and found[0][0] > 0
 
 
-def plan_control(folder: Path, baseline: str, candidate: str) -> str | None:
-    """The run plan's first arm that repeats ``baseline`` (``repeat_of``) and is not
-    ``candidate``: the comparison's A/A control."""
+def _run_plan(folder: Path) -> tuple[Path, dict[str, Any] | None]:
+    """The campaign's ``run-plan.json`` and its document (None where it has none)."""
     path = folder / "run-plan.json"
     if not path.is_file():
-        return None
+        return path, None
     try:
-        arms = read_document(path).get("arms")
+        return path, read_document(path)
     except (OSError, Error) as e:
+        # Derived without what its plan states (an SLO, an A/A control), a comparison
+        # would quietly lack its goodput or its noise floors.
         raise DeriveError(f"{path}: {e}") from None
+
+
+def _control_of(plan: dict[str, Any] | None, baseline: str, candidate: str) -> str | None:
+    """The run plan's first arm that repeats ``baseline`` (``repeat_of``) and is not
+    ``candidate``: the comparison's A/A control."""
+    arms = plan.get("arms") if plan is not None else None
     for arm in arms if isinstance(arms, list) else ():
         if isinstance(arm, dict) and arm.get("repeat_of") == baseline:
             name = arm.get("name")
@@ -1036,14 +1045,11 @@ def plan_control(folder: Path, baseline: str, candidate: str) -> str | None:
 
 def plan_slo(folder: Path) -> dict[str, float] | None:
     """The SLO a campaign's run plan states (``[slo]``), if it has one."""
-    path = folder / "run-plan.json"
-    if not path.is_file():
-        return None
-    try:
-        stated = read_document(path).get("slo")
-    except (OSError, Error) as e:
-        # Derived without the SLO it states, a comparison would quietly lack its goodput.
-        raise DeriveError(f"{path}: {e}") from None
+    return _slo_of(*_run_plan(folder))
+
+
+def _slo_of(path: Path, plan: dict[str, Any] | None) -> dict[str, float] | None:
+    stated = plan.get("slo") if plan is not None else None
     if not isinstance(stated, dict):
         return None
     try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 
-__all__ = ["CONFIDENCE", "min_samples", "name_of", "supported", "too_few"]
+__all__ = ["CONFIDENCE", "min_samples", "name_of", "stated", "supported", "too_few"]
 
 CONFIDENCE = 0.95
 """The confidence at which a percentile must be bounded to be stated."""
@@ -52,3 +52,9 @@ def name_of(q: float) -> str:
 def too_few(q: float) -> str:
     """What a report says in place of a percentile the cell cannot support."""
     return f"too few requests for {name_of(q)}"
+
+
+def stated(q: float, count: int | None, shown: str) -> str:
+    """``shown`` (a percentile as a reader sees it) where ``count`` values support the
+    ``q``-quantile; :func:`too_few` where they do not."""
+    return shown if supported(q, count) else too_few(q)

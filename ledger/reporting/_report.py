@@ -121,9 +121,7 @@ def _quantile(value: Any, q: float, count: int | None) -> Any:
 
 
 def _quantile_text(value: Any, q: float, count: int | None) -> str:
-    if not percentiles.supported(q, count):
-        return percentiles.too_few(q)
-    return _fmt(value)
+    return percentiles.stated(q, count, _fmt(value))
 
 
 class _Builder:

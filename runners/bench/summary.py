@@ -58,11 +58,7 @@ def summary_block(
         for p, value in dist.percentiles if dist else ():
             # vLLM prints every percentile asked for; one the requests cannot support is
             # named, not stated (the saved result keeps vLLM's number for its readers).
-            shown = (
-                _number(value)
-                if percentiles.supported(p / 100, summary.completed)
-                else percentiles.too_few(p / 100)
-            )
+            shown = percentiles.stated(p / 100, summary.completed, _number(value))
             lines.append(_line(f"P{percentile_name(p)} {short} (ms):", shown))
     lines.append("=" * _WIDTH)
     return "\n".join(lines) + "\n"

@@ -17,11 +17,6 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _supported(value: float | None, q: float, count: int) -> str:
-    """A percentile, or what stands for one the cell's requests cannot support."""
-    return _fmt(value, 2) if percentiles.supported(q, count) else percentiles.too_few(q)
-
-
 def _aligned(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
@@ -76,8 +71,8 @@ def _figures(cells: Sequence[CellOutcome]) -> list[list[str]]:
             ok = serving.completed
             values = [
                 _fmt(dist.mean, 2),
-                _supported(dist.median, 0.5, ok),
-                *(_supported(v, p / 100, ok) for p, v in dist.percentiles),
+                percentiles.stated(0.5, ok, _fmt(dist.median, 2)),
+                *(percentiles.stated(p / 100, ok, _fmt(v, 2)) for p, v in dist.percentiles),
                 _fmt(dist.std, 2),
             ]
             rows.append([outcome.arm, outcome.stage, outcome.cell, label, *values])
