@@ -11,14 +11,18 @@ control (ledger/derivation/calibration.py):
 2. **A 5 % slower decode on the simulator**: the candidate's decode rate is 0.95 times the
    baseline's. Detected where decode reads a regression. Goal: at least 80 %.
 3. **A/A on llama-server** (built from source as the tests build it; skipped with
-   --no-llama): every arm is the one server, one request at a time, its prompt cache off.
-   Goal: at most 1 false alarm in --pairs.
+   --no-llama): every arm is the one server, one request at a time, its prompt cache off,
+   the arms taking turns request by request (``interleave = true``). Goal: at most 1 false
+   alarm in --pairs. With --llama-sequential the same pairs run again arm after arm, for
+   contrast (no goal): on a shared host that design meets the host's slow spells one arm
+   at a time.
 
 Printed: per setup the campaigns, the campaigns with a false alarm or a detection, each
 median's rate of verdicts, its mean noise floor and MDE, and the goal met or not.
 
     python benchmarks/ab_power.py [--campaigns 20] [--pairs 10] [--requests 100]
-        [--concurrency 16] [--jitter-cv 0.05] [--run-cv 0.005] [--no-llama] [--no-simulator] [--work DIR]
+        [--concurrency 16] [--jitter-cv 0.05] [--run-cv 0.005] [--no-llama]
+        [--llama-sequential] [--no-simulator] [--work DIR]
 """
 
 from __future__ import annotations
@@ -46,9 +50,11 @@ def _plan(
     context: int,
     max_tokens: int,
     concurrency: int,
+    interleave: bool = False,
 ) -> str:
     """A plan of baseline, candidate and the baseline's repeat, each arm's table given."""
-    lines = [f'campaign_id = "{campaign}"', "seed = 11", 'prefix = "unique"', ""]
+    lines = [f'campaign_id = "{campaign}"', "seed = 11", 'prefix = "unique"']
+    lines += ["interleave = true", ""] if interleave else [""]
     for name, table in arms.items():
         lines += ["[[arms]]", f'name = "{name}"', table, ""]
     lines += [
@@ -109,6 +115,8 @@ class Tally:
         self.verdicts: dict[str, Counter[str]] = {m: Counter() for m in METRICS}
         self.floors: dict[str, list[float]] = {m: [] for m in METRICS}
         self.mdes: dict[str, list[float]] = {m: [] for m in METRICS}
+        self.changes: list[float] = []
+        """Every cell's decode change, candidate and control against the baseline."""
 
     def add(self, document: dict[str, object]) -> None:
         self.campaigns += 1
@@ -131,6 +139,10 @@ class Tally:
                     self.floors[metric].append(entry["noise_floor_percent"])
                 if entry.get("mde_percent") is not None:
                     self.mdes[metric].append(entry["mde_percent"])
+            decode = row["metrics"].get("decode_tok_s_p50") or {}
+            for key in ("change_percent", "aa_change_percent"):
+                if decode.get(key) is not None:
+                    self.changes.append(decode[key])
         self.any_detected += found
 
     def rate(self, metric: str, verdict: str) -> float:
@@ -142,10 +154,14 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def _report(tally: Tally, goal: str, met: bool) -> None:
-    print(
-        f"\n{tally.label}: {tally.campaigns} campaigns, goal {goal}: {'met' if met else 'MISSED'}"
-    )
+def _report(tally: Tally, goal: str | None, met: bool = True) -> None:
+    judged = f"goal {goal}: {'met' if met else 'MISSED'}" if goal else "no goal (for contrast)"
+    print(f"\n{tally.label}: {tally.campaigns} campaigns, {judged}")
+    if tally.changes:
+        print(
+            "  decode median of the candidate or the repeat against the baseline: "
+            f"{min(tally.changes):+.1f} % to {max(tally.changes):+.1f} %"
+        )
     print(
         f"  campaigns with any median called different: {tally.any_detected}"
         f" ({tally.any_detected / tally.campaigns:.0%}); not matched: {tally.unmatched}"
@@ -179,11 +195,12 @@ def _simulator_setups(args: argparse.Namespace, work: Path) -> tuple[Tally, Tall
     return same, slower
 
 
-def _llama_setup(args: argparse.Namespace, work: Path) -> Tally:
+def _llama_setups(args: argparse.Namespace, work: Path) -> list[Tally]:
+    """The interleaved A/A pairs, then (with --llama-sequential) the sequential ones."""
     sys.path.insert(0, str(ROOT))
     from tests.llama_server import LlamaServer, build
 
-    tally = Tally("A/A, llama-server")
+    tallies = []
     with LlamaServer(build(), parallel=1, log=work / "llama.log") as server:
         # The prompt cache off: each arm would otherwise find the one before it cached.
         table = (
@@ -193,11 +210,16 @@ def _llama_setup(args: argparse.Namespace, work: Path) -> Tally:
         # One request at a time: the server's batching of concurrent requests depends on
         # how they happen to overlap, another noise than the server's own.
         shape = {"requests": args.requests, "context": 256, "max_tokens": 16, "concurrency": 1}
-        for index in range(args.pairs):
-            name = f"2026-12-03-llama-{index:02d}"
-            arms = {"baseline": table, "candidate": table}
-            tally.add(_campaign(work, _plan(name, arms=arms, **shape), name))
-    return tally
+        for interleave in (True, False)[: 2 if args.llama_sequential else 1]:
+            design = "interleaved" if interleave else "sequential"
+            tally = Tally(f"A/A, llama-server, arms {design}")
+            for index in range(args.pairs):
+                name = f"2026-12-03-llama-{design}-{index:02d}"
+                arms = {"baseline": table, "candidate": table}
+                plan = _plan(name, arms=arms, interleave=interleave, **shape)
+                tally.add(_campaign(work, plan, name))
+            tallies.append(tally)
+    return tallies
 
 
 def main() -> None:
@@ -209,6 +231,7 @@ def main() -> None:
     parser.add_argument("--jitter-cv", type=float, default=0.05)
     parser.add_argument("--run-cv", type=float, default=0.005)
     parser.add_argument("--no-llama", action="store_true")
+    parser.add_argument("--llama-sequential", action="store_true")
     parser.add_argument("--no-simulator", action="store_true")
     parser.add_argument("--work", type=Path)
     args = parser.parse_args()
@@ -216,20 +239,27 @@ def main() -> None:
         work = args.work or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        print(
-            f"simulator: decode 100 tok/s, 512-token prompts, 16 tokens out, jitter_cv "
-            f"{args.jitter_cv}, run_cv {args.run_cv}; {args.requests} requests per arm at "
-            f"concurrency {args.concurrency}"
-        )
         if not args.no_simulator:
+            print(
+                f"simulator: decode 100 tok/s, 512-token prompts, 16 tokens out, jitter_cv "
+                f"{args.jitter_cv}, run_cv {args.run_cv}; {args.requests} requests per arm at "
+                f"concurrency {args.concurrency}"
+            )
             same, slower = _simulator_setups(args, work)
             _report(same, "false alarms <= 5 %", same.any_detected <= 0.05 * same.campaigns)
             detected = slower.verdicts["decode_tok_s_p50"]["regression"]
             goal = "decode regression detected >= 80 %"
             _report(slower, goal, detected >= 0.8 * slower.campaigns)
         if not args.no_llama:
-            llama = _llama_setup(args, work)
-            _report(llama, "at most 1 false alarm", llama.any_detected <= 1)
+            print(
+                f"\nllama-server: the tests' tiny model on one CPU thread, prompt cache off, "
+                f"256-token prompts, 16 tokens out; {args.requests} requests per arm at "
+                "concurrency 1"
+            )
+            interleaved, *sequential = _llama_setups(args, work)
+            _report(interleaved, "at most 1 false alarm", interleaved.any_detected <= 1)
+            for contrast in sequential:
+                _report(contrast, None)
         print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 

@@ -347,6 +347,10 @@ class Plan:
     slo: dict[str, float] | None = None
     """Latency objectives of the load stages: ``ledger derive`` uses them unless given
     ``--slo``."""
+    interleave: bool = False
+    """Whether the arms take turns request by request instead of one after another
+    (``interleave = true``): a slow spell of the host or the endpoint then falls on every
+    arm alike, instead of on whichever arm ran during it."""
 
     def evidence_of(self, kind: str) -> EvidenceStage | None:
         """The plan's stage of that evidence kind, if it has one."""
@@ -354,16 +358,20 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The ``run-plan.json`` document."""
-        return {
-            "schema": PLAN_SCHEMA,
-            "campaign_id": self.campaign_id,
-            "seed": self.seed,
-            "prefix": self.prefix,
-            "deadlines": attrs.asdict(self.deadlines),
-            "arms": [a.to_json() for a in self.arms],
-            "stages": [s.to_json() for s in self.stages],
-            "evidence_stages": [e.to_json() for e in self.evidence],
-        } | ({"slo": dict(self.slo)} if self.slo is not None else {})
+        return (
+            {
+                "schema": PLAN_SCHEMA,
+                "campaign_id": self.campaign_id,
+                "seed": self.seed,
+                "prefix": self.prefix,
+                "deadlines": attrs.asdict(self.deadlines),
+                "arms": [a.to_json() for a in self.arms],
+                "stages": [s.to_json() for s in self.stages],
+                "evidence_stages": [e.to_json() for e in self.evidence],
+            }
+            | ({"slo": dict(self.slo)} if self.slo is not None else {})
+            | ({"interleave": True} if self.interleave else {})
+        )
 
 
 def _deadlines(reader: _Reader) -> Deadlines:
@@ -828,6 +836,7 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
         raise reader.error("prefix", f"expected shared or unique, got {prefix!r}")
     deadlines = _deadlines(reader)
     slo = _slo(reader)
+    interleave = reader.get("interleave", (bool,), False, "true or false")
     arms_table = reader.get("arms", (list,), what="[[arms]] tables")
     stages_table = reader.get("stages", (list,), what="[[stages]] tables")
     reader.finish()
@@ -852,12 +861,14 @@ def parse_plan(data: dict[str, Any], *, source: str = "plan", base: Path = Path(
         if duplicates:
             raise reader.error(label, f"name {duplicates[0]!r} is used twice")
     _check_evidence(reader, arms, stages, parsed)
+    if interleave:
+        _check_interleave(reader, arms, stages, evidence)
     for arm in arms:
         if arm.simulated is not None:
             check_context(
                 arm.name, stages, arm.simulated.context_limit, "its profile's context_limit"
             )
-    return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence, slo)
+    return Plan(campaign_id, seed, prefix, deadlines, arms, stages, evidence, slo, interleave)
 
 
 def check_context(arm: str, stages: Sequence[Stage], limit: int, source: str) -> None:
@@ -901,6 +912,52 @@ def _check_evidence(
             if bare:
                 raise reader.error(
                     where, f"{stage.kind} needs an [arms.container] table on arm {bare[0]!r}"
+                )
+
+
+_SOLO_EVIDENCE = ("startup", "restoration", "telemetry")
+"""Evidence of one arm's own server or GPUs over its stage: arms that take turns share
+their stages and run their servers at once."""
+
+
+def _check_interleave(
+    reader: _Reader,
+    arms: tuple[Arm, ...],
+    stages: tuple[Stage, ...],
+    evidence: tuple[EvidenceStage, ...],
+) -> None:
+    """Refuses what arms taking turns one request at a time cannot measure as planned."""
+    if len(arms) < 2:
+        raise reader.error("interleave", "arms take turns: the plan has one arm")
+    for arm in arms:
+        if arm.container is not None and arm.container.spec is not None:
+            raise reader.error(
+                "interleave",
+                f"arm {arm.name!r} manages its container, started and removed in its turn; "
+                "interleaved arms are all running at once (base_url or [arms.simulated])",
+            )
+    for step in evidence:
+        if step.kind in _SOLO_EVIDENCE:
+            raise reader.error(
+                "interleave",
+                f"a {step.kind} stage measures one arm's server on its own; "
+                "interleaved arms share their stages",
+            )
+    for stage in stages:
+        if stage.kind in ("load", "sweep"):
+            raise reader.error(
+                "interleave",
+                f"stage {stage.name!r} sends on a schedule ({stage.kind}); interleaved arms "
+                "take turns one request at a time",
+            )
+        for cell in stage.cells:
+            if cell.concurrency != 1:
+                # Turns of one request each keep what the endpoint serves at once as the
+                # cell says; at a higher concurrency the arms' requests would share batches.
+                raise reader.error(
+                    "interleave",
+                    f"stage {stage.name!r} cell {cell.id}: concurrency {cell.concurrency}; "
+                    "interleaved arms take turns one request at a time (concurrency 1)",
                 )
 
 

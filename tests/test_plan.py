@@ -475,3 +475,71 @@ def test_a_managed_container_is_not_repeated() -> None:
     named = {**_ARM_A, "container": {"name": "serve"}}
     plan = parse_plan(_plan(arms=[named, {"name": "b", "repeat_of": "a"}]))
     assert plan.arms[1].container == plan.arms[0].container
+
+
+_INTERLEAVED_ARMS = [_ARM_A, {"name": "a-again", "repeat_of": "a"}]
+
+
+def test_interleave_is_recorded_only_where_a_plan_sets_it() -> None:
+    plan = parse_plan(_plan(arms=_INTERLEAVED_ARMS, interleave=True))
+    assert plan.interleave is True
+    recorded = plan.to_json()
+    validate(recorded)
+    assert recorded["interleave"] is True
+    # A plan written before the key records itself as it did: its run can be resumed.
+    assert "interleave" not in parse_plan(_plan(arms=_INTERLEAVED_ARMS)).to_json()
+    assert "interleave" not in parse_plan(_plan(arms=_INTERLEAVED_ARMS, interleave=False)).to_json()
+
+
+_MANAGED = {**_ARM_A, "name": "m", "container": {"name": "serve", "image": "busybox"}}
+_WITNESSED = {**_ARM_A, "name": "w", "container": {"name": "serve"}}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"interleave": "yes"}, "interleave: expected true or false"),
+        ({"arms": [_ARM_A]}, "interleave: arms take turns: the plan has one arm"),
+        ({"arms": [_ARM_A, _MANAGED]}, "arm 'm' manages its container"),
+        (
+            {"stages": [{"kind": "startup"}], "arms": [_WITNESSED, {**_WITNESSED, "name": "x"}]},
+            "interleave: a startup stage measures one arm's server on its own",
+        ),
+        (
+            {"stages": [{"kind": "endurance", "context_target": 64, "requests": 2, "max_tokens": 4},
+                        {"kind": "telemetry", "during": "endurance"}]},
+            "interleave: a telemetry stage measures one arm's server",
+        ),
+        (
+            {"stages": [{"kind": "endurance", "context_target": 64, "requests": 2, "max_tokens": 4},
+                        {"kind": "restoration"}],
+             "arms": [_WITNESSED, {**_WITNESSED, "name": "x"}]},
+            "interleave: a restoration stage measures one arm's server on its own",
+        ),
+        ({"stages": [{**_LOAD, "requests": 4}]}, r"interleave: stage 'load' sends on a schedule \(load\)"),
+        ({"stages": [{**_SWEEP, "requests": 4}]}, r"interleave: stage 'sweep' sends on a schedule \(sweep\)"),
+        (
+            {"stages": [{"kind": "capacity", "context_targets": [64], "concurrency": [1, 4],
+                         "requests": 8, "max_tokens": 4}]},
+            "interleave: stage 'capacity' cell ctx64-c4-nothink: concurrency 4; interleaved arms",
+        ),
+    ],
+)  # fmt: skip
+def test_interleave_refuses_what_turns_cannot_measure(
+    overrides: dict[str, Any], message: str
+) -> None:
+    data = _plan(arms=_INTERLEAVED_ARMS, interleave=True) | overrides
+    with pytest.raises(InvalidArtifact, match=message):
+        parse_plan(data, source="plan.toml")
+
+
+def test_interleave_takes_witnessed_containers_and_a_reserve() -> None:
+    # A container only looked at runs already, and a reserve is read after the cells.
+    arms = [_WITNESSED, {**_WITNESSED, "name": "x", "container": {"name": "other"}}]
+    stages = [
+        {"kind": "capacity", "context_targets": [64], "concurrency": [1], "requests": 4,
+         "max_tokens": 4},
+        {"kind": "reserve"},
+    ]  # fmt: skip
+    plan = parse_plan(_plan(arms=arms, stages=stages, interleave=True))
+    assert plan.interleave and [e.kind for e in plan.evidence] == ["reserve"]

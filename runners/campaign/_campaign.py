@@ -23,6 +23,7 @@ with an incomplete one from its records; one it cannot read (or a v1 one) is mov
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import shutil
@@ -127,26 +128,35 @@ class CampaignRun:
     def write_run_manifest(self) -> bool:
         return self.state.write_run_manifest()
 
+    def _pending(self, arm: Arm) -> list[tuple[Stage, Cell]] | None:
+        """The arm's cells still to run, in plan order (each complete one reported as
+        skipped); None where nothing of the arm is left, evidence steps included."""
+        pending = [
+            (stage, cell)
+            for stage in self.plan.stages
+            for cell in self.state.cells_of(stage)
+            if self.state.cells[(arm.name, stage.name, cell.id)] != "complete"
+        ]
+        for stage in self.plan.stages:
+            for cell in self.state.cells_of(stage):
+                if (stage, cell) not in pending:
+                    label = f"{arm.name} {stage.name} {cell.id}"
+                    rel = self.state.cell_path(arm, stage, cell)
+                    kept = kept_outcome(self.folder, rel, arm.name, stage, cell)
+                    self.state.progress.end_cell(label, kept.stats, "skipped")
+                    self.outcomes.append(kept)
+        steps_left = any(
+            self.state.evidence[(arm.name, e.name)] != "complete" for e in self.plan.evidence
+        )
+        return pending if pending or steps_left else None
+
     async def run(self) -> None:
+        if self.plan.interleave:
+            await self._run_interleaved()
+            return
         for arm in self.plan.arms:
-            pending = [
-                (stage, cell)
-                for stage in self.plan.stages
-                for cell in self.state.cells_of(stage)
-                if self.state.cells[(arm.name, stage.name, cell.id)] != "complete"
-            ]
-            for stage in self.plan.stages:
-                for cell in self.state.cells_of(stage):
-                    if (stage, cell) not in pending:
-                        label = f"{arm.name} {stage.name} {cell.id}"
-                        rel = self.state.cell_path(arm, stage, cell)
-                        kept = kept_outcome(self.folder, rel, arm.name, stage, cell)
-                        self.state.progress.end_cell(label, kept.stats, "skipped")
-                        self.outcomes.append(kept)
-            steps_left = any(
-                self.state.evidence[(arm.name, e.name)] != "complete" for e in self.plan.evidence
-            )
-            if not pending and not steps_left:
+            pending = self._pending(arm)
+            if pending is None:
                 continue
             api_key = self.keys[arm.name]
             if arm.simulated is not None:
@@ -155,6 +165,41 @@ class CampaignRun:
             else:
                 assert arm.base_url is not None
                 await self._run_arm(arm, arm.base_url, api_key, pending)
+
+    async def _run_interleaved(self) -> None:
+        """Every arm's endpoint at once, each cell's requests sent by the arms in turn (the
+        plan refuses what this cannot measure: ``runners.plan._check_interleave``)."""
+        left = {arm.name: self._pending(arm) for arm in self.plan.arms}
+        arms = [arm for arm in self.plan.arms if left[arm.name] is not None]
+        with contextlib.ExitStack() as stack:
+            urls: dict[str, str] = {}
+            witnesses: dict[str, ContainerWitness | None] = {}
+            for arm in arms:
+                if arm.simulated is not None:
+                    simulator = stack.enter_context(SimulatorProcess(arm.simulated))
+                    urls[arm.name] = simulator.base_url
+                else:
+                    assert arm.base_url is not None
+                    urls[arm.name] = arm.base_url
+                witness = ContainerWitness(arm.container, self.stopping) if arm.container else None
+                if witness is not None:
+                    stack.callback(witness.close)
+                witnesses[arm.name] = witness
+            started = []
+            for arm in arms:
+                if await self._open_arm(arm, urls[arm.name], witnesses[arm.name]):
+                    started.append(arm)
+            for stage in self.plan.stages:
+                for cell in self.state.cells_of(stage):
+                    taking = [
+                        (arm, urls[arm.name], self.keys[arm.name])
+                        for arm in started
+                        if (stage, cell) in (left[arm.name] or ())
+                    ]
+                    if taking:
+                        await self.cell_runner.run_in_turns(taking, stage, cell)
+            for arm in started:
+                await self._close_arm(arm, urls[arm.name], witnesses[arm.name])
 
     def _api_key(self, arm: Arm) -> str | None:
         if arm.api_key_env is None:
@@ -171,20 +216,8 @@ class CampaignRun:
     ) -> None:
         witness = ContainerWitness(arm.container, self.stopping) if arm.container else None
         try:
-            not_started = await self.stages.startup(arm, base_url, witness)
-            if not_started is not None:
-                self.not_started.append(not_started)
+            if not await self._open_arm(arm, base_url, witness):
                 return
-            limit = await self._context_limit(base_url, api_key)
-            if limit is not None:
-                self.context_limits[arm.name] = limit
-                check_context(arm.name, self.plan.stages, limit, "max_model_len at /v1/models")
-            restoration = self.plan.evidence_of("restoration")
-            if restoration is not None and witness is not None:
-                await self.stages.restoration_before(arm, restoration, witness)
-            for step in self.plan.evidence:
-                if step.kind in FUNCTIONAL_KINDS:
-                    await self.stages.functional(arm, step, base_url, api_key)
             telemetry = self.plan.evidence_of("telemetry")
             during = None
             if (
@@ -210,14 +243,41 @@ class CampaignRun:
                     # Interrupted during the sampled stage, the samples taken still count.
                     if sampler is not None and telemetry is not None:
                         await self.stages.finish_telemetry(arm, telemetry, sampler, started_at)
-            reserve = self.plan.evidence_of("reserve")
-            if reserve is not None:
-                await self.stages.reserve(arm, reserve)
-            if restoration is not None and witness is not None:
-                await self.stages.restoration_after(arm, restoration, witness, base_url, api_key)
+            await self._close_arm(arm, base_url, witness)
         finally:
             if witness is not None:
                 witness.close()
+
+    async def _open_arm(self, arm: Arm, base_url: str, witness: ContainerWitness | None) -> bool:
+        """What an arm does before its cells: its startup, its endpoint's context, the
+        restoration's first look and the functional gates. False where it did not start."""
+        api_key = self.keys[arm.name]
+        not_started = await self.stages.startup(arm, base_url, witness)
+        if not_started is not None:
+            self.not_started.append(not_started)
+            return False
+        limit = await self._context_limit(base_url, api_key)
+        if limit is not None:
+            self.context_limits[arm.name] = limit
+            check_context(arm.name, self.plan.stages, limit, "max_model_len at /v1/models")
+        restoration = self.plan.evidence_of("restoration")
+        if restoration is not None and witness is not None:
+            await self.stages.restoration_before(arm, restoration, witness)
+        for step in self.plan.evidence:
+            if step.kind in FUNCTIONAL_KINDS:
+                await self.stages.functional(arm, step, base_url, api_key)
+        return True
+
+    async def _close_arm(self, arm: Arm, base_url: str, witness: ContainerWitness | None) -> None:
+        """What an arm does after its cells: the GPU reserve and the restoration."""
+        reserve = self.plan.evidence_of("reserve")
+        if reserve is not None:
+            await self.stages.reserve(arm, reserve)
+        restoration = self.plan.evidence_of("restoration")
+        if restoration is not None and witness is not None:
+            await self.stages.restoration_after(
+                arm, restoration, witness, base_url, self.keys[arm.name]
+            )
 
     async def _context_limit(self, base_url: str, api_key: str | None) -> int | None:
         """The context the endpoint reports (``max_model_len`` of ``/v1/models``, as vLLM,

@@ -5,9 +5,12 @@ and when it ends."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import socket
 import time
-from collections.abc import Callable, Iterable
+import urllib.parse
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from runners.campaign._stages import (
     run_cell,
 )
 from runners.campaign._stats import CellStats, cell_stats
+from runners.campaign._turns import Turns
 from runners.client import EndpointClient
 from runners.plan import DEFAULT_MIN_SUCCESS, MAX_CONTEXT_TARGET, Arm, Cell, Stage
 from runners.probes import evidence
@@ -88,15 +92,70 @@ class CellRunner:
         """The signal that stopped the run, if one did."""
 
     async def run(
-        self, arm: Arm, stage: Stage, cell: Cell, base_url: str, api_key: str | None
+        self,
+        arm: Arm,
+        stage: Stage,
+        cell: Cell,
+        base_url: str,
+        api_key: str | None,
+        turns: Turns | None = None,
+        counters_shared: bool = False,
     ) -> None:
+        """Runs one arm's cell; with ``turns``, each request waits for the arm's turn.
+        ``counters_shared``: the endpoint also serves another arm taking turns, so its
+        counters are not this arm's alone."""
         async with EndpointClient(
             base_url,
             concurrency=cell.concurrency,
             deadlines=self.plan.deadlines,
             api_key=api_key,
         ) as client:
-            await self._run_one(client, arm, stage, cell)
+            await self._run_one(client, arm, stage, cell, turns, counters_shared)
+
+    async def run_in_turns(
+        self, arms: Sequence[tuple[Arm, str, str | None]], stage: Stage, cell: Cell
+    ) -> None:
+        """Runs one cell of every arm in ``arms`` (each with its base URL and API key), the
+        arms taking turns one request at a time (:class:`Turns`)."""
+        first, url, key = arms[0]
+        # The cell's prompts are sized once, as the first arm of a plan run arm after arm
+        # sizes them; the others find them in the workload.
+        async with EndpointClient(
+            url, concurrency=1, deadlines=self.plan.deadlines, api_key=key
+        ) as client:
+            await self._calibration(client, first, stage, cell)
+        turns = Turns(arm.name for arm, _, _ in arms)
+        endpoints = [endpoint_of(url) for _, url, _ in arms]
+        first_outcome = len(self.outcomes)
+
+        async def in_turn(index: int, arm: Arm, base_url: str, api_key: str | None) -> None:
+            shared = any(
+                one_endpoint(endpoints[index], other)
+                for at, other in enumerate(endpoints)
+                if at != index
+            )
+            try:
+                await self.run(arm, stage, cell, base_url, api_key, turns, shared)
+            finally:
+                await turns.leave(arm.name)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index, (arm, base_url, api_key) in enumerate(arms):
+                    group.create_task(in_turn(index, arm, base_url, api_key))
+        except BaseExceptionGroup as failed:
+            if self.stopped_by() is not None:
+                # A signal stopped the run: it ends as a signal does, whatever an arm
+                # raised on its way out.
+                raise asyncio.CancelledError from None
+            # One arm's failure ended the others' cells (each kept as incomplete, to be
+            # resumed); the run stops on the first failure as it would arm after arm.
+            raise failed.exceptions[0] from None
+        # The closing table lists the arms of a cell in the plan's order, not as they ended.
+        order = {arm.name: index for index, (arm, _, _) in enumerate(arms)}
+        self.outcomes[first_outcome:] = sorted(
+            self.outcomes[first_outcome:], key=lambda outcome: order[outcome.arm]
+        )
 
     async def _calibration(
         self, client: EndpointClient, arm: Arm, stage: Stage, cell: Cell
@@ -199,7 +258,15 @@ class CellRunner:
             seed=self.plan.seed,
         )
 
-    async def _run_one(self, client: EndpointClient, arm: Arm, stage: Stage, cell: Cell) -> None:
+    async def _run_one(
+        self,
+        client: EndpointClient,
+        arm: Arm,
+        stage: Stage,
+        cell: Cell,
+        turns: Turns | None,
+        counters_shared: bool,
+    ) -> None:
         key = (arm.name, stage.name, cell.id)
         rel = self.state.cell_path(arm, stage, cell)
         path = self.state.folder / rel
@@ -250,21 +317,27 @@ class CellRunner:
         self.state.progress.start_cell(label, total)
         if earlier is not None:
             parts.reopen(earlier["parts"])
-            resumed.append(self._take_up(parts, earlier, stage, cell, run, done))
+            resumed.append(self._take_up(parts, earlier, stage, cell, run, done, label))
         write_document(path, document("incomplete", "running"))
         self.state.cells[key] = "incomplete"
 
         def on_record(record: dict[str, Any]) -> None:
             parts.append(record)
-            self.state.progress.request_done(record)
+            self.state.progress.request_done(label, record)
 
         todo = (index for index in range(total) if not done[index])
+        turn = None if turns is None else functools.partial(turns.turn, arm.name)
         try:
-            await run_cell(client, arm, stage, cell, prompt, todo, run, on_record)
+            await run_cell(
+                client, arm, stage, cell, prompt, todo, run, on_record, turn, counters_shared
+            )
         except asyncio.CancelledError:
             self._note_clock(resumed, run)
             parts.close_part()
-            header = document("incomplete", f"interrupted by {self.stopped_by()}")
+            stopped_by = self.stopped_by()
+            if stopped_by is None and turns is not None:
+                stopped_by = "the failure of an arm taking turns with it"
+            header = document("incomplete", f"interrupted by {stopped_by}")
             self._finish(header, parts)
             write_document(path, header)
             stats = cell_stats(parts.on_disk(header))
@@ -300,6 +373,7 @@ class CellRunner:
         cell: Cell,
         run: CellRun,
         done: bytearray,
+        label: str,
     ) -> dict[str, Any]:
         """What an interrupted run left of a cell: each request on disk marked done and
         counted, the clock set to go on after the last, and an open loop's schedule start
@@ -327,7 +401,7 @@ class CellRunner:
             due = record.get("scheduled_ns")
             if offsets is not None and due is not None and not record["warmup"]:
                 run.schedule_start_ns = due - offsets[index - stage.warmup]
-            self.state.progress.counted(record)
+            self.state.progress.counted(label, record)
         # The clock goes on from the last record; an open loop sets it again so that its
         # schedule still holds.
         run.origin_ns -= last_end
@@ -423,6 +497,29 @@ class CellRunner:
                     "of": stage.sweep_rates,
                 }
         return document
+
+
+def endpoint_of(url: str) -> tuple[str, frozenset[str], int | None]:
+    """Where a base URL's requests go: its scheme, the addresses its host resolves to (the
+    name itself where it does not resolve) and its port, so that ``localhost`` and
+    ``127.0.0.1`` on one port are one endpoint."""
+    parts = urllib.parse.urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        found = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        addresses = frozenset(str(info[4][0]) for info in found)
+    except (OSError, UnicodeError):
+        addresses = frozenset((host,))
+    return parts.scheme, addresses, port
+
+
+def one_endpoint(
+    first: tuple[str, frozenset[str], int | None], second: tuple[str, frozenset[str], int | None]
+) -> bool:
+    """Whether two :func:`endpoint_of` may be one server: one scheme and port, and an
+    address in common."""
+    return first[0] == second[0] and first[2] == second[2] and bool(first[1] & second[1])
 
 
 def kept_outcome(folder: Path, rel: str, arm: str, stage: Stage, cell: Cell) -> CellOutcome:

@@ -7,6 +7,8 @@ one ends) or open-loop (load: each request is due at its time on a schedule comp
 front, sent then whatever the others are doing, and recorded with that due time, so a
 late sender shows as lateness instead of hiding the queueing a user would have seen). The
 server's counters are scraped just before the measured requests and just after them.
+Where arms take turns (:mod:`runners.campaign._turns`), each request waits for its arm's,
+and the cell's clock stands still while it waits.
 Prompts are built as their requests go out, and records leave as they end: the runner
 holds no more of a cell than its requests in flight.
 """
@@ -18,6 +20,7 @@ import gc
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import attrs
@@ -128,9 +131,13 @@ async def run_cell(
     todo: Iterable[int],
     run: CellRun,
     on_record: Callable[[dict[str, Any]], None],
+    turn: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+    counters_shared: bool = False,
 ) -> None:
     """Sends the prompts of the indexes ``todo`` (ascending: warm-ups first), handing each
-    request's record to ``on_record`` as it ends."""
+    request's record to ``on_record`` as it ends. With ``turn``, each request is sent in
+    the arm's turn (:class:`~runners.campaign._turns.Turns`); ``counters_shared``: the
+    endpoint's counters also count another arm's requests, so none are recorded."""
 
     def prepared(prompt: Prompt) -> httpx.Request:
         return client.chat_request(
@@ -139,7 +146,16 @@ async def run_cell(
 
     async def one(prompt: Prompt, scheduled_ns: int | None = None) -> None:
         request = prepared(prompt) if scheduled_ns is None else prepared_requests.pop(prompt.index)
-        outcome = await client.chat(request, origin_ns=run.origin_ns)
+        if turn is None:
+            outcome = await client.chat(request, origin_ns=run.origin_ns)
+        else:
+            asked = time.perf_counter_ns()
+            async with turn():
+                # The arm's clock stands still while the others take their turns: its
+                # record times, and every rate over its span, are its own time with the
+                # endpoint, as if it had run alone (docs/guides/runs.md).
+                run.origin_ns += time.perf_counter_ns() - asked
+                outcome = await client.chat(request, origin_ns=run.origin_ns)
         record: dict[str, Any] = {
             "index": prompt.index,
             "warmup": prompt.warmup,
@@ -180,15 +196,19 @@ async def run_cell(
 
         await asyncio.gather(*(worker() for _ in range(cell.concurrency)))
     after = await scrape(client)
-    run.metrics = (
-        metrics_record(before, after)
-        if not run.resumed
-        else metrics_record(
+    if counters_shared:
+        run.metrics = metrics_record(
+            "the arms took turns on one endpoint: its counters count every arm's requests",
+            after,
+        )
+    elif run.resumed:
+        run.metrics = metrics_record(
             "the cell was resumed: the server's counters before the interruption are not "
             "this run's",
             after,
         )
-    )
+    else:
+        run.metrics = metrics_record(before, after)
 
 
 async def _open_loop(

@@ -26,10 +26,10 @@ class Progress(Protocol):
     def start_cell(self, label: str, total: int) -> None:
         """A cell begins: ``total`` requests, warm-up included."""
 
-    def request_done(self, record: dict[str, Any]) -> None:
-        """One request finished (successful or not)."""
+    def request_done(self, label: str, record: dict[str, Any]) -> None:
+        """One request of the cell ``label`` finished (successful or not)."""
 
-    def counted(self, record: dict[str, Any]) -> None:
+    def counted(self, label: str, record: dict[str, Any]) -> None:
         """A request an interrupted run finished, read back from disk: counted, not shown."""
 
     def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
@@ -102,36 +102,35 @@ def _stats_text(stats: CellStats) -> str:
 
 
 class LogProgress:
-    """One line per cell start and end, and every tenth request: for logs and CI."""
+    """One line per cell start and end, and every tenth request: for logs and CI.
+
+    Cells of interleaved arms run at once: each line names its cell."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream or sys.stderr
-        self._counts = _Counts()
-        self._label = ""
-        self._total = 0
+        self._cells: dict[str, tuple[_Counts, int]] = {}
 
     def _print(self, text: str) -> None:
         print(text, file=self._stream, flush=True)
 
     def start_cell(self, label: str, total: int) -> None:
-        self._counts = _Counts()
-        self._label = label
-        self._total = total
+        self._cells[label] = (_Counts(), total)
         self._print(f"{label}: {total} requests")
 
-    def counted(self, record: dict[str, Any]) -> None:
-        self._counts.add(record)
+    def counted(self, label: str, record: dict[str, Any]) -> None:
+        self._cells[label][0].add(record)
 
-    def request_done(self, record: dict[str, Any]) -> None:
-        counts = self._counts
+    def request_done(self, label: str, record: dict[str, Any]) -> None:
+        counts, total = self._cells[label]
         counts.add(record)
-        if counts.done % 10 == 0 and counts.done < self._total:
+        if counts.done % 10 == 0 and counts.done < total:
             self._print(
-                f"{self._label}: {counts.done}/{self._total} done, {counts.failed} failed, "
+                f"{label}: {counts.done}/{total} done, {counts.failed} failed, "
                 f"TTFT median {counts.ttft_text()}"
             )
 
     def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
+        self._cells.pop(label, None)
         detail = _stats_text(stats) if stats is not None else "already complete"
         self._print(f"{label}: {status}: {detail}")
 
@@ -166,29 +165,28 @@ class RichProgress:
             refresh_per_second=2,
         )
         self._bar.start()
-        self._task: Any = None
-        self._counts = _Counts()
+        self._cells: dict[str, tuple[Any, _Counts]] = {}
+        """Each running cell's bar and counts: one, or one per interleaved arm."""
 
     def start_cell(self, label: str, total: int) -> None:
-        self._counts = _Counts()
-        self._task = self._bar.add_task(label, total=total, detail="")
+        self._cells[label] = (self._bar.add_task(label, total=total, detail=""), _Counts())
 
-    def counted(self, record: dict[str, Any]) -> None:
-        self._counts.add(record)
+    def counted(self, label: str, record: dict[str, Any]) -> None:
+        self._cells[label][1].add(record)
 
-    def request_done(self, record: dict[str, Any]) -> None:
-        counts = self._counts
+    def request_done(self, label: str, record: dict[str, Any]) -> None:
+        task, counts = self._cells[label]
         counts.add(record)
         self._bar.update(
-            self._task,
+            task,
             completed=counts.done,
             detail=f"failed {counts.failed}  TTFT {counts.ttft_text()}",
         )
 
     def end_cell(self, label: str, stats: CellStats | None, status: str) -> None:
-        if self._task is not None:
-            self._bar.remove_task(self._task)
-            self._task = None
+        running = self._cells.pop(label, None)
+        if running is not None:
+            self._bar.remove_task(running[0])
         detail = "already complete" if stats is None else f"{status}: {_stats_text(stats)}"
         self._line(f"{label}: {detail}")
 
