@@ -309,6 +309,11 @@ class Arm:
     """The arm this one runs again, unchanged (an A/A control): ``ledger derive`` measures
     the noise between two runs of one configuration from the pair."""
 
+    @property
+    def manages_container(self) -> bool:
+        """Whether ledger creates and removes the arm's container (an ``image`` given)."""
+        return self.container is not None and self.container.spec is not None
+
     def thinking_fields(self, enabled: bool) -> dict[str, Any]:
         """The fields to merge into a request for that thinking mode."""
         return dict(self.thinking["enabled" if enabled else "disabled"])
@@ -493,7 +498,7 @@ def _arms(source: str, base: Path, tables: list[Any]) -> tuple[Arm, ...]:
             raise reader.error(
                 "repeat_of", f"names no arm with its own settings: {repeated!r} (arms: {others})"
             )
-        if original.container is not None and original.container.spec is not None:
+        if original.manages_container:
             # Its container is created and removed by name: two arms cannot own it.
             raise reader.error(
                 "repeat_of",
@@ -930,7 +935,7 @@ def _check_interleave(
     if len(arms) < 2:
         raise reader.error("interleave", "arms take turns: the plan has one arm")
     for arm in arms:
-        if arm.container is not None and arm.container.spec is not None:
+        if arm.manages_container:
             raise reader.error(
                 "interleave",
                 f"arm {arm.name!r} manages its container, started and removed in its turn; "

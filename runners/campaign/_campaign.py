@@ -158,13 +158,9 @@ class CampaignRun:
             pending = self._pending(arm)
             if pending is None:
                 continue
-            api_key = self.keys[arm.name]
-            if arm.simulated is not None:
-                with SimulatorProcess(arm.simulated) as simulator:
-                    await self._run_arm(arm, simulator.base_url, api_key, pending)
-            else:
-                assert arm.base_url is not None
-                await self._run_arm(arm, arm.base_url, api_key, pending)
+            with contextlib.ExitStack() as stack:
+                base_url = _endpoint(arm, stack)
+                await self._run_arm(arm, base_url, self.keys[arm.name], pending)
 
     async def _run_interleaved(self) -> None:
         """Every arm's endpoint at once, each cell's requests sent by the arms in turn (the
@@ -172,23 +168,10 @@ class CampaignRun:
         left = {arm.name: self._pending(arm) for arm in self.plan.arms}
         arms = [arm for arm in self.plan.arms if left[arm.name] is not None]
         with contextlib.ExitStack() as stack:
-            urls: dict[str, str] = {}
-            witnesses: dict[str, ContainerWitness | None] = {}
-            for arm in arms:
-                if arm.simulated is not None:
-                    simulator = stack.enter_context(SimulatorProcess(arm.simulated))
-                    urls[arm.name] = simulator.base_url
-                else:
-                    assert arm.base_url is not None
-                    urls[arm.name] = arm.base_url
-                witness = ContainerWitness(arm.container, self.stopping) if arm.container else None
-                if witness is not None:
-                    stack.callback(witness.close)
-                witnesses[arm.name] = witness
-            started = []
-            for arm in arms:
-                if await self._open_arm(arm, urls[arm.name], witnesses[arm.name]):
-                    started.append(arm)
+            urls = {arm.name: _endpoint(arm, stack) for arm in arms}
+            # No container witness: the stages that look at a container (startup,
+            # restoration) are refused with interleave.
+            started = [arm for arm in arms if await self._open_arm(arm, urls[arm.name], None)]
             for stage in self.plan.stages:
                 for cell in self.state.cells_of(stage):
                     taking = [
@@ -199,7 +182,7 @@ class CampaignRun:
                     if taking:
                         await self.cell_runner.run_in_turns(taking, stage, cell)
             for arm in started:
-                await self._close_arm(arm, urls[arm.name], witnesses[arm.name])
+                await self._close_arm(arm, urls[arm.name], None)
 
     def _api_key(self, arm: Arm) -> str | None:
         if arm.api_key_env is None:
@@ -298,6 +281,15 @@ class CampaignRun:
             if isinstance(m, dict) and type(m.get("max_model_len")) is int
         ]
         return min(limits) if limits and min(limits) > 0 else None
+
+
+def _endpoint(arm: Arm, stack: contextlib.ExitStack) -> str:
+    """The arm's base URL: its simulated endpoint's, started and left to ``stack`` to stop,
+    or the one its plan names."""
+    if arm.simulated is not None:
+        return stack.enter_context(SimulatorProcess(arm.simulated)).base_url
+    assert arm.base_url is not None
+    return arm.base_url
 
 
 def _check_passed_environment(arm: Arm) -> None:
