@@ -41,13 +41,15 @@ DEMO := demo-out
 # endurance and context quality, with GPU telemetry and reserve stages (unavailable here:
 # no GPU); then derive, decide under the default policy, publish, open the follow-up
 # ticket, render the report and verify the publication (`ledger demo`, runners/demo.py).
-# Then the deployment gate refuses the promotion (exit 1 expected) and evidence/ verifies.
+# Then the deployment gate refuses the promotion (exit 1 expected) and writes its decision as
+# a verification summary attestation (sign it with `ledger sign FILE` where an identity is),
+# and evidence/ verifies, its report also as SARIF for code scanning.
 demo: $(STAMP)
 	rm -rf $(DEMO)
 	$(BIN)/ledger demo --out $(DEMO)
-	$(BIN)/ledger gate $(DEMO)/public/2026-11-29-simulated-example > $(DEMO)/gate.txt; test $$? -eq 1
-	$(BIN)/ledger verify --public evidence/ > $(DEMO)/verify-evidence.txt
-	@echo "deployment gate (expected to refuse): $(DEMO)/gate.txt; evidence/ verified: $(DEMO)/verify-evidence.txt"
+	$(BIN)/ledger gate $(DEMO)/public/2026-11-29-simulated-example --attest $(DEMO)/gate.intoto.json > $(DEMO)/gate.txt; test $$? -eq 1
+	$(BIN)/ledger verify --public evidence/ --format sarif --output $(DEMO)/verify-evidence.sarif
+	@echo "deployment gate (expected to refuse): $(DEMO)/gate.txt, its verification summary: $(DEMO)/gate.intoto.json; evidence/ verified: $(DEMO)/verify-evidence.sarif"
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check ledger runners tests benchmarks docs

@@ -108,24 +108,34 @@ def register_sign(commands: Any, common: argparse.ArgumentParser) -> None:
     sign = commands.add_parser(
         "sign",
         parents=[common],
-        help="sign a published campaign's statement with sigstore (keyless)",
-        description="Declares the bundle in manifest.json, then signs the statement over it "
-        "into statement.sigstore.json (a DSSE bundle). Needs the network and an identity: "
-        "--identity-token, or the ambient OIDC credential of a CI job (GitHub Actions: "
-        "'id-token: write').",
+        help="sign a published campaign's statement, or a gate's verification summary, with "
+        "sigstore (keyless)",
+        description="A campaign folder: declares the bundle in manifest.json, then signs the "
+        "statement over it into statement.sigstore.json (a DSSE bundle). A verification "
+        "summary (ledger gate --attest FILE): signs it into FILE.sigstore.json. Needs the "
+        "network and an identity: --identity-token, or the ambient OIDC credential of a CI "
+        "job (GitHub Actions: 'id-token: write').",
         epilog=exit_statuses(
             ok="signed",
             refused="nothing to sign, the seal does not hold, or signing failed (no "
             "ambient OIDC credential)",
-            unusable="a missing folder, an identity token or --trust-config that cannot be used",
+            unusable="a missing folder or file, a file that is no verification summary, a "
+            "bundle that exists (without --replace), an identity token or --trust-config "
+            "that cannot be used",
         ),
     )
-    sign.add_argument("campaign", metavar="CAMPAIGN_DIR", help="the published campaign folder")
+    sign.add_argument(
+        "campaign",
+        metavar="CAMPAIGN_DIR|SUMMARY",
+        help="the published campaign folder, or a verification summary that ledger gate "
+        "--attest wrote",
+    )
     _add_signing_options(sign)
     sign.add_argument(
         "--replace",
         action="store_true",
-        help="sign again a statement the campaign's bundle already signs",
+        help="sign again a statement the campaign's bundle already signs, or a summary "
+        "whose bundle exists",
     )
     sign.add_argument("--reseal-after-review", action="store_true", help=REVIEW_HELP)
     sign.set_defaults(func=_sign)
@@ -250,13 +260,15 @@ def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
         help="audit a published campaign (folder or URL): signature, subjects, every check",
         description="Fetch a published campaign (folder, or http(s) with size caps and no "
         "redirect to another host), verify the statement's sigstore bundle offline, check "
-        "every subject digest against the files, then run every verify check.",
+        "every subject digest against the files, then run every verify check; with "
+        "--verification-summary, also check a gate's signed verification summary of it.",
         epilog=exit_statuses(
             ok="passed",
             refused="failed (each problem on a line)",
             unusable="a missing folder, a URL that cannot be fetched or a fetch past its "
             "limits, a bundle or trusted root that does not parse, a --tickets that is not "
-            "a folder",
+            "a folder, a malformed --policy, a --verification-summary without its file or a "
+            "policy to name",
         ),
     )
     audit.add_argument(
@@ -277,6 +289,35 @@ def register_audit(commands: Any, common: argparse.ArgumentParser) -> None:
         "--tickets",
         metavar="DIR",
         help="where linked tickets are that the campaign does not publish itself",
+    )
+    audit.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="the promotion policy a summary claiming promotion must meet, and the one a "
+        "verification summary must name (default: the policy shipped with ledger)",
+    )
+    audit.add_argument(
+        "--verification-summary",
+        metavar="FILE",
+        help="also check a gate's verification summary of the campaign (ledger gate --attest "
+        "FILE, signed beside it as FILE.sigstore.json): signed by the identity, naming this "
+        "campaign's manifest, the policy of --policy-digest, and a passed verdict",
+    )
+    audit.add_argument(
+        "--policy-digest",
+        metavar="SHA256",
+        help="the sha256 of the promotion policy the summary must name (ledger gate prints "
+        "it; default: that of --policy, which one of the two must give)",
+    )
+    audit.add_argument(
+        "--summary-identity",
+        metavar="IDENTITY",
+        help="the identity that must have signed the summary (default: --identity)",
+    )
+    audit.add_argument(
+        "--summary-issuer",
+        metavar="ISSUER",
+        help="its OIDC issuer URL (default: --issuer)",
     )
     audit.add_argument(
         "--timeout",
@@ -315,8 +356,14 @@ def _positive_float(text: str) -> float:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from runners.publication import sign
+    from runners.publication import sign, sign_summary
 
+    if os.path.isfile(args.campaign):
+        if args.reseal_after_review:
+            raise UsageError("--reseal-after-review is for a campaign folder, not a summary")
+        bundle, who = sign_summary(args.campaign, _signing_setup(args), replace=args.replace)
+        print(f"signed: {bundle} (by {who})")
+        return 0
     if not is_folder(args.campaign, "sign"):
         return 2
     bundle, who = sign(
@@ -330,8 +377,9 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    from ledger.promotion.policy import load_policy
     from ledger.signatures import UnusableInputError
-    from runners.publication import AuditInputError, FetchLimits, audit
+    from runners.publication import AuditInputError, ExpectedSummary, FetchLimits, audit
 
     limits = FetchLimits(
         max_file_bytes=int(args.max_file_mib * (1 << 20)),
@@ -341,6 +389,19 @@ def _audit(args: argparse.Namespace) -> int:
     if args.tickets is not None and not os.path.isdir(args.tickets):
         print(f"ledger audit: error: --tickets {args.tickets}: not a folder", file=sys.stderr)
         return 2
+    problem = _summary_argument_problem(args)
+    if problem is not None:
+        print(f"ledger audit: error: {problem}", file=sys.stderr)
+        return 2
+    policy = load_policy(args.policy)
+    summary = None
+    if args.verification_summary is not None:
+        summary = ExpectedSummary(
+            args.verification_summary,
+            args.policy_digest or policy.sha256,
+            args.summary_identity or args.identity,
+            args.summary_issuer or args.issuer,
+        )
     try:
         result = audit(
             args.source,
@@ -350,6 +411,8 @@ def _audit(args: argparse.Namespace) -> int:
             staging=args.staging,
             limits=limits,
             tickets=args.tickets,
+            summary=summary,
+            policy=policy,
         )
     except (AuditInputError, UnusableInputError) as e:
         print(f"ledger audit: error: {e.diagnostics()}", file=sys.stderr)
@@ -358,6 +421,30 @@ def _audit(args: argparse.Namespace) -> int:
         print(problem)
     print("OK" if result.ok else "FAIL", file=sys.stderr)
     return 0 if result.ok else 1
+
+
+def _summary_argument_problem(args: argparse.Namespace) -> str | None:
+    from ledger.signatures import is_sha256
+
+    given = args.verification_summary is not None
+    if not given:
+        extra = [
+            name
+            for name, value in (
+                ("--policy-digest", args.policy_digest),
+                ("--summary-identity", args.summary_identity),
+                ("--summary-issuer", args.summary_issuer),
+            )
+            if value is not None
+        ]
+        return f"{extra[0]} is for --verification-summary" if extra else None
+    if not os.path.isfile(args.verification_summary):
+        return f"--verification-summary {args.verification_summary}: no such file"
+    if args.policy_digest is None and args.policy is None:
+        return "--verification-summary needs --policy or --policy-digest: the policy it must name"
+    if args.policy_digest is not None and not is_sha256(args.policy_digest):
+        return f"--policy-digest {args.policy_digest!r}: not a lowercase hex sha256"
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:

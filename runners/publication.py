@@ -25,6 +25,7 @@ from ledger.evidence import manifest, tree
 from ledger.formats import jsonio
 from ledger.formats.outputs import Changes, OutputExists
 from ledger.hashing import sha256_file
+from ledger.promotion.policy import Policy
 from ledger.signatures import verify_statement
 from ledger.verification import Report, verify_paths
 from runners.client import url_problem
@@ -34,12 +35,14 @@ __all__ = [
     "MAX_TOTAL_BYTES",
     "AuditInputError",
     "AuditResult",
+    "ExpectedSummary",
     "FetchLimits",
     "SigningSetup",
     "audit",
     "fetch",
     "sign",
     "sign_file",
+    "sign_summary",
 ]
 
 MAX_FILE_BYTES = 256 << 20
@@ -202,13 +205,19 @@ def audit(
     staging: bool = False,
     limits: FetchLimits | None = None,
     tickets: str | None = None,
+    summary: ExpectedSummary | None = None,
+    policy: Policy | None = None,
 ) -> AuditResult:
     """Checks a published campaign: the statement's signature (offline), every subject's
-    digest against the files, then every verify check.
+    digest against the files, then every verify check; and, when given, a gate's signed
+    verification summary of it.
 
     Args:
         limits: what a fetch over HTTP accepts.
         tickets: where linked tickets that the campaign does not publish itself are.
+        summary: the verification summary to check, and what it must say.
+        policy: the promotion policy a summary claiming promotion must meet (default: the
+            shipped one).
 
     Raises:
         AuditInputError: the campaign cannot be fetched or read.
@@ -228,12 +237,16 @@ def audit(
         with tempfile.TemporaryDirectory(prefix="ledger-audit-") as temp:
             folder = fetch(source, Path(temp), limits)
             shown = source.rstrip("/")
-            return _audit(folder, identity, issuer, trusted_root, staging, tickets, shown)
+            return _audit(
+                folder, identity, issuer, trusted_root, staging, tickets, shown, summary, policy
+            )
     folder = Path(source)
     if not folder.is_dir():
         what = "not a folder" if folder.exists() else "no such folder"
         raise AuditInputError(f"{source}: {what}, and not an http(s) URL")
-    return _audit(folder, identity, issuer, trusted_root, staging, tickets, str(folder))
+    return _audit(
+        folder, identity, issuer, trusted_root, staging, tickets, str(folder), summary, policy
+    )
 
 
 def _audit(
@@ -244,6 +257,8 @@ def _audit(
     staging: bool,
     tickets: str | None,
     shown: str,
+    summary: ExpectedSummary | None = None,
+    policy: Policy | None = None,
 ) -> AuditResult:
     problems: list[str] = []
     statement_path = folder / signatures.STATEMENT_NAME
@@ -278,7 +293,7 @@ def _audit(
         actual, _ = sha256_file(path)
         if actual != digest:
             problems.append(f"subject {name!r}: sha256 {actual}, the statement says {digest}")
-    report = verify_paths([str(folder)], jobs=1, tickets=tickets)
+    report = verify_paths([str(folder)], jobs=1, tickets=tickets, policy=policy)
     for f in report.findings:
         if f.severity == "error":
             # Named as the auditor gave it, never as the temporary copy of a fetch.
@@ -286,7 +301,90 @@ def _audit(
             problems.append(
                 f"verify: {f.code} {where}{'#' + f.pointer if f.pointer else ''}: {f.message}"
             )
+    if summary is not None:
+        problems += [
+            f"verification summary {summary.path}: {p}"
+            for p in _summary_problems(folder, summary, trusted_root, staging)
+        ]
     return AuditResult(not problems, tuple(problems), report)
+
+
+@attrs.frozen
+class ExpectedSummary:
+    """A gate's verification summary of the audited campaign, and who and what it must
+    name: the summary is trusted for its signer and its policy, never for its own word."""
+
+    path: str
+    """The statement ``ledger gate --attest`` wrote; its bundle is ``<path>.sigstore.json``."""
+    policy_sha256: str
+    """The digest of the policy the gate must have applied (``ledger gate`` prints it)."""
+    identity: str
+    issuer: str
+
+
+def read_summary(expected: ExpectedSummary) -> tuple[bytes, bytes | None]:
+    """The summary's bytes and its bundle's (None when it has none).
+
+    Raises:
+        AuditInputError: the summary cannot be read.
+    """
+    path = Path(expected.path)
+    bundle = path.with_name(path.name + manifest.BUNDLE_SUFFIX)
+    try:
+        data = jsonio.read_limited(path, what="statements")
+        signed = (
+            jsonio.read_limited(bundle, signatures.MAX_BUNDLE_BYTES, what="bundles")
+            if bundle.exists()
+            else None
+        )
+    except OSError as e:
+        raise AuditInputError(f"{e.filename or path}: {e.strerror or e}") from None
+    except InvalidArtifact as e:
+        raise AuditInputError(str(e)) from None
+    return data, signed
+
+
+def _summary_problems(
+    folder: Path, expected: ExpectedSummary, trusted_root: str | None, staging: bool
+) -> list[str]:
+    data, bundle = read_summary(expected)
+    problems = []
+    if bundle is None:
+        problems.append(f"no {Path(expected.path).name}{manifest.BUNDLE_SUFFIX}: it is not signed")
+    else:
+        result = verify_statement(
+            data,
+            bundle,
+            identity=expected.identity,
+            issuer=expected.issuer,
+            trusted_root=trusted_root,
+            staging=staging,
+        )
+        if not result.ok:
+            problems.append(f"signature: {result.reason}")
+    try:
+        document = jsonio.parse_strict(data)
+    except InvalidArtifact as e:
+        return [*problems, f"does not parse: {e}"]
+    manifest_path = folder / manifest.MANIFEST_NAME
+    digest = sha256_file(manifest_path)[0] if manifest_path.is_file() else "(no manifest.json)"
+    campaign_id = _campaign_id(folder)
+    return problems + signatures.summary_problems(
+        document,
+        campaign_id=campaign_id,
+        manifest_sha256=digest,
+        policy_sha256=expected.policy_sha256,
+    )
+
+
+def _campaign_id(folder: Path) -> str:
+    """The campaign's id as its manifest states it (a fetched copy's folder is named so)."""
+    try:
+        listed = jsonio.read_json(folder / manifest.MANIFEST_NAME)
+    except (OSError, InvalidArtifact):
+        return folder.resolve().name
+    stated = listed.get("campaign_id") if isinstance(listed, dict) else None
+    return stated if isinstance(stated, str) else folder.resolve().name
 
 
 @attrs.frozen
@@ -476,6 +574,52 @@ def _still_signed(root: Path, statement: bytes) -> bool:
     if not (root / signatures.BUNDLE_NAME).exists() or not present.exists():
         return False
     return present.read_bytes() == statement and not signatures.check_bundle(root)
+
+
+def sign_summary(
+    path: str | Path, setup: SigningSetup | None = None, *, replace: bool = False
+) -> tuple[Path, str]:
+    """Signs a verification summary that ``ledger gate --attest`` wrote: its statement,
+    as it is, in a DSSE bundle beside it (``<file>.sigstore.json``).
+
+    Raises:
+        UsageError: the file is not a verification summary.
+        OutputExists: the bundle exists and ``replace`` is false.
+        RunnerError: no usable identity, or sigstore failed.
+    """
+    from sigstore.dsse import Statement
+
+    source = Path(path)
+    try:
+        data = jsonio.read_limited(source, what="statements")
+        document = jsonio.parse_strict(data)
+    except OSError as e:
+        raise UsageError(f"{source}: {e.strerror or e}") from None
+    except InvalidArtifact as e:
+        raise UsageError(f"{source}: {e}") from None
+    if (
+        not isinstance(document, dict)
+        or document.get("predicateType") != signatures.SUMMARY_PREDICATE_TYPE
+        or document.get("_type") != signatures.STATEMENT_TYPE
+    ):
+        raise UsageError(
+            f"{source}: not a verification summary (ledger gate --attest); a campaign is "
+            "signed by its folder"
+        )
+    target = source.with_name(source.name + manifest.BUNDLE_SUFFIX)
+    if target.exists() and not replace:
+        raise OutputExists(
+            f"{target} exists; --replace to sign again (the old signature is then lost)"
+        )
+    try:
+        with _signer_context(setup or SigningSetup()) as (signer, who):
+            bundle = signer.sign_dsse(Statement(data))
+    except (RunnerError, UsageError):
+        raise
+    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
+        raise RunnerError(f"signing failed: {_described(e)}") from None
+    jsonio.write_atomic(target, bundle.to_json().encode())
+    return target, who
 
 
 def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:

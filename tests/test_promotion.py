@@ -27,7 +27,7 @@ from runners.plan import parse_plan
 from tests import cells
 from tests.components import SHIM_ENV, NvmlShim, Podman
 from tests.conftest import CliRun, built_once, forge_seal, verify_json
-from tests.private_sigstore import PrivateSigstore
+from tests.private_sigstore import OIDC_ISSUER, PrivateSigstore, SigstoreService
 
 pytestmark = [pytest.mark.gpu, pytest.mark.docker]
 
@@ -519,6 +519,60 @@ def test_promoted_campaign_publishes_and_still_verifies(
     assert status == 0, report
     status, out, _ = cli("gate", str(public), "--policy", str(policy_file))
     assert status == 0, out
+
+
+def test_a_gate_that_passes_attests_it_and_the_audit_accepts_the_summary(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path, cli: CliRun
+) -> None:
+    policy = load_policy(policy_file)
+    decide(campaign, policy)
+    _approve(campaign, policy_file, sigstore)
+    assert decide(campaign, policy).evaluation.allowed
+    assert cli("publish", str(campaign), "--out", str(tmp_path / "public"))[0] == 0
+    public = tmp_path / "public" / campaign.name
+    summary = tmp_path / "gate.intoto.json"
+    with SigstoreService(sigstore) as service:
+        config = service.write_trust_config(tmp_path / "trust-config.json")
+        signing = ("--trust-config", str(config), "--identity-token")
+        assert cli("sign", str(public), *signing, service.token(APPROVER))[0] == 0
+        status, out, _ = cli(
+            "gate", str(public), "--policy", str(policy_file), "--attest", str(summary)
+        )
+        assert status == 0, out
+        assert f"verification summary (PASSED, policy sha256 {policy.sha256})" in out
+        assert cli("sign", str(summary), *signing, service.token(APPROVER))[0] == 0
+    predicate = json.loads(summary.read_bytes())["predicate"]
+    assert predicate["verificationResult"] == "PASSED"
+    assert predicate["verifiedLevels"] == ["ANVIL_PROMOTION_LEVEL_3"]
+    gate = predicate["https://anvil-ledger.dev/verification_summary/gate/v1"]
+    assert gate["rules_unmet"] == [] and gate["rules_met"] == [
+        "evidence",
+        *dict.fromkeys(RULE_CODES),
+    ]
+    audit = (
+        "audit",
+        str(public),
+        "--identity",
+        APPROVER,
+        "--issuer",
+        OIDC_ISSUER,
+        "--trusted-root",
+        str(tmp_path / "root.json"),
+        "--verification-summary",
+        str(summary),
+    )
+    # The policy names it: --policy gives both the checks and the digest expected.
+    result = cli(*audit, "--policy", str(policy_file))
+    assert result == (0, "", "OK\n"), result[1]
+    assert cli(*audit, "--policy", str(policy_file), "--policy-digest", policy.sha256)[0] == 0
+    # Another policy did not decide it: the same summary does not attest that one.
+    status, out, _ = cli(
+        *audit, "--policy", str(policy_file), "--policy-digest", load_policy().sha256
+    )
+    assert status == 1 and out == (
+        f"verification summary {summary}: policy digest {policy.sha256!r}, expected "
+        f"{load_policy().sha256}: another policy decided\n"
+    )
 
 
 def test_resume_keeps_the_before_snapshot_and_takes_missing_readings(

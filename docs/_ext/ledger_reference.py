@@ -11,7 +11,7 @@ from typing import Any
 
 from ledger.cli import _main as _cli
 from ledger.exit_status import MEANINGS
-from ledger.findings import CODES
+from ledger.findings import CHECKS
 
 
 def _cell(text: str) -> str:
@@ -49,10 +49,11 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> list[tupl
 
 
 def findings_table() -> str:
-    rows = ["| code | severity | meaning |", "| --- | --- | --- |"]
+    rows = ["| code | severity | check | meaning |", "| --- | --- | --- | --- |"]
     rows += [
-        f"| `{code}` | {severity} | {_cell(meaning)} |"
-        for code, (severity, meaning) in CODES.items()
+        f"| `{code}` | {severity} | {check} | {_cell(meaning)} |"
+        for check, codes in CHECKS.items()
+        for code, (severity, meaning) in codes.items()
     ]
     return "\n".join(rows) + "\n"
 

@@ -85,10 +85,12 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
         description="Verify the campaign, then evaluate the policy on its evidence and its "
         "summary.json; print every rule with its reasons.",
         epilog=exit_statuses(
-            ok="promotion allowed",
-            refused="promotion not allowed (a rule unmet, or error findings)",
+            ok="promotion allowed (and its verification summary written, with --attest)",
+            refused="promotion not allowed (a rule unmet, or error findings), or no "
+            "manifest.json for --attest to name",
             unusable=f"{_NOT_CAMPAIGN}, a malformed --policy, an arm the campaign lacks, a bad "
-            "LEDGER_JOBS",
+            "LEDGER_JOBS, an --attest FILE that exists (without --replace) or whose folder "
+            "does not",
         ),
     )
     for parser in (decide, gate):
@@ -102,6 +104,13 @@ def add_decision_commands(commands: Any, common: argparse.ArgumentParser) -> Non
             "--candidate", metavar="ARM", help="the arm to decide on (default: from the A/B)"
         )
     add_jobs_option(gate)
+    gate.add_argument(
+        "--attest",
+        metavar="FILE",
+        help="write the decision as a verification summary attestation (an in-toto "
+        "statement, SLSA verification_summary/v1) to FILE; sign it with 'ledger sign FILE'",
+    )
+    add_replace_flag(gate, "an --attest FILE")
     add_review_flag(decide)
     decide.set_defaults(func=_decide)
     gate.set_defaults(func=_gate)
@@ -252,6 +261,8 @@ def _gate(args: argparse.Namespace) -> int:
     policy = _load(args, "gate")
     if policy is None:
         return 2
+    if args.attest is not None and not _attest_usable(args.attest, args.replace):
+        return 2
     evidence = load_evidence(args.campaign)
     if args.candidate is not None:
         picked, why = pick_candidate(evidence, args.candidate)
@@ -273,16 +284,85 @@ def _gate(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"  FAIL evidence: {report.errors} error findings (run ledger verify)")
     failed_rules = {u.rule for u in unmet}
-    for rule in dict.fromkeys(RULE_CODES):
-        if rule == "approval" and not policy.approval_required:
-            continue
-        if rule == "restoration" and not policy.restoration_required:
-            continue
-        mark = "FAIL" if rule in failed_rules else "ok  "
-        print(f"  {mark} {rule}")
+    rules = [
+        rule
+        for rule in dict.fromkeys(RULE_CODES)
+        if (rule != "approval" or policy.approval_required)
+        and (rule != "restoration" or policy.restoration_required)
+    ]
+    for rule in rules:
+        print(f"  {'FAIL' if rule in failed_rules else 'ok  '} {rule}")
         for item in unmet:
             if item.rule == rule:
                 print(printable(f"       {item.reason}"))
     allowed = report.ok and not unmet
     print("promotion allowed" if allowed else "promotion NOT allowed")
+    if args.attest is not None:
+        written = _attest(
+            args,
+            policy,
+            evaluation.candidate,
+            report,
+            [r for r in rules if r not in failed_rules],
+            [(u.rule, u.reason) for u in unmet],
+        )
+        if not written:
+            return 1
     return 0 if allowed else 1
+
+
+def _attest_usable(path: str, replace: bool) -> bool:
+    """Whether the attestation can be written where asked; if not, says why (exit 2)."""
+    folder = os.path.dirname(path) or "."
+    problem = None
+    if not os.path.isdir(folder):
+        problem = f"no such folder {folder}"
+    elif os.path.isdir(path):
+        problem = "a folder, not a file"
+    elif os.path.lexists(path) and not replace:
+        problem = "exists (--replace to write over it; its signature would then be stale)"
+    if problem is not None:
+        print(f"ledger gate: error: --attest {path}: {problem}", file=sys.stderr)
+    return problem is None
+
+
+def _attest(
+    args: argparse.Namespace,
+    policy: Any,
+    candidate: str | None,
+    report: Any,
+    met: list[str],
+    unmet: list[tuple[str, str]],
+) -> bool:
+    from ledger import signatures
+    from ledger.evidence import manifest
+    from ledger.formats import jsonio
+    from ledger.hashing import sha256_file
+
+    campaign = Path(args.campaign)
+    manifest_path = campaign / manifest.MANIFEST_NAME
+    if not manifest_path.is_file():
+        print(
+            f"ledger gate: {manifest_path}: no manifest.json: the decision has no evidence to "
+            "attest (run ledger seal)",
+            file=sys.stderr,
+        )
+        return False
+    digest, _ = sha256_file(manifest_path)
+    statement = signatures.verification_summary(
+        campaign_id=campaign.resolve().name,
+        manifest_sha256=digest,
+        policy_name=policy.name,
+        policy_sha256=policy.sha256,
+        level=policy.level,
+        candidate=candidate,
+        errors=report.errors,
+        warnings=report.warnings,
+        met=([] if report.errors else ["evidence"]) + met,
+        unmet=([("evidence", f"{report.errors} error findings")] if report.errors else []) + unmet,
+        verified_at=signatures.time_verified(),
+    )
+    jsonio.write_atomic(args.attest, jsonio.dumps_deterministic(statement))
+    result = statement["predicate"]["verificationResult"]
+    print(f"verification summary ({result}, policy sha256 {policy.sha256}): {args.attest}")
+    return True

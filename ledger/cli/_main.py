@@ -28,6 +28,9 @@ from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, Usage
 from ledger.exit_status import ExitStatus
 from ledger.formats.jsonio import MAX_JSON_BYTES
 
+REPORT_FORMATS = ("text", "json", "sarif", "junit")
+"""What ``ledger verify --format`` writes (:func:`ledger.verification.render`)."""
+
 _logger = logging.getLogger("ledger")
 
 
@@ -132,9 +135,28 @@ def _add_verify(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "--format",
-        choices=("text", "json"),
+        choices=REPORT_FORMATS,
         default="text",
-        help="text for people (default), json for machines",
+        help="text for people (default), json for machines, sarif (2.1.0) for code "
+        "scanning, junit (XML) for CI test reports",
+    )
+    verify.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to FILE (replaced whole, never half-written) instead of "
+        "standard output",
+    )
+    verify.add_argument(
+        "--github-annotations",
+        action="store_true",
+        help="also print one GitHub Actions workflow command per finding on standard "
+        "output (::error file=...,line=...::), which the runner shows on the file's line",
+    )
+    verify.add_argument(
+        "--changed",
+        action="store_true",
+        help="the paths are changed files (as pre-commit passes them): verify each "
+        "campaign folder that holds one; files in no campaign are left out",
     )
     add_jobs_option(verify)
     verify.add_argument(
@@ -683,7 +705,7 @@ def _add_plugin_commands(commands: Any, common: argparse.ArgumentParser) -> None
 
 def _verify(args: argparse.Namespace) -> int:
     from ledger.promotion.policy import load_policy
-    from ledger.verification import UnusablePathError, verify_paths
+    from ledger.verification import UnusablePathError, campaigns_holding, render, verify_paths
 
     try:
         policy = load_policy(args.policy)
@@ -693,9 +715,20 @@ def _verify(args: argparse.Namespace) -> int:
     if args.tickets is not None and not os.path.isdir(args.tickets):
         print(f"ledger verify: error: --tickets {args.tickets}: not a folder", file=sys.stderr)
         return 2
+    problem = _verify_output_problem(args)
+    if problem is not None:
+        print(f"ledger verify: error: {problem}", file=sys.stderr)
+        return 2
+    paths = args.paths
+    if args.changed:
+        paths = campaigns_holding(args.paths)
+        if not paths:
+            print("ledger verify: no campaign holds the changed files", file=sys.stderr)
+            print("OK", file=sys.stderr)
+            return 0
     try:
         report = verify_paths(
-            args.paths,
+            paths,
             jobs=jobs_of(args),
             max_json_bytes=args.max_json_bytes,
             policy=policy,
@@ -705,12 +738,40 @@ def _verify(args: argparse.Namespace) -> int:
     except UnusablePathError as e:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
         return 2
-    if args.format == "json":
-        _write_out(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+    rendered = render(report, args.format)
+    if args.output is not None:
+        from ledger.formats.jsonio import write_atomic
+
+        try:
+            write_atomic(args.output, rendered)
+        except OSError as e:
+            print(f"ledger verify: error: --output {args.output}: {e.strerror}", file=sys.stderr)
+            return 2
     else:
-        _write_out(report.render_text())
+        _write_out(rendered.decode("utf-8"))
+    if args.github_annotations:
+        from ledger.verification import workflow_commands
+
+        _write_out(workflow_commands(report))
     print("OK" if report.ok else "FAIL", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _verify_output_problem(args: argparse.Namespace) -> str | None:
+    """Why the report cannot go where it is asked to, checked before anything is read."""
+    if args.output is None:
+        if args.github_annotations and args.format != "text":
+            return (
+                f"--github-annotations beside a {args.format} report on standard output would "
+                "make it unreadable: give --output FILE"
+            )
+        return None
+    folder = os.path.dirname(args.output) or "."
+    if not os.path.isdir(folder):
+        return f"--output {args.output}: no such folder {folder}"
+    if os.path.isdir(args.output):
+        return f"--output {args.output}: a folder, not a file"
+    return None
 
 
 def _seal(args: argparse.Namespace) -> int:

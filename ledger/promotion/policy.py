@@ -21,6 +21,7 @@ from ledger.formats.tomlio import parse_toml, read_toml
 __all__ = [
     "PINNED_ROOTS",
     "POLICY_SCHEMA",
+    "PROMOTION_LEVELS",
     "Approver",
     "MatchedAB",
     "Policy",
@@ -32,6 +33,12 @@ POLICY_SCHEMA = "anvil-serving.promotion-policy/v1"
 _SHOWN = 5
 """Schema problems a policy error names; the rest are counted."""
 PINNED_ROOTS = ("production", "staging")
+PROMOTION_LEVELS = (
+    "ANVIL_PROMOTION_LEVEL_1",
+    "ANVIL_PROMOTION_LEVEL_2",
+    "ANVIL_PROMOTION_LEVEL_3",
+)
+"""The levels :attr:`Policy.level` names (custom SLSA results: never ``SLSA_`` ones)."""
 
 
 @attrs.frozen
@@ -128,6 +135,17 @@ class Policy:
                 "approvers": [attrs.asdict(a) for a in self.approvers],
             },
         }
+
+    @property
+    def level(self) -> str:
+        """What a gate that passes under this policy attests (a verification summary's
+        ``verifiedLevels``), each level holding the ones below: 1, every verify check and
+        the rules every policy keeps (complete, required gates, a matched A/B, the GPU
+        reserve); 2, also the serving container shown unchanged (restoration); 3, also a
+        signed approval by a named approver."""
+        if not self.restoration_required:
+            return PROMOTION_LEVELS[0]
+        return PROMOTION_LEVELS[2] if self.approval_required else PROMOTION_LEVELS[1]
 
     @property
     def sha256(self) -> str:

@@ -22,6 +22,15 @@ from ledger.signatures._intoto import (
     subjects_of,
     with_subjects,
 )
+from ledger.signatures._summary import (
+    GATE_FIELD,
+    SUMMARY_PREDICATE_TYPE,
+    VERIFIER_ID,
+    is_sha256,
+    summary_problems,
+    time_verified,
+    verification_summary,
+)
 from ledger.signatures._verify import (
     MAX_ROOT_BYTES,
     MAX_SIGNED_BYTES,
@@ -34,20 +43,27 @@ from ledger.signatures._verify import (
 
 __all__ = [
     "BUNDLE_NAME",
+    "GATE_FIELD",
     "MAX_BUNDLE_BYTES",
     "MAX_ROOT_BYTES",
     "MAX_SIGNED_BYTES",
     "PREDICATE_TYPE",
     "STATEMENT_NAME",
     "STATEMENT_TYPE",
+    "SUMMARY_PREDICATE_TYPE",
+    "VERIFIER_ID",
     "SignatureResult",
     "UnusableInputError",
     "check_bundle",
+    "is_sha256",
     "pae",
     "predicate_mismatches",
     "signature_problem",
     "statement",
     "subjects_of",
+    "summary_problems",
+    "time_verified",
+    "verification_summary",
     "verify_bundle",
     "verify_file",
     "verify_statement",

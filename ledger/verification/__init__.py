@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from ledger.verification._annotations import workflow_commands
+from ledger.verification._junit import to_junit
+from ledger.verification._render import campaigns_holding, render
+from ledger.verification._sarif import SARIF_VERSION, to_sarif
 from ledger.verification._verify import (
     Report,
     UnusablePathError,
@@ -9,7 +13,13 @@ from ledger.verification._verify import (
 )
 
 __all__ = [
+    "SARIF_VERSION",
     "Report",
     "UnusablePathError",
+    "campaigns_holding",
+    "render",
+    "to_junit",
+    "to_sarif",
     "verify_paths",
+    "workflow_commands",
 ]

@@ -46,10 +46,18 @@ class Report:
 
     findings: tuple[Finding, ...]
     """Every finding, sorted by campaign, path, pointer and code."""
-    campaigns: int
-    """Campaign folders verified."""
+    campaign_names: tuple[str, ...]
+    """Each campaign folder verified, as reached from the arguments (a finding's
+    ``campaign``), in the order verified."""
+    documents: tuple[str, ...]
+    """Each lone JSON document verified."""
     artifacts: int
     """Files read, seal files excluded."""
+
+    @property
+    def campaigns(self) -> int:
+        """Campaign folders verified."""
+        return len(self.campaign_names)
 
     @property
     def errors(self) -> int:
@@ -327,7 +335,12 @@ def verify_paths(
     shown_masked = {c.display for c in campaigns if c.scanned} | {b.under for b in beside}
     findings = [_named_masked(f) if f.campaign in shown_masked else f for f in findings]
     findings.sort(key=_finding_order)
-    return Report(tuple(findings), len(campaigns), artifacts)
+    return Report(
+        tuple(findings),
+        tuple(c.display for c in campaigns),
+        tuple(r.rel for r in documents_read),
+        artifacts,
+    )
 
 
 def _campaign_tasks(

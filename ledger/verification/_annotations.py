@@ -1,0 +1,34 @@
+"""``ledger verify --github-annotations``: one GitHub Actions workflow command per finding
+(``::error file=…,line=…,title=…::message``), which the runner turns into an annotation on
+the file's line in the job summary and the pull request."""
+
+from __future__ import annotations
+
+from ledger.verification._places import Places, plain
+from ledger.verification._verify import Report
+
+__all__ = ["workflow_commands"]
+
+
+def _data(text: str) -> str:
+    # The runner's own escapes: a message may hold '%' and (escaped) nothing else it reads.
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_commands(report: Report) -> str:
+    """The workflow commands, one line each, in the report's order."""
+    places = Places()
+    lines = []
+    for finding in report.findings:
+        where = f"#{finding.pointer}" if finding.pointer else ""
+        title = f"{finding.code}{where}"
+        lines.append(
+            f"::{finding.severity} file={_property(plain(finding.path))},"
+            f"line={places.line(finding)},title={_property(plain(title))}"
+            f"::{_data(plain(finding.message))}"
+        )
+    return "".join(line + "\n" for line in lines)
