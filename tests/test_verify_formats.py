@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jsonschema
 import pytest
@@ -269,3 +270,30 @@ def test_a_pointer_the_text_lacks_is_placed_nowhere() -> None:
     assert line_of(text, "a") is None
     assert line_of(b'{"a": ', "/a") is None
     assert line_of(text, "/c~1d") == 1
+
+
+def test_a_sums_line_and_an_absolute_path_are_placed_as_code_scanning_reads_them(
+    evidence: Path, cli: CliRun
+) -> None:
+    sums = evidence / PUBLISHED / "SHA256SUMS"
+    lines = sums.read_text().splitlines()
+    lines[2] = "not a digest line"
+    sums.write_text("\n".join(lines) + "\n")
+    campaign = str(evidence / PUBLISHED)  # absolute: a file:// URI, spaces and all escaped
+    _, out, _ = cli("verify", campaign, "--format", "sarif")
+    results = json.loads(out)["runs"][0]["results"]
+    invalid = next(r for r in results if r["ruleId"] == "sha256sums-invalid")
+    place = invalid["locations"][0]["physicalLocation"]
+    assert place["region"]["startLine"] == 3
+    assert place["artifactLocation"]["uri"] == f"file://{quote(str(sums))}"
+    assert invalid["locations"][0]["logicalLocations"][0]["fullyQualifiedName"] == "/3"
+
+
+def test_a_lone_document_is_a_suite_of_its_own(evidence: Path, cli: CliRun) -> None:
+    from junitparser import JUnitXml
+
+    document = f"evidence/{DECIDED}/summary.json"
+    _, out, _ = cli("verify", document, "--format", "junit")
+    suites = list(JUnitXml.fromstring(out.encode()))
+    assert [s.name for s in suites] == [document]
+    assert [c.name for c in suites[0]] == list(CHECKS)
