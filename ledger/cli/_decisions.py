@@ -7,12 +7,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.cli._help import exit_statuses, group_exit_statuses
 from ledger.cli._jobs import add_jobs_option, jobs_of
 from ledger.errors import InvalidArtifact, printable
 from ledger.formats.regular import read_regular
+
+if TYPE_CHECKING:
+    from ledger.promotion.policy import Policy
+    from ledger.verification import Report
 
 _NOT_CAMPAIGN = "a missing folder or one that is not a campaign's"
 _SEAL = "the seal does not hold (files changed since it; see --reseal-after-review)"
@@ -271,6 +275,8 @@ def _gate(args: argparse.Namespace) -> int:
             arms = ", ".join(evidence.arms)
             print(f"ledger gate: error: {args.campaign}: {why} (arms: {arms})", file=sys.stderr)
             return 2
+    # The manifest the summary attests is the one verified: read before, compared after.
+    sealed = _manifest_digest(args.campaign) if args.attest is not None else None
     report = verify_paths([args.campaign], jobs=jobs_of(args), policy=policy)
     summary_path = os.path.join(args.campaign, manifest.SUMMARY_NAME)
     summary_bytes = None
@@ -300,6 +306,7 @@ def _gate(args: argparse.Namespace) -> int:
     if args.attest is not None:
         written = _attest(
             args,
+            sealed,
             policy,
             evaluation.candidate,
             report,
@@ -326,29 +333,45 @@ def _attest_usable(path: str, replace: bool) -> bool:
     return problem is None
 
 
+def _manifest_digest(campaign: str) -> str | None:
+    from ledger.evidence import manifest
+    from ledger.hashing import sha256_file
+
+    path = Path(campaign) / manifest.MANIFEST_NAME
+    try:
+        return sha256_file(path)[0] if path.is_file() else None
+    except OSError:
+        return None
+
+
 def _attest(
     args: argparse.Namespace,
-    policy: Any,
+    sealed: str | None,
+    policy: Policy,
     candidate: str | None,
-    report: Any,
+    report: Report,
     met: list[str],
     unmet: list[tuple[str, str]],
 ) -> bool:
     from ledger import signatures
-    from ledger.evidence import manifest
     from ledger.formats import jsonio
-    from ledger.hashing import sha256_file
 
     campaign = Path(args.campaign)
-    manifest_path = campaign / manifest.MANIFEST_NAME
-    if not manifest_path.is_file():
+    digest = _manifest_digest(args.campaign)
+    if digest is None:
         print(
-            f"ledger gate: {manifest_path}: no manifest.json: the decision has no evidence to "
-            "attest (run ledger seal)",
+            f"ledger gate: {args.campaign}: no readable manifest.json: the decision has no "
+            "evidence to attest (run ledger seal)",
             file=sys.stderr,
         )
         return False
-    digest, _ = sha256_file(manifest_path)
+    if digest != sealed:
+        print(
+            f"ledger gate: {args.campaign}: manifest.json changed while it was gated; "
+            "nothing attested",
+            file=sys.stderr,
+        )
+        return False
     statement = signatures.verification_summary(
         campaign_id=campaign.resolve().name,
         manifest_sha256=digest,
