@@ -345,3 +345,41 @@ def test_a_policy_s_level_is_what_it_demands() -> None:
     assert attrs.evolve(policy, approval_required=False).level == "ANVIL_PROMOTION_LEVEL_2"
     assert attrs.evolve(policy, restoration_required=False).level == "ANVIL_PROMOTION_LEVEL_1"
     assert not any(level.startswith("SLSA_") for level in PROMOTION_LEVELS)
+
+
+def test_a_manifest_changed_while_gated_is_not_attested(
+    signed: Signed, cli: CliRun, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ledger.verification
+
+    verify = ledger.verification.verify_paths
+    manifest = signed.folder / "manifest.json"
+
+    def verify_then_swap(*args: Any, **kwargs: Any) -> Any:
+        report = verify(*args, **kwargs)
+        manifest.write_bytes(manifest.read_bytes() + b" ")  # after it was verified
+        return report
+
+    monkeypatch.setattr(ledger.verification, "verify_paths", verify_then_swap)
+    summary = tmp_path / "late.intoto.json"
+    status, _, err = cli("gate", str(signed.folder), "--attest", str(summary))
+    assert status == 1
+    assert err == (
+        f"ledger gate: {signed.folder}: manifest.json changed while it was gated; nothing "
+        "attested\n"
+    )
+    assert not summary.exists()
+
+
+def test_a_campaign_without_a_manifest_has_nothing_to_attest(cli: CliRun, tmp_path: Path) -> None:
+    folder = tmp_path / PUBLISHED
+    shutil.copytree(ROOT / "evidence" / PUBLISHED, folder)
+    (folder / "manifest.json").unlink()
+    summary = tmp_path / "none.intoto.json"
+    status, out, err = cli("gate", str(folder), "--attest", str(summary))
+    assert status == 1 and "promotion NOT allowed" in out
+    assert err == (
+        f"ledger gate: {folder}: no readable manifest.json: the decision has no evidence to "
+        "attest (run ledger seal)\n"
+    )
+    assert not summary.exists()
