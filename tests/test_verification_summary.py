@@ -383,3 +383,15 @@ def test_a_campaign_without_a_manifest_has_nothing_to_attest(cli: CliRun, tmp_pa
         "attest (run ledger seal)\n"
     )
     assert not summary.exists()
+
+
+@pytest.mark.parametrize("epoch", ["abc", "-5", "", "253402300800"])
+def test_a_source_date_epoch_that_is_no_time_is_refused(
+    epoch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger.errors import UsageError
+    from ledger.signatures import time_verified
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+    with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH"):
+        time_verified()

@@ -297,3 +297,10 @@ def test_a_lone_document_is_a_suite_of_its_own(evidence: Path, cli: CliRun) -> N
     suites = list(JUnitXml.fromstring(out.encode()))
     assert [s.name for s in suites] == [document]
     assert [c.name for c in suites[0]] == list(CHECKS)
+
+
+def test_an_output_that_is_no_regular_file_is_never_replaced(evidence: Path, cli: CliRun) -> None:
+    status, out, err = cli("verify", "evidence", "--format", "json", "--output", "/dev/null")
+    assert (status, out) == (2, "")
+    assert "not a regular file" in err
+    assert Path("/dev/null").is_char_device()

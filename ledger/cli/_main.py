@@ -771,6 +771,11 @@ def _verify_output_problem(args: argparse.Namespace) -> str | None:
         return f"--output {args.output}: no such folder {folder}"
     if os.path.isdir(args.output):
         return f"--output {args.output}: a folder, not a file"
+    if os.path.lexists(args.output) and (
+        os.path.islink(args.output) or not os.path.isfile(args.output)
+    ):
+        # The report replaces a file whole: a device, a FIFO or a link would be replaced too.
+        return f"--output {args.output}: not a regular file (a device, pipe or link)"
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ledger import __version__
+from ledger.errors import UsageError
 from ledger.signatures._intoto import STATEMENT_TYPE
 
 __all__ = [
@@ -40,12 +41,17 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 def time_verified() -> str:
     """Now, in UTC to the second; ``SOURCE_DATE_EPOCH`` when set, so that a rebuild of the
     same decision gives the same bytes."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    moment = (
-        datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
-        if epoch.isdigit()
-        else datetime.datetime.now(datetime.UTC)
-    )
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch is None:
+        return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        if not epoch.isdigit():
+            raise ValueError
+        moment = datetime.datetime.fromtimestamp(int(epoch), datetime.UTC)
+    except (ValueError, OverflowError, OSError):
+        raise UsageError(
+            f"SOURCE_DATE_EPOCH={epoch!r}: not a count of seconds since 1970 in years 1-9999"
+        ) from None
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
