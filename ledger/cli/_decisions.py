@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.cli._help import exit_statuses, group_exit_statuses
 from ledger.cli._jobs import add_jobs_option, jobs_of
+from ledger.cli._outputs import output_file_problem
 from ledger.errors import InvalidArtifact, printable
 from ledger.formats.regular import read_regular
 
@@ -320,16 +321,14 @@ def _gate(args: argparse.Namespace) -> int:
 
 def _attest_usable(path: str, replace: bool) -> bool:
     """Whether the attestation can be written where asked; if not, says why (exit 2)."""
-    folder = os.path.dirname(path) or "."
-    problem = None
-    if not os.path.isdir(folder):
-        problem = f"no such folder {folder}"
-    elif os.path.isdir(path):
-        problem = "a folder, not a file"
-    elif os.path.lexists(path) and not replace:
-        problem = "exists (--replace to write over it; its signature would then be stale)"
+    exists = (
+        None
+        if replace
+        else "exists (--replace to write over it; its signature would then be stale)"
+    )
+    problem = output_file_problem("--attest", path, exists=exists)
     if problem is not None:
-        print(f"ledger gate: error: --attest {path}: {problem}", file=sys.stderr)
+        print(f"ledger gate: error: {problem}", file=sys.stderr)
     return problem is None
 
 

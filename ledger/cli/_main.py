@@ -24,6 +24,7 @@ from ledger.cli._decisions import (
 from ledger.cli._help import HelpFormatter, exit_statuses, group_exit_statuses
 from ledger.cli._history import add_history
 from ledger.cli._jobs import add_jobs_option, jobs_of, positive_int
+from ledger.cli._outputs import output_file_problem
 from ledger.errors import Error, InvalidArtifact, SchemaError, Terminated, UsageError, printable
 from ledger.exit_status import ExitStatus
 from ledger.formats.jsonio import MAX_JSON_BYTES
@@ -704,8 +705,9 @@ def _add_plugin_commands(commands: Any, common: argparse.ArgumentParser) -> None
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from ledger.evidence.tree import campaigns_holding
     from ledger.promotion.policy import load_policy
-    from ledger.verification import UnusablePathError, campaigns_holding, render, verify_paths
+    from ledger.verification import Places, UnusablePathError, render, verify_paths
 
     try:
         policy = load_policy(args.policy)
@@ -738,7 +740,8 @@ def _verify(args: argparse.Namespace) -> int:
     except UnusablePathError as e:
         print(f"ledger verify: error: {e.diagnostics()}", file=sys.stderr)
         return 2
-    rendered = render(report, args.format)
+    places = Places()
+    rendered = render(report, args.format, places)
     if args.output is not None:
         from ledger.formats.jsonio import write_atomic
 
@@ -752,7 +755,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.github_annotations:
         from ledger.verification import workflow_commands
 
-        _write_out(workflow_commands(report))
+        _write_out(workflow_commands(report, places))
     print("OK" if report.ok else "FAIL", file=sys.stderr)
     return 0 if report.ok else 1
 
@@ -766,17 +769,7 @@ def _verify_output_problem(args: argparse.Namespace) -> str | None:
                 "make it unreadable: give --output FILE"
             )
         return None
-    folder = os.path.dirname(args.output) or "."
-    if not os.path.isdir(folder):
-        return f"--output {args.output}: no such folder {folder}"
-    if os.path.isdir(args.output):
-        return f"--output {args.output}: a folder, not a file"
-    if os.path.lexists(args.output) and (
-        os.path.islink(args.output) or not os.path.isfile(args.output)
-    ):
-        # The report replaces a file whole: a device, a FIFO or a link would be replaced too.
-        return f"--output {args.output}: not a regular file (a device, pipe or link)"
-    return None
+    return output_file_problem("--output", args.output)
 
 
 def _seal(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ __all__ = [
     "EntryKind",
     "Listing",
     "campaign_folders",
+    "campaigns_holding",
     "check_relative_path",
     "holds_campaigns",
     "identity",
@@ -210,3 +211,19 @@ def holds_campaigns(folder: Path) -> bool:
         return any(c.is_dir() and not c.is_symlink() and is_campaign(c) for c in folder.iterdir())
     except OSError:
         return False
+
+
+def campaigns_holding(paths: list[str]) -> list[str]:
+    """The campaign folders that hold the given files, each once, in the order first
+    named: for each file, the outermost folder above it that is a campaign (a campaign's
+    own subfolders may look like one). Files in no campaign are left out."""
+    found: dict[str, None] = {}
+    for path in paths:
+        above = Path(path).parents
+        outermost = None
+        for folder in above:
+            if folder != Path(".") and folder.is_dir() and is_campaign(folder):
+                outermost = folder
+        if outermost is not None:
+            found.setdefault(str(outermost), None)
+    return list(found)

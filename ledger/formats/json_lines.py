@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+import orjson
+
 __all__ = ["MAX_LOCATED_BYTES", "line_of", "pointer_tokens"]
 
 MAX_LOCATED_BYTES = 16 << 20
@@ -34,8 +36,6 @@ def line_of(data: bytes, pointer: str) -> int | None:
         return None
     if not target:
         return 1
-    import orjson
-
     # Each open container: [is an object, the key or index of the value to come, a key is
     # awaited].
     stack: list[list[object]] = []

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ledger.verification._annotations import workflow_commands
 from ledger.verification._junit import to_junit
-from ledger.verification._render import campaigns_holding, render
+from ledger.verification._places import Places
+from ledger.verification._render import render
 from ledger.verification._sarif import SARIF_VERSION, to_sarif
 from ledger.verification._verify import (
     Report,
@@ -14,9 +15,9 @@ from ledger.verification._verify import (
 
 __all__ = [
     "SARIF_VERSION",
+    "Places",
     "Report",
     "UnusablePathError",
-    "campaigns_holding",
     "render",
     "to_junit",
     "to_sarif",

@@ -19,9 +19,9 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def workflow_commands(report: Report) -> str:
+def workflow_commands(report: Report, places: Places | None = None) -> str:
     """The workflow commands, one line each, in the report's order."""
-    places = Places()
+    places = places or Places()
     lines = []
     for finding in report.findings:
         where = f"#{finding.pointer}" if finding.pointer else ""

@@ -11,7 +11,7 @@ import hashlib
 from typing import Any
 
 from ledger import __version__
-from ledger.findings import CHECKS, CODES
+from ledger.findings import CODES, check_of
 from ledger.verification._places import Places, plain, uri
 from ledger.verification._verify import Report
 
@@ -28,26 +28,26 @@ edited above the finding moves it, and code scanning should still see the same a
 
 def _rules() -> list[dict[str, Any]]:
     rules = []
-    for check, codes in CHECKS.items():
-        for code, (severity, meaning) in codes.items():
-            rules.append(
-                {
-                    "id": code,
-                    "name": "".join(part.title() for part in code.split("-")),
-                    "shortDescription": {"text": meaning},
-                    "fullDescription": {"text": f"{meaning} (check: {check})"},
-                    "defaultConfiguration": {"level": severity},
-                    "properties": {"tags": ["anvil-ledger", check]},
-                }
-            )
+    for code, (severity, meaning) in CODES.items():
+        check = check_of(code)
+        rules.append(
+            {
+                "id": code,
+                "name": "".join(part.title() for part in code.split("-")),
+                "shortDescription": {"text": meaning},
+                "fullDescription": {"text": f"{meaning} (check: {check})"},
+                "defaultConfiguration": {"level": severity},
+                "properties": {"tags": ["anvil-ledger", check]},
+            }
+        )
     return rules
 
 
-def to_sarif(report: Report) -> dict[str, Any]:
+def to_sarif(report: Report, places: Places | None = None) -> dict[str, Any]:
     """The SARIF log of a verification: one run, one result per finding, in the report's
     order (so the same evidence gives the same bytes)."""
     index = {code: i for i, code in enumerate(CODES)}
-    places = Places()
+    places = places or Places()
     results = []
     for finding in report.findings:
         identity = f"{finding.code}\0{finding.path}\0{finding.pointer}".encode(
