@@ -438,6 +438,8 @@ def _summary_argument_problem(args: argparse.Namespace) -> str | None:
             if value is not None
         ]
         return f"{extra[0]} is for --verification-summary" if extra else None
+    if os.path.isdir(args.verification_summary):
+        return f"--verification-summary {args.verification_summary}: a folder, not a file"
     if not os.path.isfile(args.verification_summary):
         return f"--verification-summary {args.verification_summary}: no such file"
     if args.policy_digest is None and args.policy is None:

@@ -209,7 +209,9 @@ def test_the_example_workflow_passes_actionlint_and_gives_the_action_its_permiss
 _EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 _INPUT = re.compile(r"inputs\.([A-Za-z_][\w-]*)")
 _STEP_OUTPUT = re.compile(r"steps\.([A-Za-z_][\w-]*)\.outputs\.([A-Za-z_][\w-]*)")
-_CONDITION = re.compile(r"(always\(\) && )?inputs\.([A-Za-z_][\w-]*) == '([^']*)'")
+_COMPARISON = re.compile(
+    r"(inputs\.[A-Za-z_][\w-]*|steps\.[\w-]+\.outputs\.[\w-]+) (==|!=) '([^']*)'"
+)
 
 
 class UnsupportedExpression(ValueError):
@@ -231,17 +233,30 @@ def _substitute(text: str, inputs: dict[str, str], outputs: dict[str, dict[str, 
     return _EXPRESSION.sub(lambda match: _value(match[1], inputs, outputs), text)
 
 
-def _condition(expression: str | None, inputs: dict[str, str], failed: bool) -> bool:
-    """A step's ``if:``, for exactly the forms the action uses: none (``success()``),
-    ``inputs.X == 'v'`` (``success()`` implied) and ``always() && inputs.X == 'v'``.
-    Strings compare ignoring case, as GitHub compares them."""
+def _condition(
+    expression: str | None,
+    inputs: dict[str, str],
+    failed: bool,
+    outputs: dict[str, dict[str, str]] | None = None,
+) -> bool:
+    """A step's ``if:``, for exactly the forms the action uses: none (``success()``), or
+    terms joined by ``&&``, each ``always()``, ``inputs.X == 'v'`` or ``steps.S.outputs.O
+    != 'v'`` (``success()`` implied without ``always()``). Strings compare ignoring case,
+    as GitHub compares them."""
     if expression is None:
         return not failed
-    match = _CONDITION.fullmatch(expression)
-    if match is None or match[2] not in inputs:
-        raise UnsupportedExpression(expression)
-    always, name, literal = match.groups()
-    return (always is not None or not failed) and inputs[name].casefold() == literal.casefold()
+    always = False
+    holds = True
+    for term in expression.split(" && "):
+        if term == "always()" and not always:
+            always = True
+            continue
+        match = _COMPARISON.fullmatch(term)
+        if match is None:
+            raise UnsupportedExpression(expression)
+        value = _value(match[1], inputs, outputs or {}).casefold()
+        holds = holds and (value == match[3].casefold()) == (match[2] == "==")
+    return (always or not failed) and holds
 
 
 def _read_outputs(path: Path) -> dict[str, str]:
@@ -311,7 +326,7 @@ def _run_action(
     runs = []
     for index, step in enumerate(_steps(action)):
         name = step.get("name", f"step {index}")
-        if not _condition(step.get("if"), inputs, failed):
+        if not _condition(step.get("if"), inputs, failed, outputs):
             runs.append(StepRun(name, ran=False))
             continue
         if "uses" in step:
@@ -427,9 +442,7 @@ def test_without_upload_or_annotations_the_job_still_fails_on_errors(
     assert job.step("Fail on error findings").returncode == 1
 
 
-def test_a_failed_install_fails_the_job_and_still_runs_the_upload(
-    workspace: Path, scratch: Path
-) -> None:
+def test_a_failed_install_fails_the_job_and_uploads_nothing(workspace: Path, scratch: Path) -> None:
     fake = scratch / "bin"
     fake.mkdir()
     (fake / "python").write_text("#!/bin/sh\necho 'no index reachable' >&2\nexit 1\n")
@@ -440,7 +453,9 @@ def test_a_failed_install_fails_the_job_and_still_runs_the_upload(
     assert verify.returncode == 2
     assert verify.outputs["exit-status"] == "2"
     assert "::error title=anvil-ledger::could not install" in verify.stdout
-    assert job.step("Upload SARIF to code scanning").ran
+    # No report was written: none is uploaded (an upload would fail on the missing file).
+    assert "sarif-file" not in verify.outputs
+    assert not job.step("Upload SARIF to code scanning").ran
     assert not job.step("Fail on error findings").ran
     assert job.failed
 
@@ -466,26 +481,36 @@ def test_paths_are_split_on_whitespace_and_never_globbed(workspace: Path, scratc
 
     # A glob reaches ledger as it is written: no such path, so ledger could not run.
     job = _run_action(workspace, scratch, install="false", paths="evidence/2026-09-0*")
-    assert job.step("ledger verify").outputs["exit-status"] == "2"
+    assert job.step("ledger verify").outputs == {"exit-status": "2"}
+    assert not job.step("Upload SARIF to code scanning").ran
     assert job.step("Fail on error findings").returncode == 2
 
 
 def test_the_condition_evaluator_knows_only_the_forms_the_action_uses() -> None:
     inputs = {"install": "True"}
+    written = {"verify": {"sarif-file": "x.sarif"}}
     assert _condition("inputs.install == 'true'", inputs, failed=False)
     assert not _condition("inputs.install == 'true'", inputs, failed=True)
     assert _condition("always() && inputs.install == 'true'", inputs, failed=True)
+    assert not _condition("always() && inputs.install != 'true'", inputs, failed=True)
     assert not _condition(None, inputs, failed=True)
+    given = "always() && inputs.install == 'true' && steps.verify.outputs.sarif-file != ''"
+    assert _condition(given, inputs, failed=True, outputs=written)
+    assert not _condition(given, inputs, failed=False, outputs={})
+    assert not _condition(given, {"install": "false"}, failed=False, outputs=written)
     for other in (
         "success() && inputs.install == 'true'",
-        "inputs.install != 'true'",
+        "always() && always() && inputs.install == 'true'",
+        "inputs.install === 'true'",
         "${{ inputs.install == 'true' }}",
         "inputs.nope == 'true'",
     ):
         with pytest.raises(UnsupportedExpression):
             _condition(other, inputs, failed=False)
     conditions = [step["if"] for step in _steps(_action()) if "if" in step]
-    assert conditions and all(_CONDITION.fullmatch(c) for c in conditions)
+    assert len(conditions) == 2
+    defaults = {name: str(spec["default"]) for name, spec in _action()["inputs"].items()}
+    assert all(_condition(c, defaults, failed=False, outputs=written) for c in conditions)
 
 
 # --- The pre-commit hook ---------------------------------------------------------------------

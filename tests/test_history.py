@@ -357,6 +357,10 @@ def test_an_html_page_with_other_content_is_replaced_only_when_asked(
     # The same page again is no change: no --replace needed.
     assert cli("history", str(evidence), "--html", str(page))[0] == 0
     assert page.read_bytes() == written
+    # --replace alone replaces nothing: a forgotten --html is said, not passed over.
+    status, out, err = cli("history", str(evidence), "--replace")
+    assert (status, out) == (2, "")
+    assert err == "ledger history: error: --replace is given without --html FILE\n"
 
 
 @pytest.mark.parametrize(

@@ -265,6 +265,7 @@ def test_attest_refuses_a_file_it_would_replace_and_a_missing_folder(
             "not a lowercase hex sha256",
         ),
         (["--verification-summary", "nowhere.json", "--policy-digest", "ab" * 32], "no such file"),
+        (["--verification-summary", ".", "--policy-digest", "ab" * 32], ": a folder, not a file"),
     ],
 )
 def test_audit_refuses_summary_arguments_that_cannot_be_checked(
@@ -405,3 +406,70 @@ def test_attest_never_replaces_a_device(signed: Signed, cli: CliRun) -> None:
         == "ledger gate: error: --attest /dev/null: not a regular file (a device, pipe or link)\n"
     )
     assert Path("/dev/null").is_char_device()
+
+
+def test_replace_without_attest_is_refused(signed: Signed, cli: CliRun) -> None:
+    status, out, err = cli("gate", str(signed.folder), "--replace")
+    assert (status, out) == (2, "")
+    assert err == "ledger gate: error: --replace is given without --attest FILE\n"
+
+
+def test_a_campaign_with_error_findings_is_attested_with_the_evidence_rule_unmet(
+    signed: Signed, cli: CliRun, tmp_path: Path
+) -> None:
+    report = signed.folder / "report.md"
+    report.write_bytes(report.read_bytes() + b"\n")
+    summary = tmp_path / "broken.intoto.json"
+    status, _, _ = cli("gate", str(signed.folder), "--attest", str(summary))
+    gate = json.loads(summary.read_bytes())["predicate"][GATE_FIELD]
+    assert status == 1 and gate["evidence"]["errors"] >= 1
+    assert gate["rules_unmet"][0] == {
+        "rule": "evidence",
+        "reason": f"{gate['evidence']['errors']} error findings",
+    }
+    assert "evidence" not in gate["rules_met"]
+
+
+def test_attest_refuses_a_folder(signed: Signed, cli: CliRun, tmp_path: Path) -> None:
+    status, out, err = cli("gate", str(signed.folder), "--attest", str(tmp_path))
+    assert (status, out) == (2, "")
+    assert err == f"ledger gate: error: --attest {tmp_path}: a folder, not a file\n"
+
+
+def test_a_summary_from_another_issuer_is_refused(signed: Signed, cli: CliRun) -> None:
+    other = "https://issuer.example.net"
+    status, out, _ = _audit(
+        cli, signed, "--policy-digest", DEFAULT_POLICY, "--summary-issuer", other
+    )
+    lines = _summary_lines(out)
+    assert status == 1
+    assert any(
+        line.startswith(f"verification summary {signed.summary}: signature:") for line in lines
+    )
+    assert other in " ".join(lines)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"predicateType": "https://slsa.dev/provenance/v1"},
+        {"_type": "https://in-toto.io/Statement/v0.1"},
+    ],
+    ids=["other-predicate", "other-statement-type"],
+)
+def test_sign_refuses_a_statement_that_is_no_verification_summary(
+    signed: Signed, cli: CliRun, service: SigstoreService, tmp_path: Path, edit: dict[str, str]
+) -> None:
+    other = tmp_path / "other.intoto.json"
+    other.write_text(json.dumps(json.loads(signed.summary.read_bytes()) | edit))
+    status, out, err = cli(
+        "sign",
+        str(other),
+        "--identity-token",
+        service.token(GATEKEEPER),
+        "--trust-config",
+        str(tmp_path / "trust-config.json"),
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith(f"error: {other}: not a verification summary")
+    assert not Path(str(other) + ".sigstore.json").exists()

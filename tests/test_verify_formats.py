@@ -52,6 +52,7 @@ def test_sarif_validates_against_the_published_schema(evidence: Path, cli: CliRu
     status, clean = _sarif(cli)
     assert status == 0
     jsonschema.Draft4Validator(SCHEMA).validate(clean)
+    assert clean["runs"][0]["invocations"][0]["exitCode"] == 0
     _broken(evidence)
     status, broken = _sarif(cli)
     assert status == 1
@@ -101,6 +102,13 @@ def test_each_finding_is_one_result_on_its_file_line_and_pointer(
     assert line > 1
     assert Path(uri).read_text().splitlines()[line - 1].strip().startswith('"passed": false')
     assert run["invocations"][0]["exitCode"] == 1
+    # A fingerprint follows its finding (code, file and pointer), never another's.
+    prints = [next(iter(r["partialFingerprints"].values())) for r in results]
+    assert len(set(prints)) == len(prints)
+    _, again = _sarif(cli, "--jobs", "1")
+    assert [next(iter(r["partialFingerprints"].values())) for r in again["runs"][0]["results"]] == (
+        prints
+    )
     assert run["properties"]["errors"] == sum(1 for f in findings if f["severity"] == "error")
 
 
@@ -149,6 +157,26 @@ def test_junit_is_one_case_per_campaign_and_check(evidence: Path, cli: CliRun) -
     assert manifest_case.is_passed and "withheld-artifact" in (manifest_case.system_out or "")
 
 
+def test_a_failed_junit_check_lists_its_warnings_beside_its_errors(
+    evidence: Path, cli: CliRun
+) -> None:
+    from junitparser import Failure, JUnitXml
+
+    # The qualification's manifest check has warnings alone (withheld artifacts); one
+    # changed byte adds an error to the same check.
+    summary = evidence / QUALIFIED / "summary.json"
+    summary.write_bytes(summary.read_bytes() + b" ")
+    assert cli("verify", "evidence", "--format", "junit", "--output", "v.xml")[0] == 1
+    suite = next(s for s in JUnitXml.fromfile("v.xml") if s.name == f"evidence/{QUALIFIED}")
+    case = next(c for c in suite if c.name == "campaign layout and manifest")
+    (failure,) = case.result
+    assert isinstance(failure, Failure)
+    lines = failure.text.splitlines()
+    errors = {line.split()[1] for line in lines if line.startswith("error ")}
+    assert errors == {"size-mismatch", "hash-mismatch"}
+    assert any(line.startswith("warning withheld-artifact ") for line in lines)
+
+
 def test_annotations_place_each_finding_on_its_line(evidence: Path, cli: CliRun) -> None:
     _broken(evidence)
     odd = evidence / PUBLISHED / "a,b:100%.txt"
@@ -160,16 +188,34 @@ def test_annotations_place_each_finding_on_its_line(evidence: Path, cli: CliRun)
     lines = out.splitlines()
     findings = json.loads(cli("verify", "evidence", "--format", "json")[1])["findings"]
     assert len(lines) == len(findings)
+    results = json.loads(Path("v.sarif").read_text())["runs"][0]["results"]
     command = re.compile(r"::(error|warning) file=([^,]*),line=(\d+),title=([^:]*)::(.*)")
-    for line, finding in zip(lines, findings, strict=True):
+    placed = []
+    for line, finding, result in zip(lines, findings, results, strict=True):
         match = command.fullmatch(line)
         assert match is not None, line
         assert match.group(1) == finding["severity"]
         assert match.group(4).startswith(finding["code"])
+        # On the same line as the SARIF result places it.
+        region = result["locations"][0]["physicalLocation"].get("region", {})
+        placed.append(int(match.group(3)))
+        assert placed[-1] == region.get("startLine", 1)
+    assert max(placed) > 1
     assert (
         f"::error file=evidence/{PUBLISHED}/a%2Cb%3A100%25.txt,line=1,title=unlisted-file::" in out
     )
     assert json.loads(Path("v.sarif").read_text())["version"] == "2.1.0"
+
+
+def test_an_annotation_names_a_file_with_a_line_break_as_the_runner_decodes_it(
+    evidence: Path, cli: CliRun
+) -> None:
+    (evidence / PUBLISHED / "two\nlines\x1b.txt").write_text("unlisted")
+    status, out, _ = cli("verify", str(evidence / PUBLISHED), "--github-annotations")
+    assert status == 1
+    # %0A is a line break to the runner; ESC has no escape of its own and stays readable.
+    name = f"{evidence}/{PUBLISHED}/two%0Alines\\x1b.txt".replace(":", "%3A")
+    assert f"::error file={name},line=1,title=unlisted-file::" in out
 
 
 def test_annotations_never_mix_into_a_machine_report(evidence: Path, cli: CliRun) -> None:
@@ -206,9 +252,23 @@ def test_changed_files_verify_the_campaigns_that_hold_them(evidence: Path, cli: 
     assert status == 1 and summary["campaigns"] == 2
     status, out, _ = cli("verify", "--changed", "--format", "json", changed[0])
     assert status == 1 and json.loads(out)["summary"]["campaigns"] == 1
+    # A subfolder of a campaign that looks like one (named like a campaign id) is not
+    # verified alone: the campaign holding it is.
+    inner = evidence / PUBLISHED / "2026-01-01-inner"
+    inner.mkdir()
+    (inner / "notes.json").write_text("{}")
+    status, out, _ = cli("verify", "--changed", "--format", "json", str(inner / "notes.json"))
+    assert (status, out) == cli("verify", "--format", "json", str(evidence / PUBLISHED))[:2]
+    assert json.loads(out)["summary"]["campaigns"] == 1
     status, out, err = cli("verify", "--changed", "README.md")
-    assert (status, out) == (0, "")
+    assert (status, out) == (0, "0 errors, 0 warnings in 0 campaigns, 0 artifacts\n")
     assert err == "ledger verify: no campaign holds the changed files\nOK\n"
+    # The report a CI step uploads is still written, empty.
+    status, _, _ = cli(
+        "verify", "--changed", "--format", "sarif", "--output", "r.sarif", "README.md"
+    )
+    sarif = json.loads(Path("r.sarif").read_text())
+    assert status == 0 and sarif["runs"][0]["results"] == []
 
 
 def _dump(value: Any, indent: int | None) -> bytes:
@@ -242,7 +302,7 @@ _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
     lambda inner: (
         st.lists(inner, max_size=4)
-        | st.dictionaries(st.text(alphabet='ab/~"\\\n{}[],: ', max_size=4), inner, max_size=4)
+        | st.dictionaries(st.text(alphabet='ab01/~"\\\n{}[],: ', max_size=4), inner, max_size=4)
     ),
     max_leaves=20,
 )
@@ -270,6 +330,9 @@ def test_a_pointer_the_text_lacks_is_placed_nowhere() -> None:
     assert line_of(text, "a") is None
     assert line_of(b'{"a": ', "/a") is None
     assert line_of(text, "/c~1d") == 1
+    # "~01" is "~1" escaped, never "/": the escapes are undone ~1 first, then ~0.
+    spread = b'{\n"/": 1,\n"~1": 2\n}'
+    assert (line_of(spread, "/~01"), line_of(spread, "/~1")) == (3, 2)
 
 
 def test_a_sums_line_and_an_absolute_path_are_placed_as_code_scanning_reads_them(

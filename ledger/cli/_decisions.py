@@ -42,6 +42,14 @@ def add_replace_flag(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def replace_without_target(command: str, replace: bool, target: str | None, option: str) -> bool:
+    """Whether ``--replace`` is given without the option naming the file it would replace;
+    if so, says so (exit 2): the flag was meant for a file the command was not given."""
+    if replace and target is None:
+        print(f"ledger {command}: error: --replace is given without {option}", file=sys.stderr)
+    return replace and target is None
+
+
 def is_folder(path: str, command: str) -> bool:
     """Whether ``path`` is a folder; if not, says so in one line (the caller exits 2)."""
     if os.path.isdir(path):
@@ -261,6 +269,8 @@ def _gate(args: argparse.Namespace) -> int:
     from ledger.promotion import RULE_CODES, Unmet, evaluate, load_evidence, pick_candidate
     from ledger.verification import verify_paths
 
+    if replace_without_target("gate", args.replace, args.attest, "--attest FILE"):
+        return 2
     if not is_campaign_folder(args.campaign, "gate"):
         return 2
     policy = _load(args, "gate")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ledger.cli._decisions import add_replace_flag, is_folder
+from ledger.cli._decisions import add_replace_flag, is_folder, replace_without_target
 from ledger.cli._help import exit_statuses
 from ledger.errors import printable
 
@@ -118,6 +118,8 @@ def _write_out(text: str) -> None:
 def _history(args: argparse.Namespace) -> int:
     from ledger.history import history, render_html, render_json, render_text
 
+    if replace_without_target("history", args.replace, args.html, "--html FILE"):
+        return 2
     if not is_folder(args.root, "history"):
         return 2
     if args.html is not None:

@@ -4,6 +4,8 @@ the file's line in the job summary and the pull request."""
 
 from __future__ import annotations
 
+import re
+
 from ledger.verification._places import Places, plain
 from ledger.verification._verify import Report
 
@@ -19,6 +21,15 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _file(path: str) -> str:
+    # The runner decodes %0A and %0D in a property: a file name's line breaks reach it as
+    # they are, and the annotation lands on the file. Other control characters it has no
+    # escape for are written as escapes, as everywhere else.
+    return "".join(
+        part if part in ("\r", "\n") else plain(part) for part in re.split(r"([\r\n])", path)
+    )
+
+
 def workflow_commands(report: Report, places: Places | None = None) -> str:
     """The workflow commands, one line each, in the report's order."""
     places = places or Places()
@@ -27,7 +38,7 @@ def workflow_commands(report: Report, places: Places | None = None) -> str:
         where = f"#{finding.pointer}" if finding.pointer else ""
         title = f"{finding.code}{where}"
         lines.append(
-            f"::{finding.severity} file={_property(plain(finding.path))},"
+            f"::{finding.severity} file={_property(_file(finding.path))},"
             f"line={places.line(finding)},title={_property(plain(title))}"
             f"::{_data(plain(finding.message))}"
         )
