@@ -525,15 +525,21 @@ def test_verify_checks_a_publication_against_the_rules_it_names(
 
     found_by_v2 = {("private-data", "doc.json"), ("private-data", nested.name)}
     v1 = load_rules(rules_file("1")).sha256
-    assert name_rules("1", v1) == (0, [("sanitizer-outdated", public.name)])
+    assert name_rules("1", v1) == (0, [("sanitizer-outdated", "statement.intoto.json")])
     status, found = name_rules("2", load_rules().sha256)
     assert (status, set(found)) == (1, found_by_v2)
     # Another build of the current version (other bytes): a warning, checked against it.
     status, found = name_rules("2", "0" * 64)
-    assert (status, set(found)) == (1, {("sanitizer-outdated", public.name), *found_by_v2})
-    assert name_rules("1", "0" * 64) == (0, [("sanitizer-outdated", public.name)])
+    assert (status, set(found)) == (
+        1,
+        {("sanitizer-outdated", "statement.intoto.json"), *found_by_v2},
+    )
+    assert name_rules("1", "0" * 64) == (0, [("sanitizer-outdated", "statement.intoto.json")])
     status, found = name_rules("9", "0" * 64)
-    assert (status, set(found)) == (1, {("sanitizer-unknown", public.name), *found_by_v2})
+    assert (status, set(found)) == (
+        1,
+        {("sanitizer-unknown", "statement.intoto.json"), *found_by_v2},
+    )
 
 
 def test_the_v1_rules_file_is_frozen() -> None:

@@ -354,7 +354,8 @@ def _campaign_tasks(
     campaign = _Campaign(display, folder, listing, len(tasks), len(listing.entries), scanned)
     rules, issue = _rules_named(folder) if published else (None, None)
     if issue is not None:
-        findings.append(Finding.of(display, issue, display))
+        # Its pointer is into the statement, which names the rules.
+        findings.append(Finding.of(_join(display, manifest.STATEMENT_NAME), issue, display))
     if public and not published:
         findings.append(
             Finding.of(
