@@ -23,6 +23,56 @@ SEEDS = DATA / "seeds"
 sys.path.insert(0, str(ASSETS))
 
 
+CONTAINERS_GROUP = pytest.mark.xdist_group("containers")
+"""Every test that starts podman runs on one xdist worker. Two podman instances on one
+host share netavark's bridge and firewall chains but allocate addresses each on their own:
+both hand out 10.88.x.y, one's teardown removes the other's rules, and a port-forwarding
+rule left behind sends a later server's port on 127.0.0.1 to a container that is gone
+(a test server then answers "connection refused")."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # First, so that xdist's worker, which turns the marks into groups, sees this one.
+    for item in items:
+        if "podman" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+            "xdist_group"
+        ):
+            item.add_marker(CONTAINERS_GROUP)
+
+
+_UNGROUPED = pytest.StashKey[bool]()
+
+
+class _GroupsHold:
+    """A worker of ``--dist loadgroup`` names a grouped test "<id>@<group>", which is how
+    its group reaches the scheduler. Where it does not (pytest-xdist issue 1386), the groups
+    are silently ignored: each grouped test then fails, saying why, rather than run beside
+    the others of its group."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if not config.getoption("loadgroup", default=False):
+            return
+        for item in items:
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid.rpartition("]")[2]:
+                item.stash[_UNGROUPED] = True
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.stash.get(_UNGROUPED, False):
+            pytest.fail(
+                "--dist loadgroup did not group this test: this pytest-xdist does not work "
+                "with this pytest (pyproject.toml pins pytest below the version that broke it)",
+                pytrace=False,
+            )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupsHold(), "anvil-groups-hold")
+
+
 @pytest.fixture
 def asset() -> Callable[[str], Path]:
     def find(name: str) -> Path:

@@ -34,11 +34,11 @@ from runners.plan_container import ContainerSpec
 from runners.probes import container_documents, containers, startup
 from tests import cells
 from tests.components import api_answers
-from tests.conftest import CliRun, forge_seal, run_plan_text
+from tests.conftest import CONTAINERS_GROUP, CliRun, forge_seal, run_plan_text
 from tests.container_host import LOADER, ContainerHost
 from tests.llama_server import LlamaBuild, free_port
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("containers")]
+pytestmark = [pytest.mark.docker, CONTAINERS_GROUP]
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
@@ -485,6 +485,7 @@ def test_an_engine_that_goes_away_mid_start_is_engine_unavailable(
     finally:
         service.kill()
         service.wait()
+        shutil.rmtree(socket.parent, ignore_errors=True)
     assert attempt["outcome"] == "engine-unavailable", attempt
     assert attempt["detail"].startswith("the engine stopped answering: ")
     assert len(attempt["detail"].splitlines()) == 1

@@ -26,10 +26,12 @@ from runners.campaign.progress import LogProgress
 from runners.plan import parse_plan
 from tests import cells
 from tests.components import SHIM_ENV, NvmlShim, Podman
-from tests.conftest import CliRun, built_once, forge_seal, verify_json
+from tests.conftest import CONTAINERS_GROUP, CliRun, built_once, forge_seal, verify_json
 from tests.private_sigstore import OIDC_ISSUER, PrivateSigstore, SigstoreService
 
-pytestmark = [pytest.mark.gpu, pytest.mark.docker]
+# Its campaigns start podman through request.getfixturevalue, which the conftest's
+# grouping by fixture cannot see.
+pytestmark = [pytest.mark.gpu, pytest.mark.docker, CONTAINERS_GROUP]
 
 APPROVER = "release-manager@example.com"
 ISSUER = "https://accounts.example.com"
