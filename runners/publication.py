@@ -25,6 +25,7 @@ from ledger.errors import InvalidArtifact, RunnerError, UsageError, printable
 from ledger.evidence import manifest, tree
 from ledger.formats import jsonio
 from ledger.formats.outputs import Changes, OutputExists
+from ledger.formats.regular import read_regular
 from ledger.hashing import sha256_file
 from ledger.promotion.policy import Policy
 from ledger.signatures import verify_statement
@@ -379,12 +380,9 @@ def _summary_problems(
 def _manifest_of(folder: Path) -> tuple[str, str]:
     """The sha256 of the campaign's ``manifest.json``, read once, and the campaign id it
     states (a fetched copy's folder is named so; else the folder's name)."""
-    path = folder / manifest.MANIFEST_NAME
     try:
-        data = path.read_bytes() if path.is_file() else None
-    except OSError:
-        data = None
-    if data is None:
+        data = read_regular(folder / manifest.MANIFEST_NAME)
+    except OSError:  # missing, or no regular file (a FIFO is refused, never read)
         return "(no manifest.json)", folder.resolve().name
     try:
         listed = jsonio.parse_strict(data)
